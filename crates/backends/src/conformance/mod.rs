@@ -1,0 +1,7 @@
+//! The conformance suites: one per backend trait, run by the cross-service test binary
+//! against every implementation (compiled with the `testing` feature).
+
+pub mod blob;
+pub mod embed;
+pub mod llm;
+pub mod sql;

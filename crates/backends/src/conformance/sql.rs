@@ -1,0 +1,927 @@
+//! The conformance suites of the relational store traits. Each function takes a fresh store
+//! (an empty database) and panics with a message naming the broken behaviour.
+
+use chrono::{DateTime, Duration, SubsecRound, Utc};
+use thinkus_common::ids::{IdKind, new_id};
+use thinkus_common::model::{
+    ArtifactRef, Decision, DecisionConfidence, Language, Memory, MemorySource, MemoryStatus, MemoryType, Message,
+    Scope, Visibility,
+};
+
+use crate::sql::{
+    ArtifactRecord, ArtifactStore, Candidate, CandidateStatus, Change, ChangeKind, IdempotencyRecord, JobRecord,
+    JobStatus, JobStore, MemoryOrder, MemoryQuery, MemoryStore, SessionKey, SessionStore, StoreError, SummaryRecord,
+    WriteBatch,
+};
+use crate::vector::{Layers, Reader};
+
+/// Now, at the millisecond precision the store keeps.
+fn now() -> DateTime<Utc> {
+    Utc::now().trunc_subsecs(3)
+}
+
+/// A memory with sensible defaults for tests.
+pub fn memory(user: &str, role: &str, project: Option<&str>, memory_type: MemoryType, content: &str) -> Memory {
+    let now = Utc::now();
+    Memory {
+        id: new_id(IdKind::Memory),
+        scope: Scope {
+            user_id: user.into(),
+            role_id: role.into(),
+            project_id: project.map(str::to_string),
+            session_id: None,
+        },
+        memory_type,
+        content: content.into(),
+        summary: thinkus_common::text::summarize_to(content, 50),
+        importance: 3,
+        confidence: 1.0,
+        freshness: 3.0,
+        evidence_count: 1,
+        visibility: Visibility::Private,
+        status: MemoryStatus::Active,
+        superseded_by: None,
+        source: MemorySource::UserInput,
+        tags: Vec::new(),
+        created_at: now,
+        updated_at: now,
+        last_accessed_at: None,
+        access_count: 0,
+        context: String::new(),
+        related_decision_ids: Vec::new(),
+        artifact_refs: Vec::new(),
+        language: thinkus_common::text::detect_language(content),
+        speaker: None,
+        occurred_at: now,
+        subject: None,
+        iteration_id: None,
+        external_id: None,
+        version: 0,
+    }
+}
+
+fn insert(memories: &[Memory]) -> WriteBatch {
+    WriteBatch {
+        inserts: memories.to_vec(),
+        ..Default::default()
+    }
+}
+
+fn ids(memories: &[Memory]) -> Vec<String> {
+    let mut ids: Vec<String> = memories.iter().map(|m| m.id.clone()).collect();
+    ids.sort();
+    ids
+}
+
+/// The suite of [`MemoryStore`].
+pub async fn memory_store_suite(store: &dyn MemoryStore) {
+    let run = uuid::Uuid::now_v7().simple().to_string();
+    let alice = format!("alice-{run}");
+    let bob = format!("bob-{run}");
+
+    // Round trip of every field, Chinese and English.
+    let mut zh = memory(
+        &alice,
+        "cto",
+        Some("p1"),
+        MemoryType::UserPreference,
+        "我喜欢简约的设计风格",
+    );
+    zh.tags = vec!["设计".into(), "ui".into()];
+    zh.context = "在讨论首页时".into();
+    zh.related_decision_ids = vec!["mem_x".into()];
+    zh.artifact_refs = vec![ArtifactRef {
+        reference: "art_1".into(),
+        locator: "lines=1-5".into(),
+        desc: "设计稿".into(),
+    }];
+    zh.speaker = Some("Alice".into());
+    zh.subject = Some("design_style".into());
+    zh.iteration_id = Some("iter-1".into());
+    zh.external_id = Some("D1:1".into());
+    zh.scope.session_id = Some("s1".into());
+    zh.occurred_at = Utc::now() - Duration::days(3);
+    zh.last_accessed_at = Some(Utc::now() - Duration::days(1));
+    let en = memory(
+        &alice,
+        "cto",
+        None,
+        MemoryType::ProjectDecision,
+        "We go with Next.js and MongoDB",
+    );
+    store
+        .commit(insert(&[zh.clone(), en.clone()]))
+        .await
+        .expect("insert two memories");
+    let read = store
+        .get_memory(&alice, &zh.id)
+        .await
+        .unwrap()
+        .expect("the memory exists");
+    assert_eq!(read.content, zh.content);
+    assert_eq!(read.tags, zh.tags);
+    assert_eq!(read.artifact_refs, zh.artifact_refs);
+    assert_eq!(read.scope, zh.scope);
+    assert_eq!(read.language, Language::Zh);
+    assert_eq!(read.occurred_at.timestamp_millis(), zh.occurred_at.timestamp_millis());
+    assert_eq!(
+        read.last_accessed_at.map(|t| t.timestamp_millis()),
+        zh.last_accessed_at.map(|t| t.timestamp_millis())
+    );
+    assert_eq!(read.external_id.as_deref(), Some("D1:1"));
+
+    // Tenant isolation: another user's id is invisible.
+    assert!(
+        store.get_memory(&bob, &zh.id).await.unwrap().is_none(),
+        "bob must not read alice's memory"
+    );
+    assert!(store.get_memories(&bob, &[zh.id.clone()]).await.unwrap().is_empty());
+
+    // get_memories keeps the order asked and skips unknown ids.
+    let got = store
+        .get_memories(&alice, &[en.id.clone(), "mem_missing".into(), zh.id.clone()])
+        .await
+        .unwrap();
+    assert_eq!(
+        got.iter().map(|m| m.id.as_str()).collect::<Vec<_>>(),
+        vec![en.id.as_str(), zh.id.as_str()]
+    );
+
+    // External ids are unique per user.
+    let mut dup = memory(&alice, "cto", None, MemoryType::ConversationTurn, "again");
+    dup.external_id = Some("D1:1".into());
+    let err = store.commit(insert(&[dup])).await.expect_err("duplicate external id");
+    assert!(matches!(err, StoreError::AlreadyExists(_)), "{err:?}");
+    let mut other_user = memory(&bob, "cto", None, MemoryType::ConversationTurn, "bob's turn");
+    other_user.external_id = Some("D1:1".into());
+    store
+        .commit(insert(&[other_user]))
+        .await
+        .expect("external ids are per user");
+    assert_eq!(
+        store
+            .find_external(&alice, &["D1:1".into(), "D9:9".into()])
+            .await
+            .unwrap(),
+        vec![("D1:1".to_string(), zh.id.clone())]
+    );
+
+    // Optimistic concurrency: a stale version is refused and nothing in the batch applies.
+    let mut update = read.clone();
+    update.evidence_count = 2;
+    update.confidence = 1.0;
+    let newcomer = memory(&alice, "cto", None, MemoryType::Risk, "must roll back with the batch");
+    store
+        .commit(WriteBatch {
+            updates: vec![update.clone()],
+            ..Default::default()
+        })
+        .await
+        .expect("update at the current version");
+    let after = store.get_memory(&alice, &zh.id).await.unwrap().unwrap();
+    assert_eq!(after.evidence_count, 2);
+    assert_eq!(after.version, read.version + 1, "the version is bumped");
+    let err = store
+        .commit(WriteBatch {
+            inserts: vec![newcomer.clone()],
+            updates: vec![update.clone()],
+            ..Default::default()
+        })
+        .await
+        .expect_err("stale version");
+    assert!(matches!(err, StoreError::Conflict(_)), "{err:?}");
+    assert!(
+        store.get_memory(&alice, &newcomer.id).await.unwrap().is_none(),
+        "a failed batch must not leave its inserts behind"
+    );
+
+    // Idempotency: the same key is applied once.
+    let key = IdempotencyRecord {
+        user_id: alice.clone(),
+        key: format!("remember:{run}"),
+        response: "{\"id\":\"first\"}".into(),
+        created_at: Utc::now(),
+    };
+    store
+        .commit(WriteBatch {
+            idempotency: Some(key.clone()),
+            ..Default::default()
+        })
+        .await
+        .unwrap();
+    let err = store
+        .commit(WriteBatch {
+            inserts: vec![newcomer.clone()],
+            idempotency: Some(key.clone()),
+            ..Default::default()
+        })
+        .await
+        .expect_err("a reused request key");
+    assert!(matches!(err, StoreError::Conflict(_)), "{err:?}");
+    assert!(store.get_memory(&alice, &newcomer.id).await.unwrap().is_none());
+    assert_eq!(
+        store.get_idempotent(&alice, &key.key).await.unwrap().as_deref(),
+        Some("{\"id\":\"first\"}")
+    );
+    assert!(
+        store.get_idempotent(&bob, &key.key).await.unwrap().is_none(),
+        "keys are per user"
+    );
+
+    // History.
+    let change = Change {
+        id: new_id(IdKind::Change),
+        user_id: alice.clone(),
+        memory_id: zh.id.clone(),
+        kind: ChangeKind::Evidence,
+        actor: "system:dedup".into(),
+        reason: "similar (0.93)".into(),
+        before: Some("{}".into()),
+        after: Some("{\"evidence_count\":2}".into()),
+        at: Utc::now(),
+    };
+    store
+        .commit(WriteBatch {
+            changes: vec![change.clone()],
+            ..Default::default()
+        })
+        .await
+        .unwrap();
+    let history = store.changes(&alice, &zh.id).await.unwrap();
+    assert_eq!(history.len(), 1);
+    assert_eq!(history[0].kind, ChangeKind::Evidence);
+    assert_eq!(history[0].after, change.after);
+    assert!(store.changes(&bob, &zh.id).await.unwrap().is_empty());
+
+    // Visibility rules and filters in listings.
+    let user = format!("carol-{run}");
+    let mut own = memory(
+        &user,
+        "cto",
+        Some("p1"),
+        MemoryType::ProjectDecision,
+        "own private decision",
+    );
+    own.occurred_at = Utc::now() - Duration::days(2);
+    let mut shared = memory(&user, "cfo", Some("p1"), MemoryType::Constraint, "budget is $800");
+    shared.visibility = Visibility::Project;
+    shared.subject = Some("budget".into());
+    let other_private = memory(&user, "cfo", Some("p1"), MemoryType::Risk, "cfo private risk");
+    let cross_own = memory(&user, "cto", None, MemoryType::UserPreference, "prefers Rust");
+    let mut global_other = memory(&user, "designer", Some("p2"), MemoryType::UserPreference, "likes blue");
+    global_other.visibility = Visibility::Global;
+    global_other.tags = vec!["color".into(), "ui".into()];
+    let other_project = memory(&user, "cto", Some("p2"), MemoryType::ProjectDecision, "p2 decision");
+    let mut replaced = memory(&user, "cto", Some("p1"), MemoryType::Constraint, "budget is $500");
+    replaced.status = MemoryStatus::Replaced;
+    replaced.subject = Some("budget".into());
+    replaced.occurred_at = Utc::now() - Duration::days(40);
+    let all = vec![
+        own.clone(),
+        shared.clone(),
+        other_private.clone(),
+        cross_own.clone(),
+        global_other.clone(),
+        other_project.clone(),
+        replaced.clone(),
+    ];
+    store.commit(insert(&all)).await.unwrap();
+
+    let reader = |layers| Reader {
+        role_id: "cto".into(),
+        project_id: Some("p1".into()),
+        layers,
+    };
+    let active = vec![MemoryStatus::Active];
+    let query = |reader: Reader| MemoryQuery {
+        user_id: user.clone(),
+        reader: Some(reader),
+        statuses: active.clone(),
+        ..Default::default()
+    };
+    let listed = store.list_memories(&query(reader(Layers::Both))).await.unwrap();
+    assert_eq!(
+        ids(&listed),
+        ids(&[own.clone(), shared.clone(), cross_own.clone(), global_other.clone()]),
+        "the cto in p1 sees own, project-shared, own cross-project and global memories"
+    );
+    let listed = store.list_memories(&query(reader(Layers::Project))).await.unwrap();
+    assert_eq!(ids(&listed), ids(&[own.clone(), shared.clone()]));
+    let listed = store.list_memories(&query(reader(Layers::CrossProject))).await.unwrap();
+    assert_eq!(ids(&listed), ids(&[cross_own.clone()]));
+    let no_project = Reader {
+        role_id: "cto".into(),
+        project_id: None,
+        layers: Layers::Both,
+    };
+    let listed = store.list_memories(&query(no_project)).await.unwrap();
+    assert_eq!(ids(&listed), ids(&[cross_own.clone(), global_other.clone()]));
+    let count = store.count_memories(&query(reader(Layers::Both))).await.unwrap();
+    assert_eq!(count, 4);
+
+    let mut by_subject = query(reader(Layers::Both));
+    by_subject.subject = Some("budget".into());
+    by_subject.statuses = vec![];
+    assert_eq!(
+        ids(&store.list_memories(&by_subject).await.unwrap()),
+        ids(&[shared.clone(), replaced.clone()]),
+        "statuses empty means any status"
+    );
+    let mut by_type = query(reader(Layers::Both));
+    by_type.types = vec![MemoryType::UserPreference];
+    assert_eq!(
+        ids(&store.list_memories(&by_type).await.unwrap()),
+        ids(&[cross_own.clone(), global_other.clone()])
+    );
+    let mut excluded = query(reader(Layers::Both));
+    excluded.exclude_types = vec![MemoryType::UserPreference, MemoryType::Constraint];
+    assert_eq!(ids(&store.list_memories(&excluded).await.unwrap()), ids(&[own.clone()]));
+    let mut by_tag = query(reader(Layers::Both));
+    by_tag.tags = vec!["ui".into(), "color".into()];
+    assert_eq!(
+        ids(&store.list_memories(&by_tag).await.unwrap()),
+        ids(&[global_other.clone()])
+    );
+    by_tag.tags = vec!["u".into()];
+    assert!(
+        store.list_memories(&by_tag).await.unwrap().is_empty(),
+        "tags match whole"
+    );
+    let mut by_time = query(reader(Layers::Both));
+    by_time.occurred_from = Some(Utc::now() - Duration::days(1));
+    assert_eq!(
+        ids(&store.list_memories(&by_time).await.unwrap()),
+        ids(&[shared.clone(), cross_own.clone(), global_other.clone()])
+    );
+    let mut owner = MemoryQuery {
+        user_id: user.clone(),
+        owner_role: Some("cto".into()),
+        order: MemoryOrder::Oldest,
+        ..Default::default()
+    };
+    let listed = store.list_memories(&owner).await.unwrap();
+    assert_eq!(
+        listed.first().map(|m| m.id.clone()),
+        Some(replaced.id.clone()),
+        "oldest first"
+    );
+    assert_eq!(listed.len(), 4);
+    owner.limit = 2;
+    owner.offset = 1;
+    assert_eq!(store.list_memories(&owner).await.unwrap().len(), 2, "limit and offset");
+    let newest = MemoryQuery {
+        user_id: user.clone(),
+        order: MemoryOrder::Newest,
+        limit: 1,
+        ..Default::default()
+    };
+    let first = &store.list_memories(&newest).await.unwrap()[0];
+    assert_ne!(first.id, replaced.id);
+
+    // Access statistics.
+    let boosted = store
+        .record_access(&user, &[own.clone().id], Utc::now(), 0.5, 5.0)
+        .await
+        .unwrap();
+    assert_eq!(boosted, vec![(own.id.clone(), 3.5)]);
+    let capped = store
+        .record_access(&user, &[own.clone().id], Utc::now(), 4.0, 5.0)
+        .await
+        .unwrap();
+    assert_eq!(capped[0].1, 5.0, "freshness is capped");
+    let read = store.get_memory(&user, &own.id).await.unwrap().unwrap();
+    assert_eq!(read.access_count, 2);
+    assert!(read.last_accessed_at.is_some());
+    assert!(
+        store
+            .record_access(&bob, &[own.id.clone()], Utc::now(), 0.5, 5.0)
+            .await
+            .unwrap()
+            .is_empty()
+    );
+
+    // Deletes.
+    store
+        .commit(WriteBatch {
+            deletes: vec![(user.clone(), other_project.id.clone())],
+            ..Default::default()
+        })
+        .await
+        .unwrap();
+    assert!(store.get_memory(&user, &other_project.id).await.unwrap().is_none());
+
+    // Candidates.
+    let candidate = Candidate {
+        id: new_id(IdKind::Candidate),
+        scope: Scope::new(&alice, "cto").with_project("p1"),
+        draft: "{\"content\":\"用户常驻上海\"}".into(),
+        reason: "profile fact below the evidence threshold".into(),
+        score: 0.7,
+        evidence_count: 1,
+        status: CandidateStatus::Pending,
+        content_key: "常驻上海".into(),
+        created_at: now(),
+        decided_at: None,
+        memory_id: None,
+    };
+    store
+        .commit(WriteBatch {
+            candidates: vec![candidate.clone()],
+            ..Default::default()
+        })
+        .await
+        .unwrap();
+    assert_eq!(
+        store.get_candidate(&alice, &candidate.id).await.unwrap(),
+        Some(candidate.clone())
+    );
+    assert!(store.get_candidate(&bob, &candidate.id).await.unwrap().is_none());
+    assert_eq!(
+        store
+            .find_pending_candidate(&alice, "常驻上海")
+            .await
+            .unwrap()
+            .map(|c| c.id),
+        Some(candidate.id.clone())
+    );
+    let pending = store
+        .list_candidates(&alice, Some("cto"), Some("p1"), CandidateStatus::Pending, 10, 0)
+        .await
+        .unwrap();
+    assert_eq!(pending.len(), 1);
+    assert!(
+        store
+            .list_candidates(&alice, Some("cfo"), None, CandidateStatus::Pending, 10, 0)
+            .await
+            .unwrap()
+            .is_empty()
+    );
+    let mut approved = candidate.clone();
+    approved.status = CandidateStatus::Approved;
+    approved.decided_at = Some(Utc::now());
+    approved.memory_id = Some(zh.id.clone());
+    store
+        .commit(WriteBatch {
+            candidates: vec![approved.clone()],
+            ..Default::default()
+        })
+        .await
+        .unwrap();
+    let read = store.get_candidate(&alice, &candidate.id).await.unwrap().unwrap();
+    assert_eq!(read.status, CandidateStatus::Approved);
+    assert_eq!(read.memory_id.as_deref(), Some(zh.id.as_str()));
+    assert!(
+        store
+            .find_pending_candidate(&alice, "常驻上海")
+            .await
+            .unwrap()
+            .is_none()
+    );
+
+    // Plans.
+    assert_eq!(store.get_plan(&alice).await.unwrap(), None);
+    store.set_plan(&alice, "growth").await.unwrap();
+    store.set_plan(&alice, "scale").await.unwrap();
+    assert_eq!(store.get_plan(&alice).await.unwrap().as_deref(), Some("scale"));
+
+    // Aggregates.
+    let by_status = store.count_by_status().await.unwrap();
+    assert!(by_status.iter().any(|(s, n)| *s == MemoryStatus::Replaced && *n >= 1));
+    let users = store.list_users().await.unwrap();
+    assert!(users.contains(&alice) && users.contains(&user));
+}
+
+fn artifact(user: &str, session: &str, sha: &str, key: &str) -> ArtifactRecord {
+    ArtifactRecord {
+        id: new_id(IdKind::Artifact),
+        user_id: user.into(),
+        role_id: Some("cto".into()),
+        project_id: Some("p1".into()),
+        session_id: session.into(),
+        tool_call_id: Some("call_1".into()),
+        tool_name: Some("read_file".into()),
+        mime_type: "text/x-rust".into(),
+        size_bytes: 4200,
+        sha256: sha.into(),
+        blob_key: key.into(),
+        path: Some("/src/main.rs".into()),
+        line_count: 200,
+        kind: "code".into(),
+        language: "en".into(),
+        compact: "{\"summary\":\"x\"}".into(),
+        metadata: "{}".into(),
+        created_at: now(),
+        expires_at: None,
+    }
+}
+
+/// The suite of [`ArtifactStore`].
+pub async fn artifact_store_suite(store: &dyn ArtifactStore) {
+    let run = uuid::Uuid::now_v7().simple().to_string();
+    let alice = format!("alice-{run}");
+    let bob = format!("bob-{run}");
+    let key = format!("users/{alice}/sha-a");
+    let first = artifact(&alice, "s1", "sha-a", &key);
+    let mut second = artifact(&alice, "s2", "sha-a", &key);
+    second.created_at = first.created_at + Duration::milliseconds(5);
+    second.project_id = Some("p2".into());
+    let mut expired = artifact(&alice, "s1", "sha-b", &format!("users/{alice}/sha-b"));
+    expired.expires_at = Some(Utc::now() - Duration::minutes(1));
+    expired.created_at = first.created_at + Duration::milliseconds(10);
+    for a in [&first, &second, &expired] {
+        store.insert_artifact(a).await.expect("insert artifact");
+    }
+    assert_eq!(
+        store.get_artifact(&alice, &first.id).await.unwrap(),
+        Some(first.clone())
+    );
+    assert!(
+        store.get_artifact(&bob, &first.id).await.unwrap().is_none(),
+        "tenant isolation"
+    );
+    assert_eq!(
+        store.find_artifact(&alice, "s1", "sha-a").await.unwrap().map(|a| a.id),
+        Some(first.id.clone())
+    );
+    assert!(store.find_artifact(&alice, "s3", "sha-a").await.unwrap().is_none());
+    assert!(store.find_artifact(&bob, "s1", "sha-a").await.unwrap().is_none());
+
+    let session = store.list_artifacts(&alice, Some("s1"), None, 10, 0).await.unwrap();
+    assert_eq!(
+        session.iter().map(|a| a.id.clone()).collect::<Vec<_>>(),
+        vec![expired.id.clone(), first.id.clone()],
+        "a session's artifacts, newest first"
+    );
+    let project = store.list_artifacts(&alice, None, Some("p2"), 10, 0).await.unwrap();
+    assert_eq!(project.len(), 1);
+    assert_eq!(store.list_artifacts(&alice, None, None, 2, 1).await.unwrap().len(), 2);
+    assert!(store.list_artifacts(&bob, None, None, 10, 0).await.unwrap().is_empty());
+
+    assert_eq!(store.count_blob_refs(&key).await.unwrap(), 2);
+    let expired_now = store.expired_artifacts(Utc::now(), None, 100).await.unwrap();
+    assert!(expired_now.iter().any(|a| a.id == expired.id));
+    assert!(!expired_now.iter().any(|a| a.id == first.id));
+    assert!(
+        store
+            .expired_artifacts(Utc::now(), Some(&bob), 100)
+            .await
+            .unwrap()
+            .is_empty()
+    );
+
+    assert!(
+        store.delete_artifact(&bob, &first.id).await.unwrap().is_none(),
+        "bob cannot delete it"
+    );
+    assert_eq!(
+        store.delete_artifact(&alice, &first.id).await.unwrap().map(|a| a.id),
+        Some(first.id.clone())
+    );
+    assert!(
+        store.delete_artifact(&alice, &first.id).await.unwrap().is_none(),
+        "already gone"
+    );
+    assert_eq!(store.count_blob_refs(&key).await.unwrap(), 1);
+}
+
+fn message(role: &str, content: &str) -> Message {
+    Message {
+        role: role.into(),
+        content: content.into(),
+        speaker: None,
+        created_at: Utc::now(),
+        index: 0,
+    }
+}
+
+fn summary(key: &SessionKey, end: i32) -> SummaryRecord {
+    SummaryRecord {
+        id: new_id(IdKind::Summary),
+        user_id: key.user_id.clone(),
+        role_id: key.role_id.clone(),
+        project_id: key.project_id.clone(),
+        session_id: key.session_id.clone(),
+        goal: "讨论课程平台的技术方案".into(),
+        constraints: vec!["预算$500".into()],
+        decisions: vec![Decision {
+            what: "选择Next.js + MongoDB".into(),
+            why: "用户熟悉React".into(),
+            who: "David (CTO)".into(),
+            confidence: DecisionConfidence::High,
+        }],
+        progress: vec!["完成需求分析".into()],
+        artifacts: vec![ArtifactRef {
+            reference: "art_1".into(),
+            locator: "/docs/tech-spec.md".into(),
+            desc: "技术方案文档".into(),
+        }],
+        next_actions: vec!["David开始搭建项目骨架".into()],
+        risks: vec!["视频版权".into()],
+        open_questions: vec!["是否需要多语言？".into()],
+        trajectory_start: 0,
+        trajectory_end: end,
+        language: "zh".into(),
+        engine: "rules".into(),
+        created_at: Utc::now(),
+        updated_at: Utc::now(),
+    }
+}
+
+/// The suite of [`SessionStore`].
+pub async fn session_store_suite(store: &dyn SessionStore) {
+    let run = uuid::Uuid::now_v7().simple().to_string();
+    let key = SessionKey {
+        user_id: format!("alice-{run}"),
+        session_id: "s1".into(),
+        role_id: "cto".into(),
+        project_id: Some("p1".into()),
+    };
+    let (first, total) = store
+        .append_messages(
+            &key,
+            &[
+                message("user", "我们用什么技术栈？"),
+                message("assistant", "建议Next.js"),
+            ],
+        )
+        .await
+        .unwrap();
+    assert_eq!((first, total), (0, 2));
+    let (first, total) = store
+        .append_messages(&key, &[message("user", "预算是$500")])
+        .await
+        .unwrap();
+    assert_eq!((first, total), (2, 3), "indexes continue");
+    let messages = store.get_messages(&key.user_id, "s1", 1, 2).await.unwrap();
+    assert_eq!(messages.iter().map(|m| m.index).collect::<Vec<_>>(), vec![1, 2]);
+    assert_eq!(messages[1].content, "预算是$500");
+    assert!(
+        store
+            .get_messages("someone-else", "s1", 0, 10)
+            .await
+            .unwrap()
+            .is_empty()
+    );
+    assert!(matches!(
+        store.append_messages(&key, &[]).await,
+        Err(StoreError::Invalid(_))
+    ));
+
+    let session = store
+        .get_session(&key.user_id, "s1")
+        .await
+        .unwrap()
+        .expect("session exists");
+    assert_eq!(session.message_count, 3);
+    assert_eq!(session.summarized_until, -1);
+    assert_eq!(session.project_id.as_deref(), Some("p1"));
+
+    // Concurrent appends keep indexes unique and dense.
+    let mut tasks = Vec::new();
+    for i in 0..8 {
+        let content = format!("message {i}");
+        let key = &key;
+        tasks.push(async move { store.append_messages(key, &[message("user", &content)]).await });
+    }
+    for result in futures::future::join_all(tasks).await {
+        result.expect("concurrent append");
+    }
+    let all = store.get_messages(&key.user_id, "s1", 0, 100).await.unwrap();
+    assert_eq!(all.len(), 11);
+    assert!(
+        all.iter().enumerate().all(|(i, m)| m.index as usize == i),
+        "indexes dense"
+    );
+
+    // Idle and requested sessions are due for a summary.
+    let due = store
+        .sessions_to_summarize(Utc::now() + Duration::seconds(5), 100)
+        .await
+        .unwrap();
+    assert!(due.iter().any(|s| s.user_id == key.user_id), "idle session is due");
+    let due = store
+        .sessions_to_summarize(Utc::now() - Duration::hours(1), 100)
+        .await
+        .unwrap();
+    assert!(
+        !due.iter().any(|s| s.user_id == key.user_id),
+        "active session is not due"
+    );
+    store.flag_session(&key.user_id, "s1", None, Some(true)).await.unwrap();
+    let due = store
+        .sessions_to_summarize(Utc::now() - Duration::hours(1), 100)
+        .await
+        .unwrap();
+    assert!(
+        due.iter().any(|s| s.user_id == key.user_id),
+        "a requested summary is due at once"
+    );
+    assert!(matches!(
+        store.flag_session(&key.user_id, "nope", Some(true), None).await,
+        Err(StoreError::NotFound(_))
+    ));
+
+    // Summaries: one per session, with optimistic updates.
+    let first_summary = summary(&key, 5);
+    store.put_summary(&first_summary, Some(-1)).await.unwrap();
+    let read = store.get_summary(&key.user_id, "s1").await.unwrap().unwrap();
+    assert_eq!(read.decisions, first_summary.decisions);
+    assert_eq!(read.artifacts, first_summary.artifacts);
+    let session = store.get_session(&key.user_id, "s1").await.unwrap().unwrap();
+    assert_eq!(session.summarized_until, 5);
+    assert!(!session.summary_requested, "writing a summary clears the request");
+    let mut second = summary(&key, 10);
+    second.id = first_summary.id.clone();
+    second.progress.push("确定技术方案".into());
+    assert!(
+        matches!(store.put_summary(&second, Some(-1)).await, Err(StoreError::Conflict(_))),
+        "a stale expected end is refused"
+    );
+    store.put_summary(&second, Some(5)).await.unwrap();
+    let read = store.get_summary(&key.user_id, "s1").await.unwrap().unwrap();
+    assert_eq!(read.trajectory_end, 10);
+    assert_eq!(read.progress.len(), 2);
+    assert_eq!(
+        store
+            .get_session(&key.user_id, "s1")
+            .await
+            .unwrap()
+            .unwrap()
+            .summarized_until,
+        10
+    );
+
+    // Cross-role listing.
+    let designer = SessionKey {
+        session_id: "s2".into(),
+        role_id: "designer".into(),
+        ..key.clone()
+    };
+    store
+        .append_messages(&designer, &[message("user", "首页设计")])
+        .await
+        .unwrap();
+    let mut elena = summary(&designer, 0);
+    elena.updated_at = Utc::now() + Duration::seconds(1);
+    store.put_summary(&elena, None).await.unwrap();
+    let other_project = SessionKey {
+        session_id: "s3".into(),
+        project_id: Some("p2".into()),
+        ..key.clone()
+    };
+    store.put_summary(&summary(&other_project, 0), None).await.unwrap();
+    let listed = store.list_summaries(&key.user_id, Some("p1"), None, 10).await.unwrap();
+    assert_eq!(
+        listed.iter().map(|s| s.session_id.as_str()).collect::<Vec<_>>(),
+        vec!["s2", "s1"],
+        "newest first, one project"
+    );
+    let others = store
+        .list_summaries(&key.user_id, Some("p1"), Some("cto"), 10)
+        .await
+        .unwrap();
+    assert_eq!(others.len(), 1);
+    assert_eq!(others[0].role_id, "designer");
+    assert_eq!(
+        store.list_summaries(&key.user_id, None, None, 2).await.unwrap().len(),
+        2
+    );
+    assert!(store.list_summaries("nobody", None, None, 10).await.unwrap().is_empty());
+}
+
+fn job(user: &str, kind: &str, dedupe: Option<&str>) -> JobRecord {
+    let now = Utc::now();
+    JobRecord {
+        id: new_id(IdKind::Job),
+        kind: kind.into(),
+        user_id: user.into(),
+        session_id: Some("s1".into()),
+        payload: "{}".into(),
+        status: JobStatus::Pending,
+        attempts: 0,
+        max_attempts: 3,
+        last_error: None,
+        run_after: now - Duration::seconds(1),
+        lease_until: None,
+        dedupe_key: dedupe.map(str::to_string),
+        created_at: now,
+        updated_at: now,
+    }
+}
+
+/// The suite of [`JobStore`].
+pub async fn job_store_suite(store: &dyn JobStore) {
+    let run = uuid::Uuid::now_v7().simple().to_string();
+    let user = format!("alice-{run}");
+    let kind_learn = format!("learn-{run}");
+    let kind_sum = format!("summarize-{run}");
+    let a = job(&user, &kind_learn, None);
+    let b = job(&user, &kind_sum, Some(&format!("sum:{run}")));
+    assert_eq!(store.enqueue(&a).await.unwrap(), a.id);
+    assert_eq!(store.enqueue(&b).await.unwrap(), b.id);
+    let duplicate = job(&user, &kind_sum, Some(&format!("sum:{run}")));
+    assert_eq!(
+        store.enqueue(&duplicate).await.unwrap(),
+        b.id,
+        "deduplicated while pending"
+    );
+    let mut later = job(&user, &kind_learn, None);
+    later.run_after = Utc::now() + Duration::hours(1);
+    store.enqueue(&later).await.unwrap();
+
+    let now = Utc::now();
+    let lease = now + Duration::seconds(30);
+    let claimed = store
+        .claim(&[&kind_learn], now, lease)
+        .await
+        .unwrap()
+        .expect("a due job");
+    assert_eq!(claimed.id, a.id);
+    assert_eq!(claimed.status, JobStatus::Running);
+    assert_eq!(claimed.attempts, 1);
+    assert!(
+        store.claim(&[&kind_learn], now, lease).await.unwrap().is_none(),
+        "the running job and the future one are not claimable"
+    );
+
+    // Concurrent claims never hand out a job twice.
+    for _ in 0..5 {
+        store.enqueue(&job(&user, &kind_learn, None)).await.unwrap();
+    }
+    let kinds = [kind_learn.as_str()];
+    let claims = futures::future::join_all((0..8).map(|_| store.claim(&kinds, now, lease))).await;
+    let mut claimed_ids: Vec<String> = claims.into_iter().filter_map(|c| c.unwrap().map(|j| j.id)).collect();
+    let count = claimed_ids.len();
+    claimed_ids.sort();
+    claimed_ids.dedup();
+    assert_eq!(claimed_ids.len(), count, "no job claimed twice");
+    assert_eq!(count, 5);
+
+    store.complete_job(&a.id, Utc::now()).await.unwrap();
+    assert_eq!(
+        store.get_job(&a.id).await.unwrap().unwrap().status,
+        JobStatus::Succeeded
+    );
+
+    // Failures retry later, then fail for good.
+    let claimed = store.claim(&[&kind_sum], now, lease).await.unwrap().unwrap();
+    store
+        .fail_job(
+            &claimed.id,
+            "llm timed out",
+            Utc::now(),
+            Some(Utc::now() - Duration::milliseconds(1)),
+        )
+        .await
+        .unwrap();
+    let retried = store.get_job(&claimed.id).await.unwrap().unwrap();
+    assert_eq!(retried.status, JobStatus::Pending);
+    assert_eq!(retried.last_error.as_deref(), Some("llm timed out"));
+    let again = store.claim(&[&kind_sum], Utc::now(), lease).await.unwrap().unwrap();
+    assert_eq!(again.attempts, 2);
+    store
+        .fail_job(&again.id, "still failing", Utc::now(), None)
+        .await
+        .unwrap();
+    assert_eq!(
+        store.get_job(&again.id).await.unwrap().unwrap().status,
+        JobStatus::Failed
+    );
+    let fresh = job(&user, &kind_sum, Some(&format!("sum:{run}")));
+    assert_eq!(
+        store.enqueue(&fresh).await.unwrap(),
+        fresh.id,
+        "a finished job frees its dedupe key"
+    );
+
+    // Expired leases return to the queue.
+    let claimed = store
+        .claim(&[&kind_sum], Utc::now(), Utc::now() - Duration::seconds(1))
+        .await
+        .unwrap()
+        .unwrap();
+    assert!(store.requeue_expired(Utc::now()).await.unwrap() >= 1);
+    assert_eq!(
+        store.get_job(&claimed.id).await.unwrap().unwrap().status,
+        JobStatus::Pending
+    );
+
+    let listed = store.list_jobs(&user, Some("s1"), None, 100, 0).await.unwrap();
+    assert_eq!(listed.len(), 9, "a, b, the later one, five claimed, the fresh one");
+    let failed = store
+        .list_jobs(&user, None, Some(JobStatus::Failed), 100, 0)
+        .await
+        .unwrap();
+    assert_eq!(failed.len(), 1);
+    assert!(store.list_jobs("nobody", None, None, 10, 0).await.unwrap().is_empty());
+    let counts = store.job_counts().await.unwrap();
+    assert!(
+        counts
+            .iter()
+            .any(|(k, s, n)| k == &kind_learn && *s == JobStatus::Succeeded && *n == 1)
+    );
+    assert!(matches!(
+        store.complete_job("job_missing", Utc::now()).await,
+        Err(StoreError::NotFound(_))
+    ));
+}

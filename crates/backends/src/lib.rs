@@ -1,0 +1,20 @@
+//! The backends of Thinkus Memory, each behind a trait with one conformance suite:
+//! the relational store ([`sql`]: PostgreSQL, SQLite), the vector index ([`vector`]:
+//! qdrant-edge, Qdrant), the blob store ([`blob`]: local folder, S3), the embedder ([`embed`]:
+//! local multilingual-e5-small, OpenAI-compatible HTTP, hashed n-grams) and the language model
+//! ([`llm`]: OpenAI-compatible chat, Anthropic Messages, built-in rules). [`Backends::open`]
+//! builds them all from the configuration's URIs.
+
+pub mod blob;
+pub mod embed;
+pub mod llm;
+pub mod sql;
+pub mod vector;
+
+#[cfg(feature = "testing")]
+pub mod conformance;
+
+mod errors;
+mod open;
+
+pub use open::{Backends, BackendsConfig, Needs, OpenError, open_blobs, open_embedder, open_vectors};

@@ -1,0 +1,306 @@
+//! The relational store: memories and their history, candidates, plans, artifacts' metadata,
+//! sessions (messages and summaries) and the job queue. One implementation,
+//! [`store::SqlStore`], over sqlx for PostgreSQL and SQLite, with migrations per backend;
+//! traits per area so services depend on what they use and each area has its conformance suite.
+
+pub mod records;
+pub mod store;
+
+use async_trait::async_trait;
+use chrono::{DateTime, Utc};
+use thinkus_common::model::{Memory, MemoryStatus, MemoryType};
+
+pub use records::*;
+pub use store::SqlStore;
+
+use crate::vector::Reader;
+
+/// Errors of the relational store.
+#[derive(Debug, thiserror::Error)]
+pub enum StoreError {
+    #[error("{0} not found")]
+    NotFound(String),
+    /// A concurrent change won: re-read and retry.
+    #[error("conflicting concurrent change: {0}")]
+    Conflict(String),
+    #[error("already exists: {0}")]
+    AlreadyExists(String),
+    #[error("invalid store request: {0}")]
+    Invalid(String),
+    #[error("database unavailable: {0}")]
+    Unavailable(String),
+    #[error("database error: {0}")]
+    Backend(String),
+}
+
+/// The order of a memory listing.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum MemoryOrder {
+    /// Newest occurrence first.
+    #[default]
+    Newest,
+    /// Oldest occurrence first.
+    Oldest,
+    /// Least valuable first: lowest importance, then fewest accesses, then oldest (the order
+    /// in which quota clean-ups give memories up).
+    LeastValuable,
+}
+
+/// A memory listing.
+#[derive(Debug, Clone, Default)]
+pub struct MemoryQuery {
+    pub user_id: String,
+    /// Visibility rules of a reader; `None` lists every memory of the user.
+    pub reader: Option<Reader>,
+    /// Only memories owned by this role.
+    pub owner_role: Option<String>,
+    pub types: Vec<MemoryType>,
+    /// Exclude these types (quotas do not count conversation turns).
+    pub exclude_types: Vec<MemoryType>,
+    /// Only these statuses; empty means any.
+    pub statuses: Vec<MemoryStatus>,
+    pub subject: Option<String>,
+    pub iteration_id: Option<String>,
+    pub session_id: Option<String>,
+    pub occurred_from: Option<DateTime<Utc>>,
+    pub occurred_to: Option<DateTime<Utc>>,
+    /// Only memories created before this time (forgetting looks at old memories).
+    pub created_before: Option<DateTime<Utc>>,
+    /// Only memories with importance at most this.
+    pub max_importance: Option<u8>,
+    /// Only memories accessed at most this many times.
+    pub max_access_count: Option<u64>,
+    /// Memories carrying all of these tags.
+    pub tags: Vec<String>,
+    pub order: MemoryOrder,
+    /// 0 means no limit.
+    pub limit: usize,
+    pub offset: usize,
+}
+
+/// Changes written together, atomically.
+#[derive(Debug, Clone, Default)]
+pub struct WriteBatch {
+    pub inserts: Vec<Memory>,
+    /// Full rows; each must carry the version it was read at (it is stored bumped by one).
+    pub updates: Vec<Memory>,
+    /// (user_id, memory_id)
+    pub deletes: Vec<(String, String)>,
+    pub changes: Vec<Change>,
+    /// Inserted or replaced.
+    pub candidates: Vec<Candidate>,
+    pub idempotency: Option<IdempotencyRecord>,
+}
+
+impl WriteBatch {
+    pub fn is_empty(&self) -> bool {
+        self.inserts.is_empty()
+            && self.updates.is_empty()
+            && self.deletes.is_empty()
+            && self.changes.is_empty()
+            && self.candidates.is_empty()
+            && self.idempotency.is_none()
+    }
+}
+
+/// Memories, their history, candidates, idempotency records and plans.
+#[async_trait]
+pub trait MemoryStore: Send + Sync {
+    /// Applies a batch in one transaction. `Conflict` when an update's version is stale or an
+    /// idempotency key was taken concurrently; nothing is applied then.
+    async fn commit(&self, batch: WriteBatch) -> Result<(), StoreError>;
+
+    async fn get_memory(&self, user_id: &str, id: &str) -> Result<Option<Memory>, StoreError>;
+
+    /// The memories of `ids` that exist, in the order of `ids`.
+    async fn get_memories(&self, user_id: &str, ids: &[String]) -> Result<Vec<Memory>, StoreError>;
+
+    /// (external_id, memory_id) of the given external ids that exist for the user.
+    async fn find_external(&self, user_id: &str, external_ids: &[String]) -> Result<Vec<(String, String)>, StoreError>;
+
+    async fn list_memories(&self, query: &MemoryQuery) -> Result<Vec<Memory>, StoreError>;
+
+    async fn count_memories(&self, query: &MemoryQuery) -> Result<u64, StoreError>;
+
+    /// Marks memories read: last access time, access count + 1, freshness + `boost` capped at
+    /// `cap`. Returns the new freshness per id.
+    async fn record_access(
+        &self,
+        user_id: &str,
+        ids: &[String],
+        at: DateTime<Utc>,
+        boost: f64,
+        cap: f64,
+    ) -> Result<Vec<(String, f64)>, StoreError>;
+
+    /// The history of a memory, oldest first.
+    async fn changes(&self, user_id: &str, memory_id: &str) -> Result<Vec<Change>, StoreError>;
+
+    /// The stored response of an earlier request with this key.
+    async fn get_idempotent(&self, user_id: &str, key: &str) -> Result<Option<String>, StoreError>;
+
+    async fn get_candidate(&self, user_id: &str, id: &str) -> Result<Option<Candidate>, StoreError>;
+
+    /// Candidates of a user, newest first; role and project narrow when given.
+    async fn list_candidates(
+        &self,
+        user_id: &str,
+        role_id: Option<&str>,
+        project_id: Option<&str>,
+        status: CandidateStatus,
+        limit: usize,
+        offset: usize,
+    ) -> Result<Vec<Candidate>, StoreError>;
+
+    /// A pending candidate of the user with the same content key, if any.
+    async fn find_pending_candidate(&self, user_id: &str, content_key: &str) -> Result<Option<Candidate>, StoreError>;
+
+    async fn get_plan(&self, user_id: &str) -> Result<Option<String>, StoreError>;
+
+    async fn set_plan(&self, user_id: &str, plan: &str) -> Result<(), StoreError>;
+
+    /// Memory counts per status, over every user.
+    async fn count_by_status(&self) -> Result<Vec<(MemoryStatus, u64)>, StoreError>;
+
+    /// Every user with at least one memory.
+    async fn list_users(&self) -> Result<Vec<String>, StoreError>;
+}
+
+/// Artifact metadata (the contents live in the blob store).
+#[async_trait]
+pub trait ArtifactStore: Send + Sync {
+    async fn insert_artifact(&self, artifact: &ArtifactRecord) -> Result<(), StoreError>;
+
+    async fn get_artifact(&self, user_id: &str, id: &str) -> Result<Option<ArtifactRecord>, StoreError>;
+
+    /// An artifact of the same session with the same content.
+    async fn find_artifact(
+        &self,
+        user_id: &str,
+        session_id: &str,
+        sha256: &str,
+    ) -> Result<Option<ArtifactRecord>, StoreError>;
+
+    /// Artifacts of a user, newest first, narrowed to a session or project when given.
+    async fn list_artifacts(
+        &self,
+        user_id: &str,
+        session_id: Option<&str>,
+        project_id: Option<&str>,
+        limit: usize,
+        offset: usize,
+    ) -> Result<Vec<ArtifactRecord>, StoreError>;
+
+    /// Deletes an artifact's metadata and returns it.
+    async fn delete_artifact(&self, user_id: &str, id: &str) -> Result<Option<ArtifactRecord>, StoreError>;
+
+    /// How many artifacts point at a blob.
+    async fn count_blob_refs(&self, blob_key: &str) -> Result<u64, StoreError>;
+
+    /// Artifacts expired at `now`, of one user or all.
+    async fn expired_artifacts(
+        &self,
+        now: DateTime<Utc>,
+        user_id: Option<&str>,
+        limit: usize,
+    ) -> Result<Vec<ArtifactRecord>, StoreError>;
+}
+
+/// Sessions: their messages (the trajectory) and their summaries.
+#[async_trait]
+pub trait SessionStore: Send + Sync {
+    /// Appends messages, assigning their indexes. Returns (first index, messages in session).
+    async fn append_messages(
+        &self,
+        key: &SessionKey,
+        messages: &[thinkus_common::model::Message],
+    ) -> Result<(u32, u32), StoreError>;
+
+    /// Messages `from..=to` of a session, in order.
+    async fn get_messages(
+        &self,
+        user_id: &str,
+        session_id: &str,
+        from: u32,
+        to: u32,
+    ) -> Result<Vec<thinkus_common::model::Message>, StoreError>;
+
+    async fn get_session(&self, user_id: &str, session_id: &str) -> Result<Option<SessionRecord>, StoreError>;
+
+    /// Sets flags on a session (ended, summary requested).
+    async fn flag_session(
+        &self,
+        user_id: &str,
+        session_id: &str,
+        ended: Option<bool>,
+        summary_requested: Option<bool>,
+    ) -> Result<(), StoreError>;
+
+    /// Sessions with messages not yet summarised that went idle before `idle_before` or asked
+    /// for a summary.
+    async fn sessions_to_summarize(
+        &self,
+        idle_before: DateTime<Utc>,
+        limit: usize,
+    ) -> Result<Vec<SessionRecord>, StoreError>;
+
+    /// Writes a summary (one per session) and records how far the session is summarised. With
+    /// `expected_end`, fails with `Conflict` unless the stored summary still ends there.
+    async fn put_summary(&self, summary: &SummaryRecord, expected_end: Option<i32>) -> Result<(), StoreError>;
+
+    async fn get_summary(&self, user_id: &str, session_id: &str) -> Result<Option<SummaryRecord>, StoreError>;
+
+    /// Summaries of a user, most recently updated first; of one project when given, leaving
+    /// out one role's when asked.
+    async fn list_summaries(
+        &self,
+        user_id: &str,
+        project_id: Option<&str>,
+        exclude_role: Option<&str>,
+        limit: usize,
+    ) -> Result<Vec<SummaryRecord>, StoreError>;
+}
+
+/// The durable job queue.
+#[async_trait]
+pub trait JobStore: Send + Sync {
+    /// Queues a job; with a dedupe key already queued, returns the existing job's id.
+    async fn enqueue(&self, job: &JobRecord) -> Result<String, StoreError>;
+
+    /// Takes the next due job of the given kinds and leases it until `lease_until`.
+    async fn claim(
+        &self,
+        kinds: &[&str],
+        now: DateTime<Utc>,
+        lease_until: DateTime<Utc>,
+    ) -> Result<Option<JobRecord>, StoreError>;
+
+    async fn complete_job(&self, id: &str, now: DateTime<Utc>) -> Result<(), StoreError>;
+
+    /// Records a failure: retried at `retry_at`, or failed for good when `None`.
+    async fn fail_job(
+        &self,
+        id: &str,
+        error: &str,
+        now: DateTime<Utc>,
+        retry_at: Option<DateTime<Utc>>,
+    ) -> Result<(), StoreError>;
+
+    /// Returns jobs whose lease expired (their worker died) to the queue.
+    async fn requeue_expired(&self, now: DateTime<Utc>) -> Result<u64, StoreError>;
+
+    async fn get_job(&self, id: &str) -> Result<Option<JobRecord>, StoreError>;
+
+    /// Jobs of a user, newest first.
+    async fn list_jobs(
+        &self,
+        user_id: &str,
+        session_id: Option<&str>,
+        status: Option<JobStatus>,
+        limit: usize,
+        offset: usize,
+    ) -> Result<Vec<JobRecord>, StoreError>;
+
+    /// Job counts per kind and status.
+    async fn job_counts(&self) -> Result<Vec<(String, JobStatus, u64)>, StoreError>;
+}

@@ -1,0 +1,225 @@
+//! Rows of the relational store that are not memories.
+
+use std::fmt;
+use std::str::FromStr;
+
+use chrono::{DateTime, Utc};
+use serde::{Deserialize, Serialize};
+use thinkus_common::model::{ArtifactRef, Decision, Scope, UnknownValue};
+
+macro_rules! text_enum {
+    ($(#[$meta:meta])* $name:ident { $($variant:ident => $text:literal),+ $(,)? }) => {
+        $(#[$meta])*
+        #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+        #[serde(rename_all = "snake_case")]
+        pub enum $name {
+            $($variant),+
+        }
+
+        impl $name {
+            pub const ALL: &'static [$name] = &[$($name::$variant),+];
+
+            pub fn as_str(self) -> &'static str {
+                match self {
+                    $($name::$variant => $text),+
+                }
+            }
+        }
+
+        impl fmt::Display for $name {
+            fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str(self.as_str())
+            }
+        }
+
+        impl FromStr for $name {
+            type Err = UnknownValue;
+
+            fn from_str(s: &str) -> Result<Self, Self::Err> {
+                match s {
+                    $($text => Ok($name::$variant),)+
+                    other => Err(UnknownValue { kind: stringify!($name), value: other.to_string() }),
+                }
+            }
+        }
+    };
+}
+
+text_enum!(
+    /// The kind of a recorded change of a memory.
+    ChangeKind {
+        Create => "create",
+        Evidence => "evidence",
+        Merge => "merge",
+        Correction => "correction",
+        Decay => "decay",
+        Forget => "forget",
+        Delete => "delete",
+        Promote => "promote",
+        Supersede => "supersede",
+    }
+);
+
+text_enum!(
+    /// Where a queued candidate is.
+    CandidateStatus {
+        Pending => "pending",
+        Approved => "approved",
+        Rejected => "rejected",
+    }
+);
+
+text_enum!(
+    /// Where a background job is.
+    JobStatus {
+        Pending => "pending",
+        Running => "running",
+        Succeeded => "succeeded",
+        Failed => "failed",
+    }
+);
+
+/// One entry of a memory's history.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Change {
+    pub id: String,
+    pub user_id: String,
+    pub memory_id: String,
+    pub kind: ChangeKind,
+    /// "user:alice", "role:cto", "system:decay", ...
+    pub actor: String,
+    pub reason: String,
+    /// The memory before, as JSON; `None` for a creation.
+    pub before: Option<String>,
+    /// The memory after, as JSON; `None` for a deletion.
+    pub after: Option<String>,
+    pub at: DateTime<Utc>,
+}
+
+/// The stored response of a request, keyed by the caller's request id.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct IdempotencyRecord {
+    pub user_id: String,
+    /// The operation and the caller's request id ("remember:abc").
+    pub key: String,
+    /// The response, serialised by the service.
+    pub response: String,
+    pub created_at: DateTime<Utc>,
+}
+
+/// A memory waiting for a person's approval.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Candidate {
+    pub id: String,
+    pub scope: Scope,
+    /// The memory to write, serialised by the knowledge manager.
+    pub draft: String,
+    pub reason: String,
+    pub score: f64,
+    pub evidence_count: u32,
+    pub status: CandidateStatus,
+    /// Normalised content, to count repeated observations of the same candidate.
+    pub content_key: String,
+    pub created_at: DateTime<Utc>,
+    pub decided_at: Option<DateTime<Utc>>,
+    pub memory_id: Option<String>,
+}
+
+/// An artifact's metadata.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ArtifactRecord {
+    pub id: String,
+    pub user_id: String,
+    pub role_id: Option<String>,
+    pub project_id: Option<String>,
+    pub session_id: String,
+    pub tool_call_id: Option<String>,
+    pub tool_name: Option<String>,
+    pub mime_type: String,
+    pub size_bytes: u64,
+    pub sha256: String,
+    /// Where the content is in the blob store.
+    pub blob_key: String,
+    pub path: Option<String>,
+    pub line_count: u64,
+    /// The structure detected ("code", "json", ...).
+    pub kind: String,
+    /// The language of the compact ("zh", "en").
+    pub language: String,
+    /// The structural summary and locators, serialised by the artifact service.
+    pub compact: String,
+    /// Caller metadata as a JSON object.
+    pub metadata: String,
+    pub created_at: DateTime<Utc>,
+    pub expires_at: Option<DateTime<Utc>>,
+}
+
+/// Identifies a session and who holds it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SessionKey {
+    pub user_id: String,
+    pub session_id: String,
+    pub role_id: String,
+    pub project_id: Option<String>,
+}
+
+/// A session's state.
+#[derive(Debug, Clone, PartialEq)]
+pub struct SessionRecord {
+    pub user_id: String,
+    pub session_id: String,
+    pub role_id: String,
+    pub project_id: Option<String>,
+    pub message_count: u32,
+    pub last_message_at: DateTime<Utc>,
+    /// Index of the last message the summary covers, -1 when none.
+    pub summarized_until: i32,
+    pub ended: bool,
+    pub summary_requested: bool,
+}
+
+/// A structured session summary.
+#[derive(Debug, Clone, PartialEq)]
+pub struct SummaryRecord {
+    pub id: String,
+    pub user_id: String,
+    pub role_id: String,
+    pub project_id: Option<String>,
+    pub session_id: String,
+    pub goal: String,
+    pub constraints: Vec<String>,
+    pub decisions: Vec<Decision>,
+    pub progress: Vec<String>,
+    pub artifacts: Vec<ArtifactRef>,
+    pub next_actions: Vec<String>,
+    pub risks: Vec<String>,
+    pub open_questions: Vec<String>,
+    pub trajectory_start: i32,
+    pub trajectory_end: i32,
+    pub language: String,
+    pub engine: String,
+    pub created_at: DateTime<Utc>,
+    pub updated_at: DateTime<Utc>,
+}
+
+/// A background job.
+#[derive(Debug, Clone, PartialEq)]
+pub struct JobRecord {
+    pub id: String,
+    /// What it does ("learn", "summarize").
+    pub kind: String,
+    pub user_id: String,
+    pub session_id: Option<String>,
+    /// The job's input, serialised by its producer.
+    pub payload: String,
+    pub status: JobStatus,
+    pub attempts: u32,
+    pub max_attempts: u32,
+    pub last_error: Option<String>,
+    pub run_after: DateTime<Utc>,
+    pub lease_until: Option<DateTime<Utc>>,
+    /// At most one queued job per dedupe key.
+    pub dedupe_key: Option<String>,
+    pub created_at: DateTime<Utc>,
+    pub updated_at: DateTime<Utc>,
+}

@@ -1,0 +1,433 @@
+//! Tenant authentication: API keys map to a tenant and the users it may act for.
+//!
+//! In dev mode a request from a loopback address needs no key (and may act for any user);
+//! every other request must carry `authorization: Bearer <key>`. A key may act only for the
+//! users it lists, so a request about another tenant's user is PERMISSION_DENIED.
+
+use std::collections::{HashMap, HashSet};
+use std::net::SocketAddr;
+use std::sync::Arc;
+
+use parking_lot::RwLock;
+use serde::Deserialize;
+use sha2::{Digest, Sha256};
+use tonic::metadata::MetadataMap;
+use tonic::service::Interceptor;
+use tonic::{Request, Status};
+
+use crate::config::{ApiKeyConfig, AuthConfig, AuthMode, ConfigError};
+use crate::error::{ApiError, ErrorCode, to_status};
+use crate::model::Scope;
+
+/// The users a principal may act for.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum UserGrant {
+    Any,
+    Only(HashSet<String>),
+}
+
+/// Who is calling, as established by authentication.
+#[derive(Debug, Clone)]
+pub struct Principal {
+    pub tenant: String,
+    pub users: UserGrant,
+    /// The first 8 hex digits of the key's hash, for logs; "dev" for loopback access.
+    pub key_id: String,
+    /// Requests per second allowed at the gateway (0: the default).
+    pub rate_per_second: f64,
+    /// The bearer credential as presented, forwarded on calls to other services.
+    pub credential: Option<String>,
+}
+
+impl Principal {
+    /// The principal of in-process calls and loopback requests in dev mode.
+    pub fn dev() -> Self {
+        Self {
+            tenant: "dev".into(),
+            users: UserGrant::Any,
+            key_id: "dev".into(),
+            rate_per_second: 0.0,
+            credential: None,
+        }
+    }
+
+    /// Whether the principal may act for every user (service and admin keys, dev mode).
+    pub fn is_admin(&self) -> bool {
+        self.users == UserGrant::Any
+    }
+
+    /// PERMISSION_DENIED unless the principal may act for `user_id`.
+    pub fn authorize_user(&self, user_id: &str) -> Result<(), ApiError> {
+        match &self.users {
+            UserGrant::Any => Ok(()),
+            UserGrant::Only(users) if users.contains(user_id) => Ok(()),
+            UserGrant::Only(_) => Err(ApiError::permission_denied(format!(
+                "the credentials of tenant {:?} may not act for user {user_id:?}",
+                self.tenant
+            ))),
+        }
+    }
+
+    /// Checks the user of a scope.
+    pub fn authorize(&self, scope: &Scope) -> Result<(), ApiError> {
+        self.authorize_user(&scope.user_id)
+    }
+
+    /// PERMISSION_DENIED unless the principal may act for every user.
+    pub fn require_admin(&self, what: &str) -> Result<(), ApiError> {
+        if self.is_admin() {
+            Ok(())
+        } else {
+            Err(ApiError::permission_denied(format!(
+                "{what} across users needs a key that may act for every user"
+            )))
+        }
+    }
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct KeysFile {
+    #[serde(default)]
+    keys: Vec<ApiKeyConfig>,
+}
+
+type KeyTable = HashMap<[u8; 32], Principal>;
+
+/// Checks credentials against the configured keys.
+#[derive(Debug)]
+pub struct Authenticator {
+    mode: AuthMode,
+    config: AuthConfig,
+    keys: RwLock<Arc<KeyTable>>,
+}
+
+fn hash_key(key: &str) -> [u8; 32] {
+    Sha256::digest(key.as_bytes()).into()
+}
+
+/// The hex SHA-256 of a key, as configs store it (`thinkus keys hash` prints it).
+pub fn key_sha256_hex(key: &str) -> String {
+    hex::encode(hash_key(key))
+}
+
+fn build_table(config: &AuthConfig) -> Result<KeyTable, ConfigError> {
+    let mut entries: Vec<(String, ApiKeyConfig)> = config
+        .keys
+        .iter()
+        .enumerate()
+        .map(|(i, k)| (format!("auth.keys[{i}]"), k.clone()))
+        .collect();
+    if let Some(path) = &config.keys_file {
+        let text = std::fs::read_to_string(path)
+            .map_err(|err| ConfigError::invalid("auth.keys_file", format!("{}: {err}", path.display())))?;
+        let file: KeysFile = toml::from_str(&text)
+            .map_err(|err| ConfigError::invalid("auth.keys_file", format!("{}: {err}", path.display())))?;
+        entries.extend(
+            file.keys
+                .into_iter()
+                .enumerate()
+                .map(|(i, k)| (format!("{}: keys[{i}]", path.display()), k)),
+        );
+    }
+    let mut table = KeyTable::new();
+    for (key_name, entry) in entries {
+        let digest: [u8; 32] = match (entry.key.is_empty(), entry.key_sha256.is_empty()) {
+            (false, _) => hash_key(&entry.key),
+            (true, false) => {
+                let bytes = hex::decode(entry.key_sha256.trim())
+                    .ok()
+                    .and_then(|b| <[u8; 32]>::try_from(b).ok())
+                    .ok_or_else(|| {
+                        ConfigError::invalid(
+                            format!("{key_name}.key_sha256"),
+                            "must be 64 hex digits (the SHA-256 of the key)",
+                        )
+                    })?;
+                bytes
+            }
+            (true, true) => {
+                return Err(ConfigError::invalid(
+                    key_name,
+                    "needs key_sha256 (or key, in a keys file)",
+                ));
+            }
+        };
+        if entry.tenant.is_empty() {
+            return Err(ConfigError::invalid(format!("{key_name}.tenant"), "is required"));
+        }
+        if entry.users.is_empty() {
+            return Err(ConfigError::invalid(
+                format!("{key_name}.users"),
+                "must list user ids, or [\"*\"] for every user",
+            ));
+        }
+        let users = if entry.users.iter().any(|u| u == "*") {
+            UserGrant::Any
+        } else {
+            UserGrant::Only(entry.users.iter().cloned().collect())
+        };
+        table.insert(
+            digest,
+            Principal {
+                tenant: entry.tenant.clone(),
+                users,
+                key_id: hex::encode(&digest[..4]),
+                rate_per_second: entry.rate_per_second,
+                credential: None,
+            },
+        );
+    }
+    Ok(table)
+}
+
+impl Authenticator {
+    pub fn from_config(config: &AuthConfig) -> Result<Self, ConfigError> {
+        let table = build_table(config)?;
+        if config.mode == AuthMode::ApiKey && table.is_empty() {
+            return Err(ConfigError::invalid(
+                "auth.keys",
+                "api_key mode needs at least one key (inline or in auth.keys_file)",
+            ));
+        }
+        Ok(Self {
+            mode: config.mode,
+            config: config.clone(),
+            keys: RwLock::new(Arc::new(table)),
+        })
+    }
+
+    /// An authenticator for tests and the embedded defaults: dev mode, no keys.
+    pub fn dev() -> Self {
+        Self::from_config(&AuthConfig::default()).expect("the default auth config is valid")
+    }
+
+    pub fn mode(&self) -> AuthMode {
+        self.mode
+    }
+
+    /// Re-reads the keys file (key rotation without a restart). Keeps the old keys on error.
+    pub fn reload(&self) -> Result<usize, ConfigError> {
+        let table = build_table(&self.config)?;
+        let count = table.len();
+        *self.keys.write() = Arc::new(table);
+        Ok(count)
+    }
+
+    /// Establishes the principal of a request from its bearer token and peer address.
+    pub fn authenticate(&self, bearer: Option<&str>, peer: Option<SocketAddr>) -> Result<Principal, ApiError> {
+        if let Some(token) = bearer {
+            let table = self.keys.read().clone();
+            return match table.get(&hash_key(token)) {
+                Some(principal) => {
+                    let mut principal = principal.clone();
+                    principal.credential = Some(token.to_string());
+                    Ok(principal)
+                }
+                None if self.mode == AuthMode::Dev && table.is_empty() && is_loopback(peer) => Ok(Principal::dev()),
+                None => Err(ApiError::new(ErrorCode::Unauthenticated, "unknown API key")),
+            };
+        }
+        match self.mode {
+            AuthMode::Dev if is_loopback(peer) => Ok(Principal::dev()),
+            AuthMode::Dev => Err(ApiError::new(
+                ErrorCode::Unauthenticated,
+                "dev mode accepts requests without a key only from loopback addresses",
+            )),
+            AuthMode::ApiKey => Err(ApiError::new(
+                ErrorCode::Unauthenticated,
+                "missing credentials: send `authorization: Bearer <key>`",
+            )),
+        }
+    }
+}
+
+fn is_loopback(peer: Option<SocketAddr>) -> bool {
+    peer.is_some_and(|addr| addr.ip().is_loopback())
+}
+
+/// The bearer token of an `authorization` header value.
+pub fn parse_bearer(value: &str) -> Option<&str> {
+    let value = value.trim();
+    let token = value
+        .strip_prefix("Bearer ")
+        .or_else(|| value.strip_prefix("bearer "))?
+        .trim();
+    (!token.is_empty()).then_some(token)
+}
+
+fn bearer_from_metadata(metadata: &MetadataMap) -> Option<String> {
+    metadata
+        .get("authorization")
+        .and_then(|v| v.to_str().ok())
+        .and_then(parse_bearer)
+        .map(str::to_string)
+}
+
+/// A tonic interceptor that authenticates every request and stores the [`Principal`] in the
+/// request's extensions.
+#[derive(Debug, Clone)]
+pub struct AuthInterceptor {
+    authenticator: Arc<Authenticator>,
+}
+
+impl AuthInterceptor {
+    pub fn new(authenticator: Arc<Authenticator>) -> Self {
+        Self { authenticator }
+    }
+}
+
+impl Interceptor for AuthInterceptor {
+    fn call(&mut self, mut request: Request<()>) -> Result<Request<()>, Status> {
+        let bearer = bearer_from_metadata(request.metadata());
+        let peer = request.remote_addr();
+        match self.authenticator.authenticate(bearer.as_deref(), peer) {
+            Ok(principal) => {
+                request.extensions_mut().insert(principal);
+                Ok(request)
+            }
+            Err(err) => Err(to_status(&err)),
+        }
+    }
+}
+
+/// The principal the [`AuthInterceptor`] established for a request. A request that did not
+/// pass through the interceptor has none: that is a wiring bug, answered UNAUTHENTICATED.
+pub fn principal<T>(request: &Request<T>) -> Result<Principal, Status> {
+    request
+        .extensions()
+        .get::<Principal>()
+        .cloned()
+        .ok_or_else(|| Status::unauthenticated("no credentials were checked for this request"))
+}
+
+tokio::task_local! {
+    static FORWARDED_CREDENTIAL: Option<String>;
+}
+
+/// Runs `future` so that the gRPC clients it calls forward `credential` (the caller's own
+/// key) instead of this process's key: every service checks the end caller's rights.
+pub async fn with_forwarded_credential<F: Future>(credential: Option<String>, future: F) -> F::Output {
+    FORWARDED_CREDENTIAL.scope(credential, future).await
+}
+
+/// The credential to forward from the current task, if any.
+pub fn forwarded_credential() -> Option<String> {
+    FORWARDED_CREDENTIAL.try_with(Clone::clone).ok().flatten()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn peer(addr: &str) -> Option<SocketAddr> {
+        Some(addr.parse().unwrap())
+    }
+
+    fn api_key_config() -> AuthConfig {
+        AuthConfig {
+            mode: AuthMode::ApiKey,
+            keys: vec![
+                ApiKeyConfig {
+                    tenant: "acme".into(),
+                    users: vec!["alice".into(), "bob".into()],
+                    key_sha256: key_sha256_hex("acme-secret"),
+                    ..Default::default()
+                },
+                ApiKeyConfig {
+                    tenant: "platform".into(),
+                    users: vec!["*".into()],
+                    key_sha256: key_sha256_hex("service-secret"),
+                    ..Default::default()
+                },
+            ],
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn dev_mode_is_open_on_loopback_only() {
+        let auth = Authenticator::dev();
+        assert!(auth.authenticate(None, peer("127.0.0.1:5000")).is_ok());
+        assert!(auth.authenticate(None, peer("[::1]:5000")).is_ok());
+        let err = auth.authenticate(None, peer("10.0.0.7:5000")).unwrap_err();
+        assert_eq!(err.code, ErrorCode::Unauthenticated);
+        assert!(auth.authenticate(None, None).is_err());
+    }
+
+    #[test]
+    fn keys_map_to_tenants_and_their_users() {
+        let auth = Authenticator::from_config(&api_key_config()).unwrap();
+        let acme = auth.authenticate(Some("acme-secret"), peer("10.0.0.7:1")).unwrap();
+        assert_eq!(acme.tenant, "acme");
+        assert!(acme.authorize_user("alice").is_ok());
+        let err = acme.authorize_user("mallory").unwrap_err();
+        assert_eq!(err.code, ErrorCode::PermissionDenied);
+        assert_eq!(acme.credential.as_deref(), Some("acme-secret"));
+
+        let service = auth.authenticate(Some("service-secret"), None).unwrap();
+        assert!(service.is_admin());
+        assert!(service.authorize_user("anyone").is_ok());
+
+        assert_eq!(
+            auth.authenticate(Some("wrong"), peer("127.0.0.1:1")).unwrap_err().code,
+            ErrorCode::Unauthenticated
+        );
+        assert_eq!(
+            auth.authenticate(None, peer("127.0.0.1:1")).unwrap_err().code,
+            ErrorCode::Unauthenticated,
+            "api_key mode has no loopback exemption"
+        );
+    }
+
+    #[test]
+    fn keys_file_is_read_and_reloaded() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("keys.toml");
+        std::fs::write(&path, "[[keys]]\ntenant = \"t1\"\nusers = [\"u1\"]\nkey = \"k-one\"\n").unwrap();
+        let config = AuthConfig {
+            mode: AuthMode::ApiKey,
+            keys_file: Some(path.clone()),
+            ..Default::default()
+        };
+        let auth = Authenticator::from_config(&config).unwrap();
+        assert!(auth.authenticate(Some("k-one"), None).is_ok());
+        std::fs::write(&path, "[[keys]]\ntenant = \"t1\"\nusers = [\"u1\"]\nkey = \"k-two\"\n").unwrap();
+        assert_eq!(auth.reload().unwrap(), 1);
+        assert!(auth.authenticate(Some("k-one"), None).is_err(), "rotated out");
+        assert!(auth.authenticate(Some("k-two"), None).is_ok());
+    }
+
+    #[test]
+    fn bad_key_config_names_the_key() {
+        let mut config = api_key_config();
+        config.keys[1].key_sha256 = "not-hex".into();
+        let err = Authenticator::from_config(&config).unwrap_err().to_string();
+        assert!(err.starts_with("auth.keys[1].key_sha256"), "{err}");
+        let config = AuthConfig {
+            mode: AuthMode::ApiKey,
+            ..Default::default()
+        };
+        assert!(
+            Authenticator::from_config(&config)
+                .unwrap_err()
+                .to_string()
+                .starts_with("auth.keys")
+        );
+    }
+
+    #[test]
+    fn bearer_parsing() {
+        assert_eq!(parse_bearer("Bearer abc"), Some("abc"));
+        assert_eq!(parse_bearer("bearer  abc "), Some("abc"));
+        assert_eq!(parse_bearer("Basic abc"), None);
+        assert_eq!(parse_bearer("Bearer "), None);
+    }
+
+    #[tokio::test]
+    async fn credentials_are_forwarded_within_a_task() {
+        assert_eq!(forwarded_credential(), None);
+        let inner = with_forwarded_credential(Some("k".into()), async { forwarded_credential() }).await;
+        assert_eq!(inner.as_deref(), Some("k"));
+    }
+}

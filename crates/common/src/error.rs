@@ -1,0 +1,226 @@
+//! One small set of error codes for every service, and the one place they become gRPC statuses.
+
+use std::fmt;
+use std::time::Duration;
+
+use tonic::{Code, Status};
+
+/// What kind of failure an error is, independent of the transport.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum ErrorCode {
+    InvalidArgument,
+    NotFound,
+    AlreadyExists,
+    FailedPrecondition,
+    Unauthenticated,
+    PermissionDenied,
+    ResourceExhausted,
+    Unavailable,
+    Timeout,
+    Unimplemented,
+    Internal,
+}
+
+impl ErrorCode {
+    pub fn grpc_code(self) -> Code {
+        match self {
+            ErrorCode::InvalidArgument => Code::InvalidArgument,
+            ErrorCode::NotFound => Code::NotFound,
+            ErrorCode::AlreadyExists => Code::AlreadyExists,
+            ErrorCode::FailedPrecondition => Code::FailedPrecondition,
+            ErrorCode::Unauthenticated => Code::Unauthenticated,
+            ErrorCode::PermissionDenied => Code::PermissionDenied,
+            ErrorCode::ResourceExhausted => Code::ResourceExhausted,
+            ErrorCode::Unavailable => Code::Unavailable,
+            ErrorCode::Timeout => Code::DeadlineExceeded,
+            ErrorCode::Unimplemented => Code::Unimplemented,
+            ErrorCode::Internal => Code::Internal,
+        }
+    }
+
+    /// The HTTP status the REST facade answers with.
+    pub fn http_status(self) -> u16 {
+        match self {
+            ErrorCode::InvalidArgument => 400,
+            ErrorCode::NotFound => 404,
+            ErrorCode::AlreadyExists => 409,
+            ErrorCode::FailedPrecondition => 412,
+            ErrorCode::Unauthenticated => 401,
+            ErrorCode::PermissionDenied => 403,
+            ErrorCode::ResourceExhausted => 429,
+            ErrorCode::Unavailable => 503,
+            ErrorCode::Timeout => 504,
+            ErrorCode::Unimplemented => 501,
+            ErrorCode::Internal => 500,
+        }
+    }
+
+    /// The inverse of [`ErrorCode::grpc_code`], for errors that come back from another service.
+    pub fn from_grpc(code: Code) -> Self {
+        match code {
+            Code::InvalidArgument | Code::OutOfRange => ErrorCode::InvalidArgument,
+            Code::NotFound => ErrorCode::NotFound,
+            Code::AlreadyExists | Code::Aborted => ErrorCode::AlreadyExists,
+            Code::FailedPrecondition => ErrorCode::FailedPrecondition,
+            Code::Unauthenticated => ErrorCode::Unauthenticated,
+            Code::PermissionDenied => ErrorCode::PermissionDenied,
+            Code::ResourceExhausted => ErrorCode::ResourceExhausted,
+            Code::Unavailable | Code::Cancelled => ErrorCode::Unavailable,
+            Code::DeadlineExceeded => ErrorCode::Timeout,
+            Code::Unimplemented => ErrorCode::Unimplemented,
+            _ => ErrorCode::Internal,
+        }
+    }
+}
+
+/// Implemented by every service error: how it maps onto an [`ErrorCode`].
+pub trait ServiceError: std::error::Error + Send + Sync + 'static {
+    fn code(&self) -> ErrorCode;
+
+    /// How long the caller should wait before retrying (rate limits, quotas).
+    fn retry_after(&self) -> Option<Duration> {
+        None
+    }
+}
+
+/// A generic error with a code and a message meant for the caller.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ApiError {
+    pub code: ErrorCode,
+    pub message: String,
+    pub retry_after: Option<Duration>,
+}
+
+impl ApiError {
+    pub fn new(code: ErrorCode, message: impl Into<String>) -> Self {
+        Self {
+            code,
+            message: message.into(),
+            retry_after: None,
+        }
+    }
+
+    /// INVALID_ARGUMENT naming the field: `field: why`.
+    pub fn invalid(field: &str, why: impl fmt::Display) -> Self {
+        Self::new(ErrorCode::InvalidArgument, format!("{field}: {why}"))
+    }
+
+    /// NOT_FOUND naming the kind and id.
+    pub fn not_found(kind: &str, id: &str) -> Self {
+        Self::new(ErrorCode::NotFound, format!("{kind} {id:?} not found"))
+    }
+
+    pub fn permission_denied(message: impl Into<String>) -> Self {
+        Self::new(ErrorCode::PermissionDenied, message)
+    }
+
+    pub fn failed_precondition(message: impl Into<String>) -> Self {
+        Self::new(ErrorCode::FailedPrecondition, message)
+    }
+
+    pub fn unavailable(message: impl Into<String>) -> Self {
+        Self::new(ErrorCode::Unavailable, message)
+    }
+
+    pub fn internal(message: impl Into<String>) -> Self {
+        Self::new(ErrorCode::Internal, message)
+    }
+
+    pub fn with_retry_after(mut self, retry_after: Duration) -> Self {
+        self.retry_after = Some(retry_after);
+        self
+    }
+
+    /// Keeps the code and message of a status returned by another service.
+    pub fn from_status(status: &Status) -> Self {
+        Self::new(ErrorCode::from_grpc(status.code()), status.message())
+    }
+}
+
+impl fmt::Display for ApiError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.message)
+    }
+}
+
+impl std::error::Error for ApiError {}
+
+impl ServiceError for ApiError {
+    fn code(&self) -> ErrorCode {
+        self.code
+    }
+
+    fn retry_after(&self) -> Option<Duration> {
+        self.retry_after
+    }
+}
+
+impl From<Status> for ApiError {
+    fn from(status: Status) -> Self {
+        Self::from_status(&status)
+    }
+}
+
+/// Metadata key carrying the retry delay in seconds on RESOURCE_EXHAUSTED.
+pub const RETRY_AFTER_METADATA: &str = "retry-after";
+
+/// Turns any service error into a gRPC status. Internal errors are logged with their cause
+/// and returned with a generic message: causes may contain connection strings or file paths.
+pub fn to_status<E: ServiceError + ?Sized>(error: &E) -> Status {
+    let code = error.code();
+    let mut status = if code == ErrorCode::Internal {
+        tracing::error!(error = %error, source = ?std::error::Error::source(error), "internal error");
+        Status::internal("internal error")
+    } else {
+        Status::new(code.grpc_code(), error.to_string())
+    };
+    if let Some(delay) = error.retry_after() {
+        let seconds = delay.as_secs().max(1).to_string();
+        if let Ok(value) = seconds.parse() {
+            status.metadata_mut().insert(RETRY_AFTER_METADATA, value);
+        }
+    }
+    status
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn internal_errors_hide_their_cause() {
+        let error = ApiError::internal("connection to postgres://admin:secret@db failed");
+        let status = to_status(&error);
+        assert_eq!(status.code(), Code::Internal);
+        assert_eq!(status.message(), "internal error");
+    }
+
+    #[test]
+    fn invalid_argument_names_the_field() {
+        let status = to_status(&ApiError::invalid("memory.importance", "must be 1-5, got 9"));
+        assert_eq!(status.code(), Code::InvalidArgument);
+        assert_eq!(status.message(), "memory.importance: must be 1-5, got 9");
+    }
+
+    #[test]
+    fn retry_after_travels_in_metadata() {
+        let error =
+            ApiError::new(ErrorCode::ResourceExhausted, "rate limit").with_retry_after(Duration::from_millis(2500));
+        let status = to_status(&error);
+        assert_eq!(status.metadata().get(RETRY_AFTER_METADATA).unwrap(), "2");
+    }
+
+    #[test]
+    fn codes_round_trip_through_grpc() {
+        for code in [
+            ErrorCode::InvalidArgument,
+            ErrorCode::NotFound,
+            ErrorCode::PermissionDenied,
+            ErrorCode::ResourceExhausted,
+            ErrorCode::Timeout,
+            ErrorCode::Internal,
+        ] {
+            assert_eq!(ErrorCode::from_grpc(code.grpc_code()), code);
+        }
+    }
+}

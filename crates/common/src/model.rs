@@ -1,0 +1,389 @@
+//! The domain model shared by the services. No protobuf types here: `convert` maps them.
+
+use std::fmt;
+use std::str::FromStr;
+
+use chrono::{DateTime, Utc};
+use serde::{Deserialize, Serialize};
+
+/// Whose data a request is about. `project_id` and `session_id` are `None` when empty.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct Scope {
+    pub user_id: String,
+    pub role_id: String,
+    pub project_id: Option<String>,
+    pub session_id: Option<String>,
+}
+
+impl Scope {
+    pub fn new(user_id: impl Into<String>, role_id: impl Into<String>) -> Self {
+        Self {
+            user_id: user_id.into(),
+            role_id: role_id.into(),
+            project_id: None,
+            session_id: None,
+        }
+    }
+
+    pub fn with_project(mut self, project_id: impl Into<String>) -> Self {
+        self.project_id = Some(project_id.into());
+        self
+    }
+
+    pub fn with_session(mut self, session_id: impl Into<String>) -> Self {
+        self.session_id = Some(session_id.into());
+        self
+    }
+}
+
+macro_rules! string_enum {
+    ($(#[$meta:meta])* $name:ident { $($(#[$vmeta:meta])* $variant:ident => $text:literal),+ $(,)? }) => {
+        $(#[$meta])*
+        #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+        #[serde(rename_all = "snake_case")]
+        pub enum $name {
+            $($(#[$vmeta])* $variant),+
+        }
+
+        impl $name {
+            /// Every value, in declaration order.
+            pub const ALL: &'static [$name] = &[$($name::$variant),+];
+
+            /// The stable name used in storage, configs and JSON.
+            pub fn as_str(self) -> &'static str {
+                match self {
+                    $($name::$variant => $text),+
+                }
+            }
+        }
+
+        impl fmt::Display for $name {
+            fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str(self.as_str())
+            }
+        }
+
+        impl FromStr for $name {
+            type Err = UnknownValue;
+
+            fn from_str(s: &str) -> Result<Self, Self::Err> {
+                match s {
+                    $($text => Ok($name::$variant),)+
+                    other => Err(UnknownValue {
+                        kind: stringify!($name),
+                        value: other.to_string(),
+                    }),
+                }
+            }
+        }
+    };
+}
+
+/// A name that matched no value of an enum.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("unknown {kind} {value:?}")]
+pub struct UnknownValue {
+    pub kind: &'static str,
+    pub value: String,
+}
+
+string_enum!(
+    /// What a memory records.
+    MemoryType {
+        ProjectDecision => "project_decision",
+        UserPreference => "user_preference",
+        DiscussionConclusion => "discussion_conclusion",
+        ActionItem => "action_item",
+        Constraint => "constraint",
+        Risk => "risk",
+        Feedback => "feedback",
+        Insight => "insight",
+        Issue => "issue",
+        Learning => "learning",
+        Pattern => "pattern",
+        ConversationTurn => "conversation_turn",
+        Fact => "fact",
+    }
+);
+
+impl MemoryType {
+    /// Iteration knowledge (seed 003): bound to an iteration, promotable.
+    pub fn is_iteration_knowledge(self) -> bool {
+        matches!(self, MemoryType::Insight | MemoryType::Issue | MemoryType::Learning)
+    }
+
+    /// How the type reads in a heading or a catalog, in the given language.
+    pub fn label(self, language: Language) -> &'static str {
+        match (self, language) {
+            (MemoryType::ProjectDecision, Language::Zh) => "项目决策",
+            (MemoryType::UserPreference, Language::Zh) => "用户偏好",
+            (MemoryType::DiscussionConclusion, Language::Zh) => "讨论结论",
+            (MemoryType::ActionItem, Language::Zh) => "待办事项",
+            (MemoryType::Constraint, Language::Zh) => "约束条件",
+            (MemoryType::Risk, Language::Zh) => "风险",
+            (MemoryType::Feedback, Language::Zh) => "用户反馈",
+            (MemoryType::Insight, Language::Zh) => "见解",
+            (MemoryType::Issue, Language::Zh) => "问题",
+            (MemoryType::Learning, Language::Zh) => "经验",
+            (MemoryType::Pattern, Language::Zh) => "模式",
+            (MemoryType::ConversationTurn, Language::Zh) => "对话",
+            (MemoryType::Fact, Language::Zh) => "事实",
+            (MemoryType::ProjectDecision, Language::En) => "decision",
+            (MemoryType::UserPreference, Language::En) => "preference",
+            (MemoryType::DiscussionConclusion, Language::En) => "conclusion",
+            (MemoryType::ActionItem, Language::En) => "action item",
+            (MemoryType::Constraint, Language::En) => "constraint",
+            (MemoryType::Risk, Language::En) => "risk",
+            (MemoryType::Feedback, Language::En) => "feedback",
+            (MemoryType::Insight, Language::En) => "insight",
+            (MemoryType::Issue, Language::En) => "issue",
+            (MemoryType::Learning, Language::En) => "learning",
+            (MemoryType::Pattern, Language::En) => "pattern",
+            (MemoryType::ConversationTurn, Language::En) => "turn",
+            (MemoryType::Fact, Language::En) => "fact",
+        }
+    }
+}
+
+string_enum!(
+    /// Which roles may recall a memory.
+    Visibility {
+        Private => "private",
+        Project => "project",
+        Global => "global",
+    }
+);
+
+string_enum!(
+    /// Where a memory is in its life.
+    MemoryStatus {
+        Active => "active",
+        Suppressed => "suppressed",
+        Frozen => "frozen",
+        Replaced => "replaced",
+        Forgotten => "forgotten",
+    }
+);
+
+string_enum!(
+    /// Where a memory came from.
+    MemorySource {
+        UserInput => "user_input",
+        Discussion => "discussion",
+        Inference => "inference",
+        System => "system",
+        Consolidation => "consolidation",
+        Promotion => "promotion",
+        Conversation => "conversation",
+        Summary => "summary",
+    }
+);
+
+string_enum!(
+    /// The language of a text, as far as this system cares: Chinese or English.
+    Language {
+        Zh => "zh",
+        En => "en",
+    }
+);
+
+/// A pointer from a memory or summary to an artifact.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ArtifactRef {
+    #[serde(rename = "ref")]
+    pub reference: String,
+    pub locator: String,
+    pub desc: String,
+}
+
+/// One remembered item.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Memory {
+    pub id: String,
+    pub scope: Scope,
+    pub memory_type: MemoryType,
+    pub content: String,
+    pub summary: String,
+    pub importance: u8,
+    pub confidence: f64,
+    pub freshness: f64,
+    pub evidence_count: u32,
+    pub visibility: Visibility,
+    pub status: MemoryStatus,
+    pub superseded_by: Option<String>,
+    pub source: MemorySource,
+    pub tags: Vec<String>,
+    pub created_at: DateTime<Utc>,
+    pub updated_at: DateTime<Utc>,
+    pub last_accessed_at: Option<DateTime<Utc>>,
+    pub access_count: u64,
+    pub context: String,
+    pub related_decision_ids: Vec<String>,
+    pub artifact_refs: Vec<ArtifactRef>,
+    pub language: Language,
+    pub speaker: Option<String>,
+    pub occurred_at: DateTime<Utc>,
+    pub subject: Option<String>,
+    pub iteration_id: Option<String>,
+    pub external_id: Option<String>,
+    /// Bumped by every stored change; writes check it (optimistic concurrency).
+    pub version: i64,
+}
+
+impl Memory {
+    /// The text that is embedded and indexed for search: summary, content and, for turns, the
+    /// speaker, so that "what did Caroline say about..." finds her turns.
+    pub fn index_text(&self) -> String {
+        let mut text = String::with_capacity(self.content.len() + self.summary.len() + 32);
+        if let Some(speaker) = &self.speaker {
+            text.push_str(speaker);
+            text.push_str(": ");
+        }
+        if !self.summary.is_empty() && !self.content.starts_with(&self.summary) {
+            text.push_str(&self.summary);
+            text.push('\n');
+        }
+        text.push_str(&self.content);
+        text
+    }
+}
+
+/// A named time range or explicit bounds.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub enum TimeRange {
+    Last7Days,
+    Last30Days,
+    All,
+    /// Inclusive start, exclusive end; either may be open.
+    Between {
+        start: Option<DateTime<Utc>>,
+        end: Option<DateTime<Utc>>,
+    },
+}
+
+impl TimeRange {
+    /// The concrete bounds relative to `now`.
+    pub fn bounds(self, now: DateTime<Utc>) -> (Option<DateTime<Utc>>, Option<DateTime<Utc>>) {
+        match self {
+            TimeRange::Last7Days => (Some(now - chrono::Duration::days(7)), None),
+            TimeRange::Last30Days => (Some(now - chrono::Duration::days(30)), None),
+            TimeRange::All => (None, None),
+            TimeRange::Between { start, end } => (start, end),
+        }
+    }
+
+    /// The design's names: last_7_days, last_30_days, all, or "start..end".
+    pub fn label(self) -> String {
+        match self {
+            TimeRange::Last7Days => "last_7_days".into(),
+            TimeRange::Last30Days => "last_30_days".into(),
+            TimeRange::All => "all".into(),
+            TimeRange::Between { start, end } => format!(
+                "{}..{}",
+                start.map(|t| t.format("%Y-%m-%d").to_string()).unwrap_or_default(),
+                end.map(|t| t.format("%Y-%m-%d").to_string()).unwrap_or_default()
+            ),
+        }
+    }
+}
+
+/// The controller's answer to "does this message need memory?".
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum NeedMemory {
+    Yes,
+    No,
+    Maybe,
+}
+
+/// How much of each memory recall returns.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum RetrievalMode {
+    #[default]
+    Catalog,
+    Details,
+}
+
+/// The memory controller's plan for one message.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ControlDecision {
+    pub need_memory: NeedMemory,
+    pub memory_types: Vec<MemoryType>,
+    pub retrieval_mode: RetrievalMode,
+    pub budget_tokens: u32,
+    pub time_range: TimeRange,
+    pub reason: String,
+    pub engine: String,
+    pub signals: Vec<String>,
+    pub language: Language,
+}
+
+/// Which engine makes a decision, an extraction or a summary.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum EngineChoice {
+    /// What the service is configured to use.
+    #[default]
+    Configured,
+    Rules,
+    Llm,
+}
+
+/// A decision recorded in a session summary.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Decision {
+    pub what: String,
+    #[serde(default)]
+    pub why: String,
+    #[serde(default)]
+    pub who: String,
+    #[serde(default)]
+    pub confidence: DecisionConfidence,
+}
+
+/// How settled a decision is.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum DecisionConfidence {
+    High,
+    #[default]
+    Medium,
+    Low,
+}
+
+/// One message of a session's trajectory.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Message {
+    pub role: String,
+    pub content: String,
+    pub speaker: Option<String>,
+    pub created_at: DateTime<Utc>,
+    pub index: u32,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn enum_names_round_trip() {
+        for ty in MemoryType::ALL {
+            assert_eq!(ty.as_str().parse::<MemoryType>().unwrap(), *ty);
+        }
+        assert!("decision".parse::<MemoryType>().is_err());
+        assert_eq!(
+            "archived".parse::<MemoryStatus>().unwrap_err().to_string(),
+            "unknown MemoryStatus \"archived\""
+        );
+    }
+
+    #[test]
+    fn presets_have_bounds() {
+        let now = Utc::now();
+        let (start, end) = TimeRange::Last7Days.bounds(now);
+        assert_eq!(start.unwrap(), now - chrono::Duration::days(7));
+        assert!(end.is_none());
+        assert_eq!(TimeRange::All.bounds(now), (None, None));
+    }
+}

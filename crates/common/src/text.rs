@@ -1,0 +1,356 @@
+//! Text handling for Chinese and English: language detection, word segmentation (jieba for
+//! Chinese, Snowball stemming for English), stopwords, and summaries cut at a sensible place.
+
+use std::collections::HashSet;
+use std::sync::LazyLock;
+
+use jieba_rs::Jieba;
+use rust_stemmers::{Algorithm, Stemmer};
+
+use crate::model::Language;
+
+static JIEBA: LazyLock<Jieba> = LazyLock::new(Jieba::new);
+static STEMMER: LazyLock<Stemmer> = LazyLock::new(|| Stemmer::create(Algorithm::English));
+
+static EN_STOPWORDS: LazyLock<HashSet<&'static str>> = LazyLock::new(|| {
+    "a an the and or but if then else of at by for with about against between into through \
+     during before after above below to from up down in out on off over under again further \
+     once here there when where why how all any both each few more most other some such no nor \
+     not only own same so than too very s t can will just don should now i me my myself we our \
+     ours ourselves you your yours yourself yourselves he him his himself she her hers herself \
+     it its itself they them their theirs themselves what which who whom this that these those \
+     am is are was were be been being have has had having do does did doing would could ought \
+     i'm you're he's she's it's we're they're i've you've we've they've i'd you'd he'd she'd \
+     we'd they'd i'll you'll he'll she'll we'll they'll isn't aren't wasn't weren't hasn't \
+     haven't hadn't doesn't don't didn't won't wouldn't shan't shouldn't can't cannot couldn't \
+     mustn't let's that's who's what's here's there's when's where's why's how's also yes ok \
+     okay oh hey hi hello yeah really got get gets"
+        .split_whitespace()
+        .collect()
+});
+
+static ZH_STOPWORDS: LazyLock<HashSet<&'static str>> = LazyLock::new(|| {
+    "的 了 和 是 就 都 而 及 与 着 或 一个 没有 我们 你们 他们 她们 它们 我 你 他 她 它 这 那 \
+     这个 那个 这些 那些 之 在 也 有 对 把 被 让 给 从 到 向 吗 呢 吧 啊 呀 哦 嗯 么 得 地 \
+     个 上 下 里 中 很 还 又 再 才 会 能 要 去 来 说 看 想 用 做 为 以 于 将 等 但 所以 因为 \
+     如果 然后 可以 一下 一些 什么 怎么 怎样 如何 哪 哪些 多少 吗？ 请 帮 帮我 我的 你的"
+        .split_whitespace()
+        .collect()
+});
+
+/// True for CJK unified ideographs (and their extensions and compatibility block).
+pub fn is_han(c: char) -> bool {
+    matches!(c,
+        '\u{4E00}'..='\u{9FFF}'
+        | '\u{3400}'..='\u{4DBF}'
+        | '\u{20000}'..='\u{2A6DF}'
+        | '\u{2A700}'..='\u{2EBEF}'
+        | '\u{F900}'..='\u{FAFF}'
+        | '\u{30000}'..='\u{3134F}')
+}
+
+/// Chinese when the text has at least two ideographs and they are not drowned in English
+/// words (technical terms in a Chinese sentence are common: "我们用Next.js和MongoDB").
+pub fn detect_language(text: &str) -> Language {
+    let mut han = 0usize;
+    let mut latin_words = 0usize;
+    let mut in_word = false;
+    for c in text.chars() {
+        if is_han(c) {
+            han += 1;
+            in_word = false;
+        } else if c.is_ascii_alphabetic() {
+            if !in_word {
+                latin_words += 1;
+                in_word = true;
+            }
+        } else {
+            in_word = false;
+        }
+    }
+    if han >= 2 && han * 3 >= latin_words {
+        Language::Zh
+    } else if han >= 1 && latin_words == 0 {
+        Language::Zh
+    } else {
+        Language::En
+    }
+}
+
+/// The language of a set of texts taken together.
+pub fn detect_language_of<'a>(texts: impl IntoIterator<Item = &'a str>) -> Language {
+    let mut zh = 0;
+    let mut en = 0;
+    for text in texts {
+        match detect_language(text) {
+            Language::Zh => zh += 1,
+            Language::En => en += 1,
+        }
+    }
+    if zh > 0 && zh * 2 >= en {
+        Language::Zh
+    } else {
+        Language::En
+    }
+}
+
+/// Whether a term is a stopword in either language.
+pub fn is_stopword(term: &str) -> bool {
+    EN_STOPWORDS.contains(term) || ZH_STOPWORDS.contains(term)
+}
+
+/// Stems an English word with Snowball ("decisions" -> "decis", "running" -> "run").
+pub fn stem(word: &str) -> String {
+    STEMMER.stem(word).into_owned()
+}
+
+/// Splits text into runs of ideographs and runs of everything else.
+fn han_runs(text: &str) -> Vec<(bool, &str)> {
+    let mut runs = Vec::new();
+    let mut start = 0;
+    let mut current: Option<bool> = None;
+    for (offset, c) in text.char_indices() {
+        let han = is_han(c);
+        match current {
+            Some(kind) if kind == han => {}
+            Some(kind) => {
+                runs.push((kind, &text[start..offset]));
+                start = offset;
+                current = Some(han);
+            }
+            None => current = Some(han),
+        }
+    }
+    if let Some(kind) = current {
+        runs.push((kind, &text[start..]));
+    }
+    runs
+}
+
+/// Segments text into words: jieba for Chinese runs, alphanumeric words for the rest,
+/// lowercased. Punctuation is dropped; stopwords are kept.
+pub fn words(text: &str) -> Vec<String> {
+    let mut out = Vec::new();
+    for (han, run) in han_runs(text) {
+        if han {
+            for word in JIEBA.cut(run, true) {
+                let word = word.trim();
+                if !word.is_empty() {
+                    out.push(word.to_string());
+                }
+            }
+        } else {
+            let mut word = String::new();
+            for c in run.chars() {
+                if c.is_alphanumeric() || c == '\'' || ((c == '.' || c == '$') && !word.is_empty()) {
+                    word.extend(c.to_lowercase());
+                } else {
+                    push_word(&mut out, &mut word);
+                    if c == '$' {
+                        word.push('$');
+                    }
+                }
+            }
+            push_word(&mut out, &mut word);
+        }
+    }
+    out
+}
+
+fn push_word(out: &mut Vec<String>, word: &mut String) {
+    let trimmed = word.trim_matches(|c| c == '.' || c == '\'');
+    if !trimmed.is_empty() && trimmed != "$" {
+        out.push(trimmed.to_string());
+    }
+    word.clear();
+}
+
+/// Content terms for matching: words without stopwords, English stemmed, Chinese words kept
+/// whole plus their single ideographs for words of three or more characters (so "设计风格"
+/// still meets "风格").
+pub fn terms(text: &str) -> Vec<String> {
+    let mut out = Vec::new();
+    for word in words(text) {
+        if is_stopword(&word) {
+            continue;
+        }
+        if word.chars().next().is_some_and(is_han) {
+            out.push(word);
+        } else if word.chars().all(|c| c.is_ascii_alphabetic() || c == '\'') {
+            if word.len() > 1 {
+                out.push(stem(&word));
+            }
+        } else {
+            out.push(word);
+        }
+    }
+    out
+}
+
+/// Distinct content terms.
+pub fn term_set(text: &str) -> HashSet<String> {
+    terms(text).into_iter().collect()
+}
+
+/// Jaccard similarity of the content terms of two texts, 0 to 1.
+pub fn term_jaccard(a: &str, b: &str) -> f64 {
+    let a = term_set(a);
+    let b = term_set(b);
+    if a.is_empty() || b.is_empty() {
+        return 0.0;
+    }
+    let shared = a.intersection(&b).count() as f64;
+    shared / a.union(&b).count() as f64
+}
+
+/// Sentence-ending punctuation in both languages.
+pub fn is_sentence_end(c: char) -> bool {
+    matches!(c, '。' | '！' | '？' | '!' | '?' | '.' | '；' | ';' | '\n')
+}
+
+/// Splits text into sentences, keeping their ending punctuation. A period inside a number or
+/// an abbreviation-like token ("Next.js", "3.5") does not end a sentence.
+pub fn sentences(text: &str) -> Vec<String> {
+    let chars: Vec<char> = text.chars().collect();
+    let mut out = Vec::new();
+    let mut current = String::new();
+    for (i, &c) in chars.iter().enumerate() {
+        current.push(c);
+        if is_sentence_end(c) {
+            if c == '.' {
+                let next = chars.get(i + 1).copied();
+                if next.is_some_and(|n| !n.is_whitespace()) {
+                    continue;
+                }
+            }
+            let sentence = current.trim().to_string();
+            if !sentence.is_empty() && sentence.chars().any(char::is_alphanumeric) {
+                out.push(sentence);
+            }
+            current.clear();
+        }
+    }
+    let rest = current.trim();
+    if !rest.is_empty() && rest.chars().any(char::is_alphanumeric) {
+        out.push(rest.to_string());
+    }
+    out
+}
+
+/// Cuts `text` to at most `max_chars` characters for a catalog summary, preferring to stop at
+/// a clause boundary, then at a word boundary, and marking the cut with "…".
+pub fn summarize_to(text: &str, max_chars: usize) -> String {
+    let normalized: String = text.split_whitespace().collect::<Vec<_>>().join(" ");
+    let count = normalized.chars().count();
+    if count <= max_chars {
+        return normalized;
+    }
+    let budget = max_chars.saturating_sub(1).max(1);
+    let head: Vec<char> = normalized.chars().take(budget).collect();
+    let min_keep = budget / 2;
+    // A clause boundary in the second half of the budget reads best.
+    let clause = head
+        .iter()
+        .rposition(|&c| matches!(c, '，' | '、' | '；' | '。' | ',' | ';' | '：' | ':' | '.'))
+        .filter(|&i| i >= min_keep);
+    let cut = match clause {
+        Some(i) => i,
+        None => {
+            let is_cjk_tail = head.last().copied().is_some_and(is_han);
+            if is_cjk_tail {
+                head.len()
+            } else {
+                head.iter()
+                    .rposition(|c| c.is_whitespace())
+                    .filter(|&i| i >= min_keep)
+                    .unwrap_or(head.len())
+            }
+        }
+    };
+    let mut out: String = head[..cut].iter().collect();
+    out = out
+        .trim_end_matches(|c: char| c.is_whitespace() || matches!(c, '，' | ',' | '、' | ':' | '：'))
+        .to_string();
+    out.push('…');
+    out
+}
+
+/// The number of characters of a text (what the design's "50 characters" counts).
+pub fn char_count(text: &str) -> usize {
+    text.chars().count()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn detects_chinese_with_english_terms() {
+        assert_eq!(detect_language("我们用Next.js和MongoDB做这个项目"), Language::Zh);
+        assert_eq!(detect_language("我喜欢简约的设计风格"), Language::Zh);
+        assert_eq!(detect_language("I prefer a minimal design"), Language::En);
+        assert_eq!(detect_language("Budget is $800 now"), Language::En);
+        assert_eq!(detect_language("预算"), Language::Zh);
+    }
+
+    #[test]
+    fn segments_chinese_and_stems_english() {
+        let terms = terms("我喜欢简约的设计风格");
+        assert!(terms.contains(&"简约".to_string()), "{terms:?}");
+        assert!(
+            terms.contains(&"设计".to_string()) || terms.contains(&"设计风格".to_string()),
+            "{terms:?}"
+        );
+        assert!(!terms.contains(&"的".to_string()));
+        let terms = self::terms("We decided on the running deployments");
+        assert!(terms.contains(&"decid".to_string()), "{terms:?}");
+        assert!(terms.contains(&"run".to_string()), "{terms:?}");
+        assert!(terms.contains(&"deploy".to_string()), "{terms:?}");
+        assert!(!terms.contains(&"the".to_string()));
+    }
+
+    #[test]
+    fn keeps_money_and_versions_whole() {
+        let words = words("Budget moved from $500 to $800, use Next.js 14");
+        assert!(words.contains(&"$500".to_string()), "{words:?}");
+        assert!(words.contains(&"$800".to_string()), "{words:?}");
+        assert!(words.contains(&"next.js".to_string()), "{words:?}");
+    }
+
+    #[test]
+    fn mixed_text_segments_both_scripts() {
+        let words = words("预算改成$800了");
+        assert!(words.contains(&"预算".to_string()), "{words:?}");
+        assert!(words.contains(&"$800".to_string()), "{words:?}");
+    }
+
+    #[test]
+    fn summaries_cut_at_boundaries() {
+        let zh = "经过讨论，决定使用Next.js 14 + App Router作为前端框架，MongoDB作为数据库，Tailwind CSS做样式，理由是用户熟悉React";
+        let cut = summarize_to(zh, 50);
+        assert!(char_count(&cut) <= 50, "{cut}");
+        assert!(cut.ends_with('…'));
+        let en = "We decided to go with Next.js and MongoDB because the user knows React well and needs SSR for SEO";
+        let cut = summarize_to(en, 50);
+        assert!(char_count(&cut) <= 50, "{cut}");
+        assert!(!cut.contains("  "));
+        assert_eq!(summarize_to("short", 50), "short");
+    }
+
+    #[test]
+    fn sentences_split_in_both_languages() {
+        let s = sentences("我们决定用Stripe。预算是$800！Is that ok? Use Next.js 14.");
+        assert_eq!(s.len(), 4, "{s:?}");
+        assert_eq!(s[3], "Use Next.js 14.");
+    }
+
+    #[test]
+    fn jaccard_is_symmetric_and_bounded() {
+        let a = "我喜欢简约的设计风格";
+        let b = "我更喜欢简约风格的设计";
+        let ab = term_jaccard(a, b);
+        assert!((ab - term_jaccard(b, a)).abs() < 1e-9);
+        assert!(ab > 0.3 && ab <= 1.0, "{ab}");
+        assert_eq!(term_jaccard("", b), 0.0);
+    }
+}

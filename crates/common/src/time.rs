@@ -1,0 +1,95 @@
+//! Times for people: "2天前", "3 days ago".
+
+use chrono::{DateTime, Utc};
+
+use crate::model::Language;
+
+/// `then` relative to `now` in the given language.
+pub fn relative(then: DateTime<Utc>, now: DateTime<Utc>, language: Language) -> String {
+    let seconds = (now - then).num_seconds();
+    let future = seconds < 0;
+    let seconds = seconds.unsigned_abs();
+    let (amount, unit) = if seconds < 60 {
+        (0, Unit::Now)
+    } else if seconds < 3_600 {
+        (seconds / 60, Unit::Minute)
+    } else if seconds < 86_400 {
+        (seconds / 3_600, Unit::Hour)
+    } else if seconds < 7 * 86_400 {
+        (seconds / 86_400, Unit::Day)
+    } else if seconds < 30 * 86_400 {
+        (seconds / (7 * 86_400), Unit::Week)
+    } else if seconds < 365 * 86_400 {
+        (seconds / (30 * 86_400), Unit::Month)
+    } else {
+        (seconds / (365 * 86_400), Unit::Year)
+    };
+    match language {
+        Language::Zh => zh(amount, unit, future),
+        Language::En => en(amount, unit, future),
+    }
+}
+
+#[derive(Clone, Copy)]
+enum Unit {
+    Now,
+    Minute,
+    Hour,
+    Day,
+    Week,
+    Month,
+    Year,
+}
+
+fn zh(amount: u64, unit: Unit, future: bool) -> String {
+    let name = match unit {
+        Unit::Now => return "刚刚".into(),
+        Unit::Day if amount == 1 => return if future { "明天" } else { "昨天" }.into(),
+        Unit::Minute => "分钟",
+        Unit::Hour => "小时",
+        Unit::Day => "天",
+        Unit::Week => "周",
+        Unit::Month => "个月",
+        Unit::Year => "年",
+    };
+    format!("{amount}{name}{}", if future { "后" } else { "前" })
+}
+
+fn en(amount: u64, unit: Unit, future: bool) -> String {
+    let name = match unit {
+        Unit::Now => return "just now".into(),
+        Unit::Day if amount == 1 => return if future { "tomorrow" } else { "yesterday" }.into(),
+        Unit::Minute => "minute",
+        Unit::Hour => "hour",
+        Unit::Day => "day",
+        Unit::Week => "week",
+        Unit::Month => "month",
+        Unit::Year => "year",
+    };
+    let plural = if amount == 1 { "" } else { "s" };
+    if future {
+        format!("in {amount} {name}{plural}")
+    } else {
+        format!("{amount} {name}{plural} ago")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use chrono::Duration;
+
+    #[test]
+    fn both_languages() {
+        let now = Utc::now();
+        assert_eq!(relative(now - Duration::days(2), now, Language::Zh), "2天前");
+        assert_eq!(relative(now - Duration::days(3), now, Language::En), "3 days ago");
+        assert_eq!(relative(now - Duration::days(1), now, Language::En), "yesterday");
+        assert_eq!(relative(now - Duration::hours(2), now, Language::Zh), "2小时前");
+        assert_eq!(relative(now - Duration::seconds(5), now, Language::En), "just now");
+        assert_eq!(relative(now - Duration::days(14), now, Language::En), "2 weeks ago");
+        assert_eq!(relative(now - Duration::days(400), now, Language::Zh), "1年前");
+        assert_eq!(relative(now + Duration::days(3), now, Language::En), "in 3 days");
+        assert_eq!(relative(now - Duration::minutes(1), now, Language::En), "1 minute ago");
+    }
+}

