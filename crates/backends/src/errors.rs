@@ -73,3 +73,19 @@ impl ServiceError for LlmError {
         }
     }
 }
+
+macro_rules! into_api_error {
+    ($($error:ty),+) => {
+        $(
+            impl From<$error> for thinkus_common::ApiError {
+                fn from(error: $error) -> Self {
+                    let mut api = thinkus_common::ApiError::new(error.code(), error.to_string());
+                    api.retry_after = error.retry_after();
+                    api
+                }
+            }
+        )+
+    };
+}
+
+into_api_error!(StoreError, VectorError, BlobError, EmbedError, LlmError);

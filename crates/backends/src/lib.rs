@@ -11,7 +11,7 @@ pub mod llm;
 pub mod sql;
 pub mod vector;
 
-#[cfg(feature = "testing")]
+#[cfg(any(test, feature = "testing"))]
 pub mod conformance;
 
 mod errors;

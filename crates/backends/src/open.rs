@@ -201,8 +201,19 @@ pub fn open_embedder(config: &EmbedderConfig, models_dir: &std::path::Path) -> R
 
 /// Opens the vector index named by `storage.vectors`.
 pub async fn open_vectors(uri: &str) -> Result<Arc<dyn VectorIndex>, OpenError> {
-    let _ = uri;
-    Err(OpenError::new("storage.vectors", "vector backends are not wired yet"))
+    let map = |err: crate::vector::VectorError| OpenError::new("storage.vectors", err);
+    if let Some(path) = uri.strip_prefix("edge://") {
+        return Ok(Arc::new(
+            crate::vector::edge::EdgeIndex::open(std::path::Path::new(path)).map_err(map)?,
+        ));
+    }
+    if uri.starts_with("qdrant://") || uri.starts_with("qdrants://") {
+        return Ok(Arc::new(crate::vector::qdrant::QdrantIndex::connect(uri).map_err(map)?));
+    }
+    Err(OpenError::new(
+        "storage.vectors",
+        format!("unsupported URI {uri:?} (use edge://PATH or qdrant://HOST:6334)"),
+    ))
 }
 
 /// Opens the blob store named by `storage.blobs`.

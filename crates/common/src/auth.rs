@@ -134,18 +134,15 @@ fn build_table(config: &AuthConfig) -> Result<KeyTable, ConfigError> {
     for (key_name, entry) in entries {
         let digest: [u8; 32] = match (entry.key.is_empty(), entry.key_sha256.is_empty()) {
             (false, _) => hash_key(&entry.key),
-            (true, false) => {
-                let bytes = hex::decode(entry.key_sha256.trim())
-                    .ok()
-                    .and_then(|b| <[u8; 32]>::try_from(b).ok())
-                    .ok_or_else(|| {
-                        ConfigError::invalid(
-                            format!("{key_name}.key_sha256"),
-                            "must be 64 hex digits (the SHA-256 of the key)",
-                        )
-                    })?;
-                bytes
-            }
+            (true, false) => hex::decode(entry.key_sha256.trim())
+                .ok()
+                .and_then(|b| <[u8; 32]>::try_from(b).ok())
+                .ok_or_else(|| {
+                    ConfigError::invalid(
+                        format!("{key_name}.key_sha256"),
+                        "must be 64 hex digits (the SHA-256 of the key)",
+                    )
+                })?,
             (true, true) => {
                 return Err(ConfigError::invalid(
                     key_name,

@@ -230,6 +230,14 @@ pub fn engine_from_proto(value: i32, field: &str) -> Result<EngineChoice, ApiErr
     }
 }
 
+pub fn engine_to_proto_choice(choice: EngineChoice) -> i32 {
+    match choice {
+        EngineChoice::Configured => pb::Engine::Unspecified as i32,
+        EngineChoice::Rules => pb::Engine::Rules as i32,
+        EngineChoice::Llm => pb::Engine::Llm as i32,
+    }
+}
+
 /// Converts a time range; an end before its start is INVALID_ARGUMENT.
 pub fn time_range_from_proto(range: Option<&pb::TimeRange>, field: &str) -> Result<Option<TimeRange>, ApiError> {
     let Some(range) = range else {
@@ -242,13 +250,13 @@ pub fn time_range_from_proto(range: Option<&pb::TimeRange>, field: &str) -> Resu
         Ok(pb::TimeRangePreset::Unspecified) => {
             let start = datetime_opt(range.start.as_ref(), &format!("{field}.start"))?;
             let end = datetime_opt(range.end.as_ref(), &format!("{field}.end"))?;
-            if let (Some(start), Some(end)) = (start, end) {
-                if end < start {
-                    return Err(ApiError::invalid(
-                        &format!("{field}.end"),
-                        format!("ends ({end}) before it starts ({start})"),
-                    ));
-                }
+            if let (Some(start), Some(end)) = (start, end)
+                && end < start
+            {
+                return Err(ApiError::invalid(
+                    &format!("{field}.end"),
+                    format!("ends ({end}) before it starts ({start})"),
+                ));
             }
             if start.is_none() && end.is_none() {
                 Ok(None)
@@ -366,6 +374,21 @@ pub fn control_decision_to_proto(decision: &ControlDecision) -> pb::ControlDecis
         signals: decision.signals.clone(),
         language: decision.language.as_str().to_string(),
     }
+}
+
+/// Reads a decision sent by the memory controller.
+pub fn control_decision_from_proto(decision: &pb::ControlDecision) -> Result<ControlDecision, ApiError> {
+    Ok(ControlDecision {
+        need_memory: need_from_proto(decision.need_memory, "need_memory")?.unwrap_or(NeedMemory::Maybe),
+        memory_types: memory_types(&decision.memory_types, "memory_types")?,
+        retrieval_mode: mode_from_proto(decision.retrieval_mode, "retrieval_mode")?.unwrap_or_default(),
+        budget_tokens: decision.budget_tokens.max(0) as u32,
+        time_range: time_range_from_proto(decision.time_range.as_ref(), "time_range")?.unwrap_or(TimeRange::All),
+        reason: decision.reason.clone(),
+        engine: decision.engine.clone(),
+        signals: decision.signals.clone(),
+        language: decision.language.parse().unwrap_or(Language::En),
+    })
 }
 
 /// Converts session messages, checking each has a role and content.

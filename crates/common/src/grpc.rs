@@ -193,10 +193,10 @@ pub async fn wait_serving(uri: &str, service: &str, deadline: Duration) -> anyho
                 .await?;
             anyhow::Ok(response.into_inner().status)
         };
-        if let Ok(status) = attempt.await {
-            if status == tonic_health::pb::health_check_response::ServingStatus::Serving as i32 {
-                return Ok(());
-            }
+        if let Ok(status) = attempt.await
+            && status == tonic_health::pb::health_check_response::ServingStatus::Serving as i32
+        {
+            return Ok(());
         }
         if started.elapsed() > deadline {
             anyhow::bail!("{service} at {uri} did not report SERVING within {deadline:?}");

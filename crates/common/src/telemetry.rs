@@ -199,12 +199,12 @@ impl Interceptor for TraceContextInterceptor {
     fn call(&mut self, mut request: tonic::Request<()>) -> Result<tonic::Request<()>, tonic::Status> {
         inject_current(request.metadata_mut());
         let key = crate::auth::forwarded_credential().or_else(|| self.own_key.clone());
-        if let Some(key) = key {
-            if !request.metadata().contains_key("authorization") {
-                let value = MetadataValue::try_from(format!("Bearer {key}"))
-                    .map_err(|_| tonic::Status::invalid_argument("the API key is not valid header text"))?;
-                request.metadata_mut().insert("authorization", value);
-            }
+        if let Some(key) = key
+            && !request.metadata().contains_key("authorization")
+        {
+            let value = MetadataValue::try_from(format!("Bearer {key}"))
+                .map_err(|_| tonic::Status::invalid_argument("the API key is not valid header text"))?;
+            request.metadata_mut().insert("authorization", value);
         }
         Ok(request)
     }

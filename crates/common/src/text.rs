@@ -68,9 +68,7 @@ pub fn detect_language(text: &str) -> Language {
             in_word = false;
         }
     }
-    if han >= 2 && han * 3 >= latin_words {
-        Language::Zh
-    } else if han >= 1 && latin_words == 0 {
+    if (han >= 2 && han * 3 >= latin_words) || (han >= 1 && latin_words == 0) {
         Language::Zh
     } else {
         Language::En

@@ -5,3 +5,4 @@ pub mod blob;
 pub mod embed;
 pub mod llm;
 pub mod sql;
+pub mod vector;

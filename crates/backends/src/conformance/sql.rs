@@ -308,7 +308,7 @@ pub async fn memory_store_suite(store: &dyn MemoryStore) {
     let listed = store.list_memories(&query(reader(Layers::Project))).await.unwrap();
     assert_eq!(ids(&listed), ids(&[own.clone(), shared.clone()]));
     let listed = store.list_memories(&query(reader(Layers::CrossProject))).await.unwrap();
-    assert_eq!(ids(&listed), ids(&[cross_own.clone()]));
+    assert_eq!(ids(&listed), ids(std::slice::from_ref(&cross_own)));
     let no_project = Reader {
         role_id: "cto".into(),
         project_id: None,

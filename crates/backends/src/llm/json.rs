@@ -7,17 +7,17 @@ use serde_json::Value;
 /// its complete elements; a truncated object yields nothing.
 pub fn extract_json(text: &str) -> Option<Value> {
     let text = strip_fences(text.trim());
-    if let Ok(value) = serde_json::from_str::<Value>(text) {
-        if value.is_object() || value.is_array() {
-            return Some(value);
-        }
+    if let Ok(value) = serde_json::from_str::<Value>(text)
+        && (value.is_object() || value.is_array())
+    {
+        return Some(value);
     }
     let start = text.find(['{', '['])?;
     let candidate = &text[start..];
-    if let Some(end) = matching_end(candidate) {
-        if let Ok(value) = serde_json::from_str::<Value>(&candidate[..=end]) {
-            return Some(value);
-        }
+    if let Some(end) = matching_end(candidate)
+        && let Ok(value) = serde_json::from_str::<Value>(&candidate[..=end])
+    {
+        return Some(value);
     }
     if candidate.starts_with('[') {
         return Some(Value::Array(complete_elements(candidate)));

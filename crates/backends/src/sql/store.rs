@@ -566,7 +566,7 @@ impl SqlStore {
     async fn fetch_all(&self, query: &Query) -> Result<Vec<AnyRow>, StoreError> {
         let sql = self.sql(&query.sql);
         let args = arguments(&query.args)?;
-        let span = tracing::debug_span!("db.query", db.system = self.backend_name(), otel.kind = "client");
+        let span = tracing::info_span!("db.query", db.system = self.backend_name(), otel.kind = "client");
         thinkus_common::metrics::time_backend(
             self.backend_name(),
             "query",
@@ -584,7 +584,7 @@ impl SqlStore {
         let _guard = self.lock_writes().await;
         let sql = self.sql(&query.sql);
         let args = arguments(&query.args)?;
-        let span = tracing::debug_span!("db.execute", db.system = self.backend_name(), otel.kind = "client");
+        let span = tracing::info_span!("db.execute", db.system = self.backend_name(), otel.kind = "client");
         let result = thinkus_common::metrics::time_backend(
             self.backend_name(),
             "execute",
@@ -658,7 +658,7 @@ impl MemoryStore for SqlStore {
             return Ok(());
         }
         let _guard = self.lock_writes().await;
-        let span = tracing::debug_span!("db.commit", db.system = self.backend_name(), otel.kind = "client");
+        let span = tracing::info_span!("db.commit", db.system = self.backend_name(), otel.kind = "client");
         let started = std::time::Instant::now();
         let mut tx = self.begin().instrument(span.clone()).await?;
         let result = async {

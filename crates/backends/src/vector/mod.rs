@@ -6,8 +6,8 @@
 //! the source of truth; the index can always be rebuilt from it.
 
 pub mod bm25;
-// pub mod edge;
-// pub mod qdrant;
+pub mod edge;
+pub mod qdrant;
 
 use std::fmt::Debug;
 
@@ -52,6 +52,26 @@ pub struct IndexedPoint {
     pub tags: Vec<String>,
     pub dense: Vec<f32>,
     pub sparse: SparseVector,
+}
+
+impl IndexedPoint {
+    /// The point of a memory, with its vectors.
+    pub fn from_memory(memory: &thinkus_common::model::Memory, dense: Vec<f32>, sparse: SparseVector) -> Self {
+        Self {
+            id: memory.id.clone(),
+            user_id: memory.scope.user_id.clone(),
+            role_id: memory.scope.role_id.clone(),
+            project_id: memory.scope.project_id.clone(),
+            session_id: memory.scope.session_id.clone(),
+            memory_type: memory.memory_type,
+            visibility: memory.visibility,
+            status: memory.status,
+            occurred_at_ms: memory.occurred_at.timestamp_millis(),
+            tags: memory.tags.clone(),
+            dense,
+            sparse,
+        }
+    }
 }
 
 /// Which of the two memory layers a search covers.
@@ -118,6 +138,11 @@ impl VectorFilter {
         }
     }
 
+    /// Whether a stored memory passes the filter (the same rules as [`Self::matches`]).
+    pub fn matches_memory(&self, memory: &thinkus_common::model::Memory) -> bool {
+        self.matches(&IndexedPoint::from_memory(memory, Vec::new(), SparseVector::default()))
+    }
+
     /// Reference semantics of the filter, used by tests and by callers that post-check.
     pub fn matches(&self, point: &IndexedPoint) -> bool {
         if point.user_id != self.user_id {
@@ -132,10 +157,10 @@ impl VectorFilter {
         if !self.visibilities.is_empty() && !self.visibilities.contains(&point.visibility) {
             return false;
         }
-        if let Some(session) = &self.session_id {
-            if point.session_id.as_ref() != Some(session) {
-                return false;
-            }
+        if let Some(session) = &self.session_id
+            && point.session_id.as_ref() != Some(session)
+        {
+            return false;
         }
         if self.occurred_from_ms.is_some_and(|from| point.occurred_at_ms < from) {
             return false;

@@ -1,0 +1,972 @@
+//! The conformance suite of [`VectorIndex`]: one set of checks that every backend must pass,
+//! with [`VectorFilter::matches`] as the reference for what a filter selects.
+//!
+//! Every check writes under its own user id, made unique per run, so the suite can run
+//! against a shared server and more than once against the same index. It needs the
+//! collection to have (or accept) [`DIM`] dense dimensions.
+
+use std::collections::BTreeSet;
+
+use thinkus_common::model::{MemoryStatus, MemoryType, Visibility};
+
+use crate::vector::{
+    Bm25Encoder, IndexedPoint, Layers, Reader, SparseVector, VectorError, VectorFilter, VectorHit, VectorIndex,
+    memory_id,
+};
+
+/// Dense dimension used by the suite: small enough for hand-made vectors.
+pub const DIM: usize = 8;
+
+/// A millisecond timestamp in 2023, the default time of the suite's points.
+pub const T0: i64 = 1_700_000_000_000;
+
+/// Runs every check against `index`, panicking with a message on the first failure.
+pub async fn run_suite(index: &dyn VectorIndex) {
+    check_ready(index).await;
+    check_read_after_write(index).await;
+    check_dense_ranking(index).await;
+    check_sparse_ranking(index).await;
+    check_idf(index).await;
+    check_tenant_isolation(index).await;
+    check_reader_rules(index).await;
+    check_field_filters(index).await;
+    check_status_updates(index).await;
+    check_delete(index).await;
+    check_count_and_list(index).await;
+    check_bad_input(index).await;
+    check_against_reference(index, 0x5eed_0001, 200, 60).await;
+}
+
+/// A user id unique to this run.
+pub fn unique_user(label: &str) -> String {
+    format!("conf-{label}-{}", uuid::Uuid::new_v4().simple())
+}
+
+/// A fresh memory id.
+pub fn new_id() -> String {
+    memory_id(&uuid::Uuid::now_v7())
+}
+
+/// A private, active decision of role `cto` in project `p1` at [`T0`], with a dense vector
+/// along the first axis and the sparse vector of "memory".
+pub fn base_point(user: &str) -> IndexedPoint {
+    IndexedPoint {
+        id: new_id(),
+        user_id: user.to_string(),
+        role_id: "cto".into(),
+        project_id: Some("p1".into()),
+        session_id: None,
+        memory_type: MemoryType::ProjectDecision,
+        visibility: Visibility::Private,
+        status: MemoryStatus::Active,
+        occurred_at_ms: T0,
+        tags: Vec::new(),
+        dense: axis(0),
+        sparse: Bm25Encoder::default().document("memory"),
+    }
+}
+
+/// `count` points of one user with distinct pseudo-random dense vectors and distinct texts
+/// ("memory number i about topic-i"), so each finds itself first by either vector.
+pub fn sample_points(user: &str, count: usize) -> Vec<IndexedPoint> {
+    let encoder = Bm25Encoder::default();
+    let mut rng = SplitMix::new(count as u64 ^ 0xa5a5);
+    (0..count)
+        .map(|i| IndexedPoint {
+            dense: rng.unit_vector(DIM),
+            sparse: encoder.document(&format!("memory number {i} about zq{i}x")),
+            occurred_at_ms: T0 + i as i64,
+            ..base_point(user)
+        })
+        .collect()
+}
+
+/// A small deterministic generator (SplitMix64), so failures replay from their seed.
+#[derive(Debug, Clone)]
+pub struct SplitMix(u64);
+
+impl SplitMix {
+    pub fn new(seed: u64) -> Self {
+        Self(seed)
+    }
+
+    pub fn next_u64(&mut self) -> u64 {
+        self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+        z ^ (z >> 31)
+    }
+
+    /// Uniform in `0..n` (`n` > 0).
+    pub fn below(&mut self, n: usize) -> usize {
+        (self.next_u64() % n.max(1) as u64) as usize
+    }
+
+    /// Uniform in [-1, 1).
+    pub fn signed_unit(&mut self) -> f32 {
+        (self.next_u64() >> 40) as f32 / (1u64 << 23) as f32 - 1.0
+    }
+
+    pub fn chance(&mut self, percent: usize) -> bool {
+        self.below(100) < percent
+    }
+
+    pub fn pick<'a, T>(&mut self, items: &'a [T]) -> &'a T {
+        &items[self.below(items.len())]
+    }
+
+    /// A random subset (possibly empty) of `items`.
+    pub fn subset<T: Clone>(&mut self, items: &[T]) -> Vec<T> {
+        items.iter().filter(|_| self.chance(50)).cloned().collect()
+    }
+
+    /// A random direction of `dim` dimensions, normalised.
+    pub fn unit_vector(&mut self, dim: usize) -> Vec<f32> {
+        loop {
+            let v: Vec<f32> = (0..dim).map(|_| self.signed_unit()).collect();
+            let norm = v.iter().map(|x| x * x).sum::<f32>().sqrt();
+            if norm > 1e-3 {
+                return v.into_iter().map(|x| x / norm).collect();
+            }
+        }
+    }
+}
+
+/// The unit vector along axis `i` of [`DIM`].
+pub fn axis(i: usize) -> Vec<f32> {
+    let mut v = vec![0.0; DIM];
+    v[i % DIM] = 1.0;
+    v
+}
+
+fn id_set(hits: &[VectorHit]) -> BTreeSet<String> {
+    hits.iter().map(|hit| hit.id.clone()).collect()
+}
+
+fn ids_of<'a>(points: impl IntoIterator<Item = &'a IndexedPoint>) -> BTreeSet<String> {
+    points.into_iter().map(|point| point.id.clone()).collect()
+}
+
+fn assert_sorted(hits: &[VectorHit], context: &str) {
+    assert!(
+        hits.windows(2).all(|pair| pair[0].score >= pair[1].score),
+        "{context}: hits must come best first, got {hits:?}"
+    );
+}
+
+async fn upsert(index: &dyn VectorIndex, points: &[IndexedPoint]) {
+    index
+        .upsert(points.to_vec())
+        .await
+        .unwrap_or_else(|err| panic!("upsert of {} points failed: {err}", points.len()));
+}
+
+/// Every id a dense search returns for `filter`, with a limit above the user's point count.
+async fn dense_ids(index: &dyn VectorIndex, filter: &VectorFilter) -> BTreeSet<String> {
+    let hits = index
+        .search_dense(&axis(0), filter, 10_000)
+        .await
+        .unwrap_or_else(|err| panic!("dense search failed for {filter:?}: {err}"));
+    assert_sorted(&hits, "dense search");
+    id_set(&hits)
+}
+
+/// Every id a sparse search for "memory" (a term of every suite point) returns for `filter`.
+async fn sparse_ids(index: &dyn VectorIndex, filter: &VectorFilter) -> BTreeSet<String> {
+    let query = Bm25Encoder::default().query("memory");
+    let hits = index
+        .search_sparse(&query, filter, 10_000)
+        .await
+        .unwrap_or_else(|err| panic!("sparse search failed for {filter:?}: {err}"));
+    assert_sorted(&hits, "sparse search");
+    id_set(&hits)
+}
+
+/// Asserts that both searches return exactly `expected` for `filter`.
+async fn assert_selects(index: &dyn VectorIndex, filter: &VectorFilter, expected: &BTreeSet<String>, context: &str) {
+    let dense = dense_ids(index, filter).await;
+    assert_eq!(
+        &dense, expected,
+        "{context}: dense search selected the wrong points for {filter:?}"
+    );
+    let sparse = sparse_ids(index, filter).await;
+    assert_eq!(
+        &sparse, expected,
+        "{context}: sparse search selected the wrong points for {filter:?}"
+    );
+}
+
+/// Asserts that both searches return exactly the points of `points` that the reference
+/// semantics accept.
+async fn assert_matches_reference(
+    index: &dyn VectorIndex,
+    filter: &VectorFilter,
+    points: &[IndexedPoint],
+    context: &str,
+) {
+    let expected = ids_of(points.iter().filter(|point| filter.matches(point)));
+    assert_selects(index, filter, &expected, context).await;
+}
+
+async fn check_ready(index: &dyn VectorIndex) {
+    index
+        .ensure_ready(DIM)
+        .await
+        .unwrap_or_else(|err| panic!("{}: ensure_ready({DIM}) failed: {err}", index.name()));
+    index
+        .ensure_ready(DIM)
+        .await
+        .unwrap_or_else(|err| panic!("ensure_ready must be idempotent: {err}"));
+    match index.ensure_ready(DIM + 1).await {
+        Err(VectorError::Dimension { expected, actual }) => {
+            assert_eq!(
+                (expected, actual),
+                (DIM, DIM + 1),
+                "the dimension error names the existing and the requested dimension"
+            );
+        }
+        other => panic!("ensure_ready with another dimension must fail, got {other:?}"),
+    }
+}
+
+async fn check_read_after_write(index: &dyn VectorIndex) {
+    let user = unique_user("raw");
+    let filter = VectorFilter::user(&user);
+    index.upsert(Vec::new()).await.expect("an empty upsert is a no-op");
+
+    let mut point = base_point(&user);
+    point.dense = axis(3);
+    upsert(index, std::slice::from_ref(&point)).await;
+
+    let hits = index.search_dense(&axis(3), &filter, 5).await.expect("dense search");
+    assert_eq!(
+        hits.first().map(|hit| hit.id.as_str()),
+        Some(point.id.as_str()),
+        "a point is searchable as soon as upsert returns"
+    );
+    let hits = index
+        .search_sparse(&Bm25Encoder::default().query("memory"), &filter, 5)
+        .await
+        .expect("sparse search");
+    assert_eq!(id_set(&hits), ids_of([&point]), "sparse read after write");
+    assert_eq!(index.count(Some(&user)).await.expect("count"), 1);
+    assert_eq!(index.list_ids(&user).await.expect("list_ids"), vec![point.id.clone()]);
+
+    // Upserting the same id replaces the point: vectors and payload alike.
+    let mut replaced = point.clone();
+    replaced.dense = axis(4);
+    replaced.sparse = Bm25Encoder::default().document("memory replaced by a newer zqreplacedx");
+    replaced.memory_type = MemoryType::Risk;
+    upsert(index, std::slice::from_ref(&replaced)).await;
+    assert_eq!(
+        index.count(Some(&user)).await.expect("count"),
+        1,
+        "an upsert of an existing id replaces it"
+    );
+    let hits = index.search_dense(&axis(4), &filter, 1).await.expect("dense search");
+    assert!(
+        hits.first()
+            .is_some_and(|hit| hit.id == point.id && (hit.score - 1.0).abs() < 1e-3),
+        "the replaced vector is the one searched, got {hits:?}"
+    );
+    let hits = index
+        .search_sparse(&Bm25Encoder::default().query("zqreplacedx"), &filter, 5)
+        .await
+        .expect("sparse search");
+    assert_eq!(id_set(&hits), ids_of([&point]), "the replaced terms are searched");
+    let mut risks = filter.clone();
+    risks.types = vec![MemoryType::Risk];
+    assert_selects(index, &risks, &ids_of([&point]), "replaced payload").await;
+}
+
+async fn check_dense_ranking(index: &dyn VectorIndex) {
+    let user = unique_user("dense");
+    let filter = VectorFilter::user(&user);
+    let e0e1 = |x: f32, y: f32| {
+        let mut v = vec![0.0; DIM];
+        v[0] = x;
+        v[1] = y;
+        v
+    };
+    // Stored unnormalised on purpose: cosine must not depend on length.
+    let cases = [
+        (e0e1(3.0, 0.0), 1.0_f32),
+        (e0e1(1.0, 0.5), 1.0 / 1.25_f32.sqrt()),
+        (e0e1(1.0, 2.0), 1.0 / 5.0_f32.sqrt()),
+        (e0e1(0.0, 1.0), 0.0),
+        (e0e1(-1.0, 0.0), -1.0),
+    ];
+    let points: Vec<IndexedPoint> = cases
+        .iter()
+        .map(|(dense, _)| IndexedPoint {
+            dense: dense.clone(),
+            ..base_point(&user)
+        })
+        .collect();
+    upsert(index, &points).await;
+
+    let hits = index.search_dense(&axis(0), &filter, 10).await.expect("dense search");
+    let order: Vec<&str> = hits.iter().map(|hit| hit.id.as_str()).collect();
+    let expected: Vec<&str> = points.iter().map(|point| point.id.as_str()).collect();
+    assert_eq!(order, expected, "dense hits come by decreasing cosine: {hits:?}");
+    for (hit, (_, cosine)) in hits.iter().zip(&cases) {
+        assert!(
+            (hit.score - cosine).abs() < 1e-3,
+            "dense scores are cosine similarities: expected {cosine}, got {}",
+            hit.score
+        );
+    }
+
+    let mut long_query = axis(0);
+    long_query[0] = 2.0;
+    let top2 = index.search_dense(&long_query, &filter, 2).await.expect("dense search");
+    assert_eq!(
+        top2.iter().map(|hit| hit.id.as_str()).collect::<Vec<_>>(),
+        expected[..2],
+        "the limit keeps the best hits and the query length does not matter"
+    );
+    assert!(
+        index
+            .search_dense(&axis(0), &filter, 0)
+            .await
+            .expect("limit 0")
+            .is_empty(),
+        "limit 0 returns nothing"
+    );
+}
+
+async fn check_sparse_ranking(index: &dyn VectorIndex) {
+    let user = unique_user("sparse");
+    let filter = VectorFilter::user(&user);
+    let encoder = Bm25Encoder::default();
+    let texts = [
+        "我喜欢简约的设计风格",
+        "We decided to deploy on Vercel",
+        "The budget for the quarter is fixed at forty thousand",
+        "Lunch was pasta again today",
+    ];
+    let points: Vec<IndexedPoint> = texts
+        .iter()
+        .map(|text| IndexedPoint {
+            sparse: encoder.document(text),
+            ..base_point(&user)
+        })
+        .collect();
+    upsert(index, &points).await;
+
+    for (query, expected) in [("设计风格", 0), ("deployment", 1), ("what is the budget?", 2)] {
+        let hits = index
+            .search_sparse(&encoder.query(query), &filter, 10)
+            .await
+            .expect("sparse search");
+        assert_sorted(&hits, query);
+        assert_eq!(
+            hits.first().map(|hit| hit.id.as_str()),
+            Some(points[expected].id.as_str()),
+            "{query:?} must find {:?} first, got {hits:?}",
+            texts[expected]
+        );
+        assert!(
+            hits.iter().all(|hit| hit.score > 0.0),
+            "BM25 scores are positive: {hits:?}"
+        );
+    }
+    let hits = index
+        .search_sparse(&encoder.query("设计风格"), &filter, 10)
+        .await
+        .expect("sparse search");
+    assert_eq!(
+        id_set(&hits),
+        ids_of([&points[0]]),
+        "only documents sharing a term match"
+    );
+    let hits = index
+        .search_sparse(&encoder.query("kubernetes"), &filter, 10)
+        .await
+        .expect("sparse search");
+    assert!(hits.is_empty(), "no shared term, no hit: {hits:?}");
+    let hits = index
+        .search_sparse(&SparseVector::default(), &filter, 10)
+        .await
+        .expect("an empty query is valid");
+    assert!(hits.is_empty(), "an empty query matches nothing");
+
+    let mut two = filter.clone();
+    two.types = vec![MemoryType::ProjectDecision];
+    let hits = index
+        .search_sparse(&encoder.query("deploy the budget"), &two, 1)
+        .await
+        .expect("sparse search");
+    assert_eq!(hits.len(), 1, "the limit applies to sparse search");
+}
+
+async fn check_idf(index: &dyn VectorIndex) {
+    let user = unique_user("idf");
+    let filter = VectorFilter::user(&user);
+    let encoder = Bm25Encoder::default();
+    let common_doc = encoder.document("project plan");
+    let rare_doc = encoder.document("kubernetes plan review");
+    let query = encoder.query("project kubernetes");
+    // Without IDF the common-term document would win: the test is only meaningful if so.
+    assert!(
+        common_doc.dot(&query) > rare_doc.dot(&query),
+        "precondition: the raw BM25 weight of the common document is higher"
+    );
+    let mut points: Vec<IndexedPoint> = (0..30)
+        .map(|i| IndexedPoint {
+            sparse: encoder.document(&format!("project update zqfill{i}x")),
+            ..base_point(&user)
+        })
+        .collect();
+    let common = IndexedPoint {
+        sparse: common_doc,
+        ..base_point(&user)
+    };
+    let rare = IndexedPoint {
+        sparse: rare_doc,
+        ..base_point(&user)
+    };
+    points.push(common.clone());
+    points.push(rare.clone());
+    upsert(index, &points).await;
+
+    let hits = index.search_sparse(&query, &filter, 50).await.expect("sparse search");
+    assert_eq!(
+        hits.first().map(|hit| hit.id.as_str()),
+        Some(rare.id.as_str()),
+        "the rare term outranks the common one (IDF applied by the index): {hits:?}"
+    );
+    let score = |id: &str| hits.iter().find(|hit| hit.id == id).map(|hit| hit.score);
+    assert!(
+        score(&rare.id) > score(&common.id),
+        "IDF weighs the rare term above the common one"
+    );
+    assert_eq!(hits.len(), 32, "every document with a query term matches");
+}
+
+async fn check_tenant_isolation(index: &dyn VectorIndex) {
+    let alice = unique_user("alice");
+    let bob = unique_user("bob");
+    let a = base_point(&alice);
+    let b = base_point(&bob);
+    let mut b_global = b.clone();
+    b_global.id = new_id();
+    b_global.visibility = Visibility::Global;
+    upsert(index, &[a.clone(), b.clone(), b_global]).await;
+
+    let mut filter = VectorFilter::user(&alice);
+    assert_selects(index, &filter, &ids_of([&a]), "tenant isolation").await;
+    filter.reader = Some(Reader {
+        role_id: "cto".into(),
+        project_id: Some("p2".into()),
+        layers: Layers::Both,
+    });
+    // Bob's global memory of another project is still Bob's: never visible to Alice.
+    assert_selects(index, &filter, &BTreeSet::new(), "global does not cross users").await;
+    assert_eq!(index.count(Some(&alice)).await.expect("count"), 1);
+    assert_eq!(index.count(Some(&bob)).await.expect("count"), 2);
+    assert_eq!(index.list_ids(&alice).await.expect("list_ids"), vec![a.id.clone()]);
+    let nobody = unique_user("nobody");
+    assert_selects(index, &VectorFilter::user(&nobody), &BTreeSet::new(), "unknown user").await;
+}
+
+/// The points of the visibility table: (role, project, visibility).
+fn reader_points(user: &str) -> Vec<IndexedPoint> {
+    let table: [(&str, Option<&str>, Visibility); 12] = [
+        ("cto", Some("p1"), Visibility::Private),
+        ("cfo", Some("p1"), Visibility::Private),
+        ("cfo", Some("p1"), Visibility::Project),
+        ("cfo", Some("p1"), Visibility::Global),
+        ("cto", None, Visibility::Private),
+        ("cfo", None, Visibility::Private),
+        ("cfo", None, Visibility::Project),
+        ("cfo", None, Visibility::Global),
+        ("cto", Some("p2"), Visibility::Private),
+        ("cto", Some("p2"), Visibility::Project),
+        ("cfo", Some("p2"), Visibility::Global),
+        ("cfo", Some("p2"), Visibility::Private),
+    ];
+    table
+        .iter()
+        .map(|(role, project, visibility)| IndexedPoint {
+            role_id: role.to_string(),
+            project_id: project.map(str::to_string),
+            visibility: *visibility,
+            ..base_point(user)
+        })
+        .collect()
+}
+
+async fn check_reader_rules(index: &dyn VectorIndex) {
+    let user = unique_user("reader");
+    let points = reader_points(&user);
+    upsert(index, &points).await;
+    let pick = |rows: &[usize]| ids_of(rows.iter().map(|&row| &points[row]));
+    let reader = |role: &str, project: Option<&str>, layers: Layers| {
+        let mut filter = VectorFilter::user(&user);
+        filter.reader = Some(Reader {
+            role_id: role.into(),
+            project_id: project.map(str::to_string),
+            layers,
+        });
+        filter
+    };
+
+    // Rows by the table above: 0-3 project p1, 4-7 cross-project, 8-11 project p2.
+    let cases = [
+        (
+            reader("cto", Some("p1"), Layers::Both),
+            pick(&[0, 2, 3, 4, 6, 7, 10]),
+            "owner role, project-shared, cross-project layer and global of another project",
+        ),
+        (
+            reader("cto", Some("p1"), Layers::Project),
+            pick(&[0, 2, 3]),
+            "Layers::Project: the reader's project only",
+        ),
+        (
+            reader("cto", Some("p1"), Layers::CrossProject),
+            pick(&[4, 6, 7]),
+            "Layers::CrossProject: cross-project memories only",
+        ),
+        (
+            reader("cfo", Some("p2"), Layers::Both),
+            pick(&[3, 5, 6, 7, 9, 10, 11]),
+            "another role in another project",
+        ),
+        (
+            reader("ceo", None, Layers::Both),
+            pick(&[3, 6, 7, 10]),
+            "a reader without project sees global project memories and shared cross-project ones",
+        ),
+        (
+            reader("cto", None, Layers::Project),
+            BTreeSet::new(),
+            "Layers::Project without a project selects nothing",
+        ),
+    ];
+    for (filter, expected, context) in &cases {
+        assert_eq!(
+            expected,
+            &ids_of(points.iter().filter(|point| filter.matches(point))),
+            "the expected set of {context:?} agrees with VectorFilter::matches"
+        );
+        assert_selects(index, filter, expected, context).await;
+    }
+    // Without a reader every memory of the user is returned (administrative reads).
+    assert_selects(index, &VectorFilter::user(&user), &ids_of(&points), "no reader").await;
+}
+
+async fn check_field_filters(index: &dyn VectorIndex) {
+    let user = unique_user("fields");
+    let base = || base_point(&user);
+    let decision = base();
+    let risk = IndexedPoint {
+        memory_type: MemoryType::Risk,
+        visibility: Visibility::Project,
+        session_id: Some("s1".into()),
+        occurred_at_ms: T0 + 1_000,
+        tags: vec!["infra".into(), "cost".into()],
+        ..base()
+    };
+    let preference = IndexedPoint {
+        memory_type: MemoryType::UserPreference,
+        visibility: Visibility::Global,
+        session_id: Some("s2".into()),
+        occurred_at_ms: T0 + 2_000,
+        tags: vec!["infra".into()],
+        ..base()
+    };
+    let turn = IndexedPoint {
+        memory_type: MemoryType::ConversationTurn,
+        session_id: Some("s1".into()),
+        occurred_at_ms: T0 + 3_000,
+        tags: vec!["cost".into(), "design".into()],
+        ..base()
+    };
+    let points = [decision, risk, preference, turn];
+    upsert(index, &points).await;
+    let [decision, risk, preference, turn] = &points;
+    let all = VectorFilter::user(&user);
+
+    let mut f = all.clone();
+    f.types = vec![MemoryType::Risk, MemoryType::UserPreference];
+    assert_selects(index, &f, &ids_of([risk, preference]), "types").await;
+
+    let mut f = all.clone();
+    f.visibilities = vec![Visibility::Private];
+    assert_selects(index, &f, &ids_of([decision, turn]), "visibilities").await;
+    f.visibilities = vec![Visibility::Project, Visibility::Global];
+    assert_selects(index, &f, &ids_of([risk, preference]), "visibilities").await;
+
+    let mut f = all.clone();
+    f.session_id = Some("s1".into());
+    assert_selects(index, &f, &ids_of([risk, turn]), "session").await;
+    f.session_id = Some("s9".into());
+    assert_selects(index, &f, &BTreeSet::new(), "unknown session").await;
+
+    let mut f = all.clone();
+    f.occurred_from_ms = Some(T0 + 1_000);
+    f.occurred_to_ms = Some(T0 + 3_000);
+    assert_selects(
+        index,
+        &f,
+        &ids_of([risk, preference]),
+        "time: inclusive start, exclusive end",
+    )
+    .await;
+    f.occurred_from_ms = Some(T0 + 1);
+    f.occurred_to_ms = None;
+    assert_selects(index, &f, &ids_of([risk, preference, turn]), "time: start only").await;
+    f.occurred_from_ms = None;
+    f.occurred_to_ms = Some(T0 + 2_000);
+    assert_selects(index, &f, &ids_of([decision, risk]), "time: end only").await;
+    f.occurred_from_ms = Some(T0 + 2_000);
+    f.occurred_to_ms = Some(T0 + 2_000);
+    assert_selects(index, &f, &BTreeSet::new(), "time: empty range").await;
+
+    let mut f = all.clone();
+    f.tags = vec!["infra".into()];
+    assert_selects(index, &f, &ids_of([risk, preference]), "one tag").await;
+    f.tags = vec!["infra".into(), "cost".into()];
+    assert_selects(index, &f, &ids_of([risk]), "every tag must match").await;
+    f.tags = vec!["cost".into(), "design".into()];
+    assert_selects(index, &f, &ids_of([turn]), "every tag must match").await;
+    f.tags = vec!["missing".into()];
+    assert_selects(index, &f, &BTreeSet::new(), "unknown tag").await;
+
+    let mut f = all.clone();
+    f.types = vec![MemoryType::Risk, MemoryType::ConversationTurn];
+    f.session_id = Some("s1".into());
+    f.tags = vec!["cost".into()];
+    f.occurred_from_ms = Some(T0 + 2_000);
+    assert_selects(index, &f, &ids_of([turn]), "conditions combine").await;
+
+    let mut f = all.clone();
+    f.statuses = Vec::new();
+    assert_selects(index, &f, &BTreeSet::new(), "no status selects nothing").await;
+}
+
+async fn check_status_updates(index: &dyn VectorIndex) {
+    let user = unique_user("status");
+    let points: Vec<IndexedPoint> = (0..4).map(|_| base_point(&user)).collect();
+    upsert(index, &points).await;
+    let active = VectorFilter::user(&user);
+    assert_selects(index, &active, &ids_of(&points), "all active").await;
+
+    index
+        .set_status(&[points[0].id.clone(), points[1].id.clone()], MemoryStatus::Suppressed)
+        .await
+        .expect("set_status");
+    index
+        .set_status(&[points[2].id.clone()], MemoryStatus::Forgotten)
+        .await
+        .expect("set_status");
+    assert_selects(index, &active, &ids_of([&points[3]]), "status after set_status").await;
+
+    let mut f = active.clone();
+    f.statuses = vec![MemoryStatus::Suppressed];
+    assert_selects(index, &f, &ids_of(&points[..2]), "suppressed").await;
+    f.statuses = vec![MemoryStatus::Suppressed, MemoryStatus::Forgotten];
+    assert_selects(index, &f, &ids_of(&points[..3]), "several statuses").await;
+    f.statuses = MemoryStatus::ALL.to_vec();
+    assert_selects(index, &f, &ids_of(&points), "every status").await;
+
+    // Unknown ids are skipped; the known ones still change.
+    index
+        .set_status(&[new_id(), points[0].id.clone()], MemoryStatus::Active)
+        .await
+        .expect("set_status with an unknown id");
+    assert_selects(
+        index,
+        &active,
+        &ids_of([&points[0], &points[3]]),
+        "set_status back to active",
+    )
+    .await;
+    index
+        .set_status(&[], MemoryStatus::Frozen)
+        .await
+        .expect("set_status of nothing");
+    assert_eq!(
+        index.count(Some(&user)).await.expect("count"),
+        4,
+        "set_status keeps the points"
+    );
+}
+
+async fn check_delete(index: &dyn VectorIndex) {
+    let user = unique_user("delete");
+    let other = unique_user("delete-other");
+    let points: Vec<IndexedPoint> = (0..5).map(|_| base_point(&user)).collect();
+    let kept = base_point(&other);
+    upsert(index, &points).await;
+    upsert(index, std::slice::from_ref(&kept)).await;
+
+    index
+        .delete(&[points[0].id.clone(), new_id()])
+        .await
+        .expect("delete with an unknown id");
+    index.delete(&[]).await.expect("delete of nothing");
+    assert_eq!(index.count(Some(&user)).await.expect("count"), 4);
+    assert_selects(index, &VectorFilter::user(&user), &ids_of(&points[1..]), "after delete").await;
+
+    index.delete_user(&user).await.expect("delete_user");
+    assert_eq!(index.count(Some(&user)).await.expect("count"), 0);
+    assert!(index.list_ids(&user).await.expect("list_ids").is_empty());
+    assert_selects(index, &VectorFilter::user(&user), &BTreeSet::new(), "after delete_user").await;
+    assert_selects(
+        index,
+        &VectorFilter::user(&other),
+        &ids_of([&kept]),
+        "delete_user spares other users",
+    )
+    .await;
+    index
+        .delete_user(&unique_user("never-written"))
+        .await
+        .expect("delete_user of an unknown user");
+}
+
+async fn check_count_and_list(index: &dyn VectorIndex) {
+    let user = unique_user("list");
+    let before = index.count(None).await.expect("count all");
+    // Past one scroll page of either backend.
+    let points = sample_points(&user, 1_100);
+    upsert(index, &points).await;
+    assert_eq!(index.count(Some(&user)).await.expect("count"), 1_100);
+    let after = index.count(None).await.expect("count all");
+    assert!(
+        after >= before + 1_100,
+        "count(None) counts every user's points: {before} then {after}"
+    );
+    let listed = index.list_ids(&user).await.expect("list_ids");
+    assert_eq!(listed.len(), 1_100, "list_ids returns each id once");
+    assert_eq!(
+        listed.into_iter().collect::<BTreeSet<_>>(),
+        ids_of(&points),
+        "list_ids returns every id of the user"
+    );
+    // Each sample point finds itself first by either vector.
+    let filter = VectorFilter::user(&user);
+    for point in [&points[7], &points[1_099]] {
+        let hits = index
+            .search_dense(&point.dense, &filter, 3)
+            .await
+            .expect("dense search");
+        assert_eq!(hits.first().map(|hit| &hit.id), Some(&point.id));
+        let hits = index
+            .search_sparse(&point.sparse, &filter, 3)
+            .await
+            .expect("sparse search");
+        assert_eq!(hits.first().map(|hit| &hit.id), Some(&point.id));
+    }
+    index.flush().await.expect("flush");
+}
+
+async fn check_bad_input(index: &dyn VectorIndex) {
+    let user = unique_user("bad");
+    let filter = VectorFilter::user(&user);
+
+    let mut point = base_point(&user);
+    point.dense = vec![1.0; DIM + 1];
+    assert!(
+        matches!(
+            index.upsert(vec![point]).await,
+            Err(VectorError::Dimension { expected: DIM, actual }) if actual == DIM + 1
+        ),
+        "an upsert with the wrong dimension fails with Dimension"
+    );
+    assert!(
+        matches!(
+            index.search_dense(&[1.0; 3], &filter, 5).await,
+            Err(VectorError::Dimension {
+                expected: DIM,
+                actual: 3
+            })
+        ),
+        "a query with the wrong dimension fails with Dimension"
+    );
+
+    let mut point = base_point(&user);
+    point.id = "art_123".into();
+    assert!(
+        matches!(index.upsert(vec![point]).await, Err(VectorError::Invalid(_))),
+        "an id that is not a memory id is invalid"
+    );
+    assert!(matches!(
+        index.delete(&["mem_nothex".into()]).await,
+        Err(VectorError::Invalid(_))
+    ));
+    assert!(matches!(
+        index.set_status(&["".into()], MemoryStatus::Active).await,
+        Err(VectorError::Invalid(_))
+    ));
+
+    let mut point = base_point(&user);
+    point.dense[1] = f32::NAN;
+    assert!(
+        matches!(index.upsert(vec![point]).await, Err(VectorError::Invalid(_))),
+        "a NaN in a dense vector is invalid"
+    );
+    let mut point = base_point(&user);
+    point.sparse = SparseVector {
+        indices: vec![5, 3],
+        values: vec![1.0, 1.0],
+    };
+    assert!(
+        matches!(index.upsert(vec![point]).await, Err(VectorError::Invalid(_))),
+        "unsorted sparse indices are invalid"
+    );
+    let unequal = SparseVector {
+        indices: vec![1, 2],
+        values: vec![1.0],
+    };
+    assert!(
+        matches!(
+            index.search_sparse(&unequal, &filter, 5).await,
+            Err(VectorError::Invalid(_))
+        ),
+        "a sparse query with more indices than values is invalid"
+    );
+    assert_eq!(
+        index.count(Some(&user)).await.expect("count"),
+        0,
+        "a rejected upsert writes nothing"
+    );
+
+    // A point without terms is stored and found by its dense vector only.
+    let mut silent = base_point(&user);
+    silent.sparse = SparseVector::default();
+    upsert(index, std::slice::from_ref(&silent)).await;
+    assert_eq!(dense_ids(index, &filter).await, ids_of([&silent]));
+    assert!(sparse_ids(index, &filter).await.is_empty());
+}
+
+/// Random points over 3 users, 3 roles and 2 projects (plus cross-project), random filters:
+/// both searches must return exactly what [`VectorFilter::matches`] accepts.
+pub async fn check_against_reference(index: &dyn VectorIndex, seed: u64, point_count: usize, filter_count: usize) {
+    let mut rng = SplitMix::new(seed);
+    let encoder = Bm25Encoder::default();
+    let users: Vec<String> = (0..3).map(|i| unique_user(&format!("prop{i}"))).collect();
+    let roles = ["cto", "cfo", "designer"];
+    let projects = [Some("p1"), Some("p2"), None];
+    let sessions = [None, Some("s1"), Some("s2")];
+    let tags = ["infra", "cost", "design", "legal"];
+    let types = [
+        MemoryType::ProjectDecision,
+        MemoryType::UserPreference,
+        MemoryType::Risk,
+        MemoryType::ConversationTurn,
+    ];
+    let words = ["deploy", "budget", "design", "hiring", "vendor", "launch"];
+
+    let points: Vec<IndexedPoint> = (0..point_count)
+        .map(|i| {
+            let text = format!("memory {} {} zqp{i}x", rng.pick(&words), rng.pick(&words));
+            IndexedPoint {
+                id: new_id(),
+                user_id: rng.pick(&users).clone(),
+                role_id: rng.pick(&roles).to_string(),
+                project_id: rng.pick(&projects).map(str::to_string),
+                session_id: rng.pick(&sessions).map(str::to_string),
+                memory_type: *rng.pick(&types),
+                visibility: *rng.pick(Visibility::ALL),
+                status: *rng.pick(MemoryStatus::ALL),
+                occurred_at_ms: T0 + rng.below(10_000) as i64,
+                tags: rng.subset(&tags).into_iter().map(str::to_string).collect(),
+                dense: rng.unit_vector(DIM),
+                sparse: encoder.document(&text),
+            }
+        })
+        .collect();
+    upsert(index, &points).await;
+
+    for user in &users {
+        let own = ids_of(points.iter().filter(|point| &point.user_id == user));
+        assert_eq!(
+            index.count(Some(user)).await.expect("count") as usize,
+            own.len(),
+            "count of {user}"
+        );
+        assert_eq!(
+            index
+                .list_ids(user)
+                .await
+                .expect("list_ids")
+                .into_iter()
+                .collect::<BTreeSet<_>>(),
+            own,
+            "list_ids of {user}"
+        );
+    }
+
+    for round in 0..filter_count {
+        let mut filter = VectorFilter::user(rng.pick(&users).clone());
+        filter.statuses = if rng.chance(30) {
+            rng.subset(MemoryStatus::ALL)
+        } else {
+            vec![MemoryStatus::Active]
+        };
+        if rng.chance(50) {
+            filter.reader = Some(Reader {
+                role_id: rng.pick(&["cto", "cfo", "designer", "intern"]).to_string(),
+                project_id: rng
+                    .pick(&[Some("p1"), Some("p2"), Some("p3"), None])
+                    .map(str::to_string),
+                layers: *rng.pick(&[Layers::Both, Layers::Project, Layers::CrossProject]),
+            });
+        }
+        if rng.chance(30) {
+            filter.types = rng.subset(&types);
+        }
+        if rng.chance(30) {
+            filter.visibilities = rng.subset(Visibility::ALL);
+        }
+        if rng.chance(25) {
+            filter.session_id = rng.pick(&sessions).map(str::to_string);
+        }
+        if rng.chance(30) {
+            filter.occurred_from_ms = Some(T0 + rng.below(10_000) as i64);
+        }
+        if rng.chance(30) {
+            filter.occurred_to_ms = Some(T0 + rng.below(10_000) as i64);
+        }
+        if rng.chance(30) {
+            filter.tags = rng.subset(&tags[..3]).into_iter().map(str::to_string).collect();
+        }
+        let context = format!("random filter {round} of seed {seed:#x}");
+        assert_matches_reference(index, &filter, &points, &context).await;
+    }
+
+    // Statuses change under the filters too.
+    let changed: Vec<String> = points.iter().step_by(3).map(|p| p.id.clone()).collect();
+    index
+        .set_status(&changed, MemoryStatus::Replaced)
+        .await
+        .expect("set_status");
+    let updated: Vec<IndexedPoint> = points
+        .iter()
+        .map(|point| {
+            let mut point = point.clone();
+            if changed.contains(&point.id) {
+                point.status = MemoryStatus::Replaced;
+            }
+            point
+        })
+        .collect();
+    for user in &users {
+        let mut filter = VectorFilter::user(user.clone());
+        filter.statuses = vec![MemoryStatus::Active, MemoryStatus::Replaced];
+        filter.reader = Some(Reader {
+            role_id: "cto".into(),
+            project_id: Some("p1".into()),
+            layers: Layers::Both,
+        });
+        assert_matches_reference(index, &filter, &updated, "after set_status").await;
+        filter.statuses = vec![MemoryStatus::Replaced];
+        filter.reader = None;
+        assert_matches_reference(index, &filter, &updated, "replaced only").await;
+    }
+}
