@@ -1,0 +1,77 @@
+//! Retriever settings. The ranking weights were chosen on the LoCoMo development set (see the
+//! README's retrieval section for the measurements).
+
+use serde::{Deserialize, Serialize};
+
+/// How candidates are fused and ranked.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct RankingConfig {
+    /// The rank offset of reciprocal rank fusion: 1 / (k + rank).
+    pub rrf_k: f64,
+    /// Weight of the dense (embedding) ranking in the fusion.
+    pub dense_weight: f64,
+    /// Weight of the BM25 ranking in the fusion.
+    pub keyword_weight: f64,
+    /// Weight of relevance (the fused score, 0-1) in the final score.
+    pub relevance: f64,
+    /// Weight of importance (importance / 5) in the final score.
+    pub importance: f64,
+    /// Weight of freshness (freshness / 5) in the final score.
+    pub freshness: f64,
+    /// Share of a conversation turn's neighbours' relevance it inherits: a reply is often only
+    /// understandable with the question before it.
+    pub neighbor: f64,
+    /// Extra relevance for memories said by a person the query names.
+    pub speaker: f64,
+}
+
+impl Default for RankingConfig {
+    fn default() -> Self {
+        Self {
+            rrf_k: 60.0,
+            dense_weight: 1.0,
+            keyword_weight: 1.0,
+            relevance: 1.0,
+            importance: 0.05,
+            freshness: 0.05,
+            neighbor: 0.0,
+            speaker: 0.0,
+        }
+    }
+}
+
+/// The retriever's section of the configuration.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct RetrieverConfig {
+    /// The budget when a request gives none.
+    pub default_budget_tokens: u32,
+    /// The largest budget a request may ask for.
+    pub max_budget_tokens: u32,
+    /// Candidates taken from each of the dense and keyword searches.
+    pub candidates: usize,
+    /// Details expanded in details mode when a request gives no number.
+    pub default_details: usize,
+    /// Freshness gained by a details read, and its cap.
+    pub access_boost: f64,
+    pub freshness_cap: f64,
+    /// The longest query accepted, in bytes.
+    pub max_query_bytes: usize,
+    pub ranking: RankingConfig,
+}
+
+impl Default for RetrieverConfig {
+    fn default() -> Self {
+        Self {
+            default_budget_tokens: 500,
+            max_budget_tokens: 32_000,
+            candidates: 100,
+            default_details: 5,
+            access_boost: 0.5,
+            freshness_cap: 5.0,
+            max_query_bytes: 8 * 1024,
+            ranking: RankingConfig::default(),
+        }
+    }
+}

@@ -1,0 +1,564 @@
+//! The retriever: hybrid search (dense embeddings and BM25, fused), filtered by scope and
+//! metadata, ranked by relevance, importance and freshness, packed into a token budget.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use async_trait::async_trait;
+use chrono::{DateTime, Utc};
+use thinkus_backends::embed::Embedder;
+use thinkus_backends::sql::{MemoryOrder, MemoryQuery, MemoryStore};
+use thinkus_backends::vector::{Bm25Encoder, Reader, VectorFilter, VectorHit, VectorIndex};
+use thinkus_common::ApiError;
+use thinkus_common::model::{Language, Memory, MemoryStatus, RetrievalMode};
+use thinkus_common::text::detect_language;
+use thinkus_common::time::relative;
+use thinkus_common::tokens::TokenCounter;
+use tracing::Instrument;
+
+use crate::api::{
+    CatalogEntry, DetailsRequest, DetailsResult, MemoryDetails, RecallRequest, RecallResult, RetrieverApi, ScoreParts,
+};
+use crate::config::RetrieverConfig;
+use crate::rank::{Evidence, final_score, fuse};
+use crate::render::{Packer, catalog_heading, catalog_line, details_block, details_heading};
+
+/// The retriever and its backends.
+pub struct Retriever {
+    config: RetrieverConfig,
+    store: Arc<dyn MemoryStore>,
+    vectors: Arc<dyn VectorIndex>,
+    embedder: Arc<dyn Embedder>,
+    bm25: Bm25Encoder,
+    tokens: TokenCounter,
+}
+
+/// A memory with its evidence and final score.
+#[derive(Debug, Clone)]
+struct Ranked {
+    memory: Memory,
+    parts: ScoreParts,
+}
+
+impl Retriever {
+    pub fn new(
+        config: RetrieverConfig,
+        store: Arc<dyn MemoryStore>,
+        vectors: Arc<dyn VectorIndex>,
+        embedder: Arc<dyn Embedder>,
+        tokens: TokenCounter,
+    ) -> Self {
+        Self {
+            config,
+            store,
+            vectors,
+            embedder,
+            bm25: Bm25Encoder::default(),
+            tokens,
+        }
+    }
+
+    pub fn config(&self) -> &RetrieverConfig {
+        &self.config
+    }
+
+    fn filter(&self, request: &RecallRequest, now: DateTime<Utc>) -> VectorFilter {
+        let (from, to) = request.time_range.map(|r| r.bounds(now)).unwrap_or((None, None));
+        VectorFilter {
+            user_id: request.scope.user_id.clone(),
+            reader: Some(Reader {
+                role_id: request.scope.role_id.clone(),
+                project_id: request.scope.project_id.clone(),
+                layers: request.layers,
+            }),
+            types: request.types.clone(),
+            statuses: if request.statuses.is_empty() {
+                vec![MemoryStatus::Active]
+            } else {
+                request.statuses.clone()
+            },
+            visibilities: request.visibilities.clone(),
+            session_id: if request.session_only {
+                request.scope.session_id.clone()
+            } else {
+                None
+            },
+            occurred_from_ms: from.map(|t| t.timestamp_millis()),
+            occurred_to_ms: to.map(|t| t.timestamp_millis()),
+            tags: request.tags.clone(),
+        }
+    }
+
+    fn validate(&self, request: &RecallRequest) -> Result<(), ApiError> {
+        if request.query.len() > self.config.max_query_bytes {
+            return Err(ApiError::invalid(
+                "query",
+                format!("longer than {} bytes", self.config.max_query_bytes),
+            ));
+        }
+        if let Some(budget) = request.budget_tokens
+            && (budget == 0 || budget > self.config.max_budget_tokens)
+        {
+            return Err(ApiError::invalid(
+                "budget_tokens",
+                format!("must be 1-{}, got {budget}", self.config.max_budget_tokens),
+            ));
+        }
+        if let Some(limit) = request.limit
+            && (limit == 0 || limit > 200)
+        {
+            return Err(ApiError::invalid("limit", format!("must be 1-200, got {limit}")));
+        }
+        if let Some(details) = request.details_limit
+            && (details == 0 || details > 50)
+        {
+            return Err(ApiError::invalid(
+                "details_limit",
+                format!("must be 1-50, got {details}"),
+            ));
+        }
+        let narrowed = !request.types.is_empty()
+            || request.time_range.is_some()
+            || !request.tags.is_empty()
+            || request.session_only
+            || !request.visibilities.is_empty();
+        if request.query.trim().is_empty() && !narrowed {
+            return Err(ApiError::invalid(
+                "query",
+                "is empty and no filter (types, time range, tags, session) narrows the recall",
+            ));
+        }
+        if request.session_only && request.scope.session_id.is_none() {
+            return Err(ApiError::invalid("scope.session_id", "is required with session_only"));
+        }
+        Ok(())
+    }
+
+    /// Hybrid search: both rankings, fused, joined with the stored memories, scored.
+    async fn search(&self, query: &str, filter: &VectorFilter) -> Result<(Vec<Ranked>, u32), ApiError> {
+        let k = self.config.candidates.max(1);
+        let sparse = self.bm25.query(query);
+        let dense = self
+            .embedder
+            .embed_query(query)
+            .instrument(tracing::info_span!("embed.query", embedder = %self.embedder.name()))
+            .await?;
+        let dense_search = self
+            .vectors
+            .search_dense(&dense, filter, k)
+            .instrument(tracing::info_span!(
+                "vector.search",
+                kind = "dense",
+                index = self.vectors.name()
+            ));
+        let keyword_search = async {
+            if sparse.is_empty() {
+                Ok(Vec::new())
+            } else {
+                self.vectors
+                    .search_sparse(&sparse, filter, k)
+                    .instrument(tracing::info_span!(
+                        "vector.search",
+                        kind = "bm25",
+                        index = self.vectors.name()
+                    ))
+                    .await
+            }
+        };
+        let (dense_hits, keyword_hits) = futures::try_join!(dense_search, keyword_search)?;
+        let evidence = fuse(&dense_hits, &keyword_hits, &self.config.ranking);
+        let candidates = evidence.len() as u32;
+        let ids = ordered_ids(&dense_hits, &keyword_hits);
+        let memories = self.store.get_memories(&filter.user_id, &ids).await?;
+        let ranked = self.score(memories, &evidence, filter, query);
+        Ok((ranked, candidates))
+    }
+
+    /// Without a query: the newest memories that pass the filters, by importance and freshness.
+    async fn browse(&self, filter: &VectorFilter, limit: usize) -> Result<(Vec<Ranked>, u32), ApiError> {
+        let query = MemoryQuery {
+            user_id: filter.user_id.clone(),
+            reader: filter.reader.clone(),
+            types: filter.types.clone(),
+            statuses: filter.statuses.clone(),
+            session_id: filter.session_id.clone(),
+            occurred_from: filter.occurred_from_ms.and_then(DateTime::from_timestamp_millis),
+            occurred_to: filter.occurred_to_ms.and_then(DateTime::from_timestamp_millis),
+            tags: filter.tags.clone(),
+            order: MemoryOrder::Newest,
+            limit,
+            ..Default::default()
+        };
+        let memories: Vec<Memory> = self
+            .store
+            .list_memories(&query)
+            .await?
+            .into_iter()
+            .filter(|m| filter.visibilities.is_empty() || filter.visibilities.contains(&m.visibility))
+            .collect();
+        let count = memories.len() as u32;
+        // Recency stands in for relevance: the newest scores 1, the oldest of the page 0.5.
+        let total = memories.len().max(1) as f64;
+        let evidence: HashMap<String, Evidence> = memories
+            .iter()
+            .enumerate()
+            .map(|(i, m)| {
+                (
+                    m.id.clone(),
+                    Evidence {
+                        relevance: 1.0 - 0.5 * i as f64 / total,
+                        ..Default::default()
+                    },
+                )
+            })
+            .collect();
+        Ok((self.score(memories, &evidence, filter, ""), count))
+    }
+
+    fn score(
+        &self,
+        memories: Vec<Memory>,
+        evidence: &HashMap<String, Evidence>,
+        filter: &VectorFilter,
+        query: &str,
+    ) -> Vec<Ranked> {
+        let ranking = &self.config.ranking;
+        let query_lower = query.to_lowercase();
+        let mut ranked: Vec<Ranked> = memories
+            .into_iter()
+            // The index is updated with the store, but a memory corrected between the search
+            // and this read must not slip through.
+            .filter(|m| filter.matches_memory(m))
+            .filter_map(|memory| {
+                let e = evidence.get(&memory.id)?;
+                let mut relevance = e.relevance;
+                if ranking.speaker > 0.0
+                    && let Some(speaker) = &memory.speaker
+                {
+                    let first = speaker.split_whitespace().next().unwrap_or(speaker).to_lowercase();
+                    if !first.is_empty() && query_lower.contains(&first) {
+                        relevance += ranking.speaker;
+                    }
+                }
+                let score = final_score(relevance, memory.importance, memory.freshness, ranking);
+                let layer = if memory.scope.project_id.is_some() {
+                    "project"
+                } else {
+                    "cross_project"
+                };
+                Some(Ranked {
+                    parts: ScoreParts {
+                        score,
+                        relevance,
+                        dense_similarity: e.dense_similarity,
+                        keyword_score: e.keyword_score,
+                        dense_rank: e.dense_rank,
+                        keyword_rank: e.keyword_rank,
+                        importance: f64::from(memory.importance) / 5.0,
+                        freshness: (memory.freshness / 5.0).clamp(0.0, 1.0),
+                        layer,
+                    },
+                    memory,
+                })
+            })
+            .collect();
+        ranked.sort_by(|a, b| {
+            b.parts
+                .score
+                .total_cmp(&a.parts.score)
+                .then_with(|| b.memory.occurred_at.cmp(&a.memory.occurred_at))
+        });
+        ranked
+    }
+
+    /// Summaries of the related decisions of memories, by id.
+    async fn related_decisions(&self, user_id: &str, memories: &[&Memory]) -> HashMap<String, String> {
+        let ids: Vec<String> = memories
+            .iter()
+            .flat_map(|m| m.related_decision_ids.iter().cloned())
+            .collect();
+        if ids.is_empty() {
+            return HashMap::new();
+        }
+        match self.store.get_memories(user_id, &ids).await {
+            Ok(found) => found.into_iter().map(|m| (m.id, m.summary)).collect(),
+            Err(err) => {
+                tracing::warn!(%err, "related decisions could not be read");
+                HashMap::new()
+            }
+        }
+    }
+
+    fn details_of(
+        &self,
+        memory: &Memory,
+        decisions: &HashMap<String, String>,
+        now: DateTime<Utc>,
+        language: Language,
+        tokens: u32,
+    ) -> MemoryDetails {
+        MemoryDetails {
+            id: memory.id.clone(),
+            summary: memory.summary.clone(),
+            content: memory.content.clone(),
+            context: memory.context.clone(),
+            decisions: memory
+                .related_decision_ids
+                .iter()
+                .filter_map(|id| decisions.get(id).cloned())
+                .collect(),
+            refs: memory.artifact_refs.clone(),
+            memory_type: memory.memory_type,
+            importance: memory.importance,
+            confidence: memory.confidence,
+            occurred_at: memory.occurred_at,
+            relative_time: relative(memory.occurred_at, now, language),
+            tokens,
+            tags: memory.tags.clone(),
+            speaker: memory.speaker.clone(),
+            freshness: memory.freshness,
+            status: memory.status,
+            superseded_by: memory.superseded_by.clone(),
+        }
+    }
+
+    /// Marks memories read and returns their new freshness.
+    async fn touch(&self, user_id: &str, ids: &[String], now: DateTime<Utc>) -> HashMap<String, f64> {
+        match self
+            .store
+            .record_access(user_id, ids, now, self.config.access_boost, self.config.freshness_cap)
+            .await
+        {
+            Ok(updated) => updated.into_iter().collect(),
+            Err(err) => {
+                // The read itself succeeded; losing one freshness bump is not worth failing it.
+                tracing::warn!(%err, "access statistics were not recorded");
+                HashMap::new()
+            }
+        }
+    }
+}
+
+/// Ids in a stable order: dense hits first, then keyword-only hits.
+fn ordered_ids(dense: &[VectorHit], keyword: &[VectorHit]) -> Vec<String> {
+    let mut seen = std::collections::HashSet::new();
+    dense
+        .iter()
+        .chain(keyword)
+        .filter(|h| seen.insert(h.id.clone()))
+        .map(|h| h.id.clone())
+        .collect()
+}
+
+#[async_trait]
+impl RetrieverApi for Retriever {
+    async fn recall(&self, request: RecallRequest) -> Result<RecallResult, ApiError> {
+        self.validate(&request)?;
+        let now = request.now.unwrap_or_else(Utc::now);
+        let language = request.language.unwrap_or_else(|| detect_language(&request.query));
+        let budget = request.budget_tokens.unwrap_or(self.config.default_budget_tokens) as usize;
+        let filter = self.filter(&request, now);
+        let (ranked, candidates) = if request.query.trim().is_empty() {
+            self.browse(&filter, request.limit.unwrap_or(200).max(50)).await?
+        } else {
+            self.search(&request.query, &filter).await?
+        };
+        let limit = request.limit.unwrap_or(usize::MAX);
+
+        let mut packer = Packer::new(&self.tokens, budget);
+        let mut catalog = Vec::new();
+        let mut details = Vec::new();
+        let mut omitted = 0u32;
+        let details_limit = match request.mode {
+            RetrievalMode::Details => request.details_limit.unwrap_or(self.config.default_details),
+            RetrievalMode::Catalog => 0,
+        };
+        let expanded: Vec<&Memory> = ranked.iter().take(details_limit).map(|r| &r.memory).collect();
+        let decisions = self.related_decisions(&filter.user_id, &expanded).await;
+
+        // Details of the best entries first (they answer), then catalog lines for the rest
+        // (they let the caller ask for more).
+        let mut detailed = vec![false; ranked.len()];
+        for (i, item) in ranked.iter().enumerate().take(details_limit.min(limit)) {
+            let memory = &item.memory;
+            let block = details_block(
+                i + 1,
+                memory,
+                &relative(memory.occurred_at, now, language),
+                &memory
+                    .related_decision_ids
+                    .iter()
+                    .filter_map(|id| decisions.get(id).cloned())
+                    .collect::<Vec<_>>(),
+                language,
+            );
+            let cost = if details.is_empty() {
+                packer.try_push_with_heading(details_heading(language), &block)
+            } else {
+                packer.try_push(&block)
+            };
+            let Some(cost) = cost else { break };
+            detailed[i] = true;
+            details.push(self.details_of(memory, &decisions, now, language, cost as u32));
+        }
+        let mut catalog_started = false;
+        for (i, item) in ranked.iter().enumerate() {
+            if catalog.len() >= limit {
+                omitted += 1;
+                continue;
+            }
+            let memory = &item.memory;
+            let relative_time = relative(memory.occurred_at, now, language);
+            let tokens = if detailed[i] {
+                0
+            } else {
+                let line = catalog_line(i + 1, memory, &relative_time, language);
+                let cost = if catalog_started {
+                    packer.try_push(&line)
+                } else {
+                    packer.try_push_with_heading(catalog_heading(language), &line)
+                };
+                match cost {
+                    Some(cost) => {
+                        catalog_started = true;
+                        cost as u32
+                    }
+                    None => {
+                        omitted += 1;
+                        continue;
+                    }
+                }
+            };
+            catalog.push(CatalogEntry {
+                id: memory.id.clone(),
+                summary: memory.summary.clone(),
+                memory_type: memory.memory_type,
+                importance: memory.importance,
+                occurred_at: memory.occurred_at,
+                relative_time,
+                tags: memory.tags.clone(),
+                score: item.parts.clone(),
+                tokens,
+                speaker: memory.speaker.clone(),
+                confidence: memory.confidence,
+                role_id: memory.scope.role_id.clone(),
+                status: memory.status,
+            });
+        }
+        let (rendered, tokens_used) = packer.finish();
+
+        if !details.is_empty() {
+            let ids: Vec<String> = details.iter().map(|d| d.id.clone()).collect();
+            let fresh = self.touch(&filter.user_id, &ids, now).await;
+            for d in &mut details {
+                if let Some(f) = fresh.get(&d.id) {
+                    d.freshness = *f;
+                }
+            }
+        }
+        tracing::debug!(
+            user_id = %request.scope.user_id,
+            candidates,
+            returned = catalog.len(),
+            tokens_used,
+            "recall"
+        );
+        Ok(RecallResult {
+            mode: request.mode,
+            catalog,
+            details,
+            tokens_used: tokens_used as u32,
+            budget_tokens: budget as u32,
+            candidates,
+            omitted_for_budget: omitted,
+            tokenizer: self.tokens.encoding_name().to_string(),
+            rendered,
+        })
+    }
+
+    async fn get_details(&self, request: DetailsRequest) -> Result<DetailsResult, ApiError> {
+        if request.ids.is_empty() || request.ids.len() > 100 {
+            return Err(ApiError::invalid("ids", "must hold 1-100 memory ids"));
+        }
+        for (i, id) in request.ids.iter().enumerate() {
+            thinkus_common::ids::check_id(thinkus_common::ids::IdKind::Memory, &format!("ids[{i}]"), id)?;
+        }
+        if let Some(budget) = request.budget_tokens
+            && budget > self.config.max_budget_tokens
+        {
+            return Err(ApiError::invalid(
+                "budget_tokens",
+                format!("must be 0-{}, got {budget}", self.config.max_budget_tokens),
+            ));
+        }
+        let now = request.now.unwrap_or_else(Utc::now);
+        let reader = VectorFilter {
+            reader: Some(Reader {
+                role_id: request.scope.role_id.clone(),
+                project_id: request.scope.project_id.clone(),
+                layers: Default::default(),
+            }),
+            statuses: thinkus_common::model::MemoryStatus::ALL.to_vec(),
+            ..VectorFilter::user(request.scope.user_id.clone())
+        };
+        let memories = self.store.get_memories(&request.scope.user_id, &request.ids).await?;
+        let by_id: HashMap<&str, &Memory> = memories.iter().map(|m| (m.id.as_str(), m)).collect();
+        // Unknown and invisible ids answer the same: existence does not leak across roles.
+        for id in &request.ids {
+            match by_id.get(id.as_str()) {
+                Some(memory) if reader.matches_memory(memory) => {}
+                _ => return Err(ApiError::not_found("memory", id)),
+            }
+        }
+        let ordered: Vec<&Memory> = request
+            .ids
+            .iter()
+            .filter_map(|id| by_id.get(id.as_str()).copied())
+            .collect();
+        let decisions = self.related_decisions(&request.scope.user_id, &ordered).await;
+        let budget = request.budget_tokens.map(|b| b as usize).unwrap_or(usize::MAX);
+        let mut packer = Packer::new(&self.tokens, budget);
+        let mut details = Vec::new();
+        let mut omitted = Vec::new();
+        for (i, memory) in ordered.iter().enumerate() {
+            let language = request.language.unwrap_or(memory.language);
+            let decision_texts: Vec<String> = memory
+                .related_decision_ids
+                .iter()
+                .filter_map(|id| decisions.get(id).cloned())
+                .collect();
+            let block = details_block(
+                i + 1,
+                memory,
+                &relative(memory.occurred_at, now, language),
+                &decision_texts,
+                language,
+            );
+            let pushed = if details.is_empty() {
+                packer.try_push_with_heading(details_heading(language), &block)
+            } else {
+                packer.try_push(&block)
+            };
+            match pushed {
+                Some(cost) => details.push(self.details_of(memory, &decisions, now, language, cost as u32)),
+                None => omitted.push(memory.id.clone()),
+            }
+        }
+        if !request.skip_access_update && !details.is_empty() {
+            let ids: Vec<String> = details.iter().map(|d| d.id.clone()).collect();
+            let fresh = self.touch(&request.scope.user_id, &ids, now).await;
+            for d in &mut details {
+                if let Some(f) = fresh.get(&d.id) {
+                    d.freshness = *f;
+                }
+            }
+        }
+        let (rendered, tokens_used) = packer.finish();
+        Ok(DetailsResult {
+            details,
+            tokens_used: tokens_used as u32,
+            omitted_for_budget: omitted,
+            rendered,
+        })
+    }
+}
