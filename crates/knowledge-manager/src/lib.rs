@@ -1,1 +1,24 @@
-//! placeholder
+//! The knowledge manager: the write path (extract, admit, deduplicate and merge, resolve
+//! contradictions, write), corrections, decay, forgetting, quotas, promotion of iteration
+//! knowledge, the candidate queue a person approves, and the history of every change.
+
+pub mod admission;
+pub mod api;
+mod candidates;
+pub mod client;
+pub mod config;
+pub mod convert;
+pub mod grpc;
+pub mod learn;
+mod prompts;
+pub mod rules;
+pub mod service;
+pub mod subject;
+mod turns;
+mod upkeep;
+
+pub use api::KnowledgeApi;
+pub use client::KnowledgeClient;
+pub use config::KnowledgeConfig;
+pub use grpc::KnowledgeGrpc;
+pub use service::KnowledgeManager;

@@ -1,0 +1,155 @@
+//! Admission (seed 000 evaluateCandidate, seed 004 section 10): noise filters, the score, and
+//! what a stable profile fact needs before it becomes long-term.
+
+use std::sync::LazyLock;
+
+use regex::Regex;
+use thinkus_common::model::MemoryType;
+use thinkus_common::text::term_jaccard;
+
+fn re(pattern: &str) -> Regex {
+    Regex::new(pattern).expect("valid admission pattern")
+}
+
+/// Why a candidate is noise, or `None` when it is not.
+pub fn noise(content: &str, injected: &[String]) -> Option<&'static str> {
+    static SCAFFOLDING: LazyLock<Regex> = LazyLock::new(|| {
+        re(
+            r"(?i)(工作流执行上下文|当前步骤|输入参数|前序步骤结果|步骤\s*\d+\s*/\s*\d+|workflow (execution )?context|current step|input parameters|previous step result|step \d+ ?(of|/) ?\d+)",
+        )
+    });
+    static PLACEHOLDER: LazyLock<Regex> =
+        LazyLock::new(|| re(r"\{\{[^}]*\}\}|\$\{[^}]*\}|<%[^%]*%>|\[\[[A-Za-z_.]+\]\]"));
+    static TEMPORARY: LazyLock<Regex> = LazyLock::new(|| {
+        re(
+            r"(?i)(尚未确认|尚未指定|尚未决定|待确认|待定|还没(确定|决定|想好)|未定|\btbd\b|\btbc\b|to be (decided|confirmed|determined)|not (decided|confirmed) yet|pending confirmation|undecided)",
+        )
+    });
+    static PROCESS: LazyLock<Regex> = LazyLock::new(|| {
+        re(
+            r"(?i)^\s*(让我先|我先(来)?|我来(帮你)?(查|看|处理)|正在(处理|查询|生成|调用)|已完成(第|步骤)|工具调用|调用工具|let me (first |now )?(check|look|search|think|start)|i('ll| will) (now |first )?(start|begin|look|check|search|run)|working on it|done\.?$|tool call|calling tool|executing step)",
+        )
+    });
+    static HTML: LazyLock<Regex> = LazyLock::new(|| re(r"</?[a-zA-Z][a-zA-Z0-9]*(\s[^<>]*)?>"));
+    static URL: LazyLock<Regex> = LazyLock::new(|| re(r"(?i)\b(https?://|www\.)\S+"));
+
+    let text = content.trim();
+    if SCAFFOLDING.is_match(text) {
+        return Some("noise: workflow scaffolding");
+    }
+    if PLACEHOLDER.is_match(text) {
+        return Some("noise: template placeholder");
+    }
+    if TEMPORARY.is_match(text) {
+        return Some("noise: temporary or unconfirmed state");
+    }
+    if PROCESS.is_match(text) {
+        return Some("noise: assistant process talk");
+    }
+    if (text.starts_with('{') || text.starts_with('[')) && serde_json::from_str::<serde_json::Value>(text).is_ok() {
+        return Some("noise: raw JSON");
+    }
+    if HTML.find_iter(text).count() >= 2 {
+        return Some("noise: HTML");
+    }
+    let url_chars: usize = URL.find_iter(text).map(|m| m.as_str().len()).sum();
+    if url_chars > 0 && url_chars * 2 >= text.len() {
+        return Some("noise: URL");
+    }
+    if injected.iter().any(|m| {
+        let m = m.trim();
+        !m.is_empty() && (m.contains(text) || text.contains(m) || term_jaccard(m, text) >= 0.8)
+    }) {
+        return Some("noise: echoes a memory that was in the prompt");
+    }
+    None
+}
+
+/// The admission score from 0 to 1 (seed 000 evaluateCandidate): importance / 5, plus 0.2
+/// for preferences the user states and 0.1 for decisions. An engine's low confidence (below
+/// 0.5) scales it down: a guess is not admitted on importance alone.
+pub fn score(memory_type: MemoryType, importance: u8, confidence: f64) -> f64 {
+    let mut score = f64::from(importance) / 5.0;
+    match memory_type {
+        MemoryType::UserPreference => score += 0.2,
+        MemoryType::ProjectDecision => score += 0.1,
+        _ => {}
+    }
+    score.min(1.0) * (confidence.clamp(0.0, 1.0) / 0.5).min(1.0)
+}
+
+/// Stable profile information: preferences, communication style, stack, personal facts.
+pub fn is_profile(memory_type: MemoryType) -> bool {
+    matches!(memory_type, MemoryType::UserPreference | MemoryType::Fact)
+}
+
+/// Time-sensitive wording that keeps a statement out of the long-term profile (seed 004:
+/// "今天/本次/刚刚/具体日期").
+pub fn time_sensitive(content: &str) -> bool {
+    static TIME: LazyLock<Regex> = LazyLock::new(|| {
+        re(
+            r"(?i)(今天|明天|昨天|今晚|本次|这次|这一次|刚刚|刚才|现在|目前|暂时|这周|本周|这个月|\d{4}[-/年]\d{1,2}|\d{1,2}月\d{1,2}[日号]|\btoday\b|\btomorrow\b|\byesterday\b|\btonight\b|\bright now\b|\bthis time\b|\bfor now\b|\bthis week\b|\bcurrently\b|\btemporarily\b|\bat the moment\b)",
+        )
+    });
+    TIME.is_match(content)
+}
+
+/// The normalised content of a candidate, to count repeated observations of it.
+pub fn content_key(content: &str) -> String {
+    let mut terms: Vec<String> = thinkus_common::text::terms(content);
+    terms.sort();
+    terms.dedup();
+    terms.join(" ")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn noise_families() {
+        assert_eq!(
+            noise("工作流执行上下文：当前步骤 3", &[]),
+            Some("noise: workflow scaffolding")
+        );
+        assert_eq!(
+            noise("{{input.topic}} 的分析报告", &[]),
+            Some("noise: template placeholder")
+        );
+        assert_eq!(
+            noise("上线时间尚未确认", &[]),
+            Some("noise: temporary or unconfirmed state")
+        );
+        assert_eq!(
+            noise("Pricing is TBD", &[]),
+            Some("noise: temporary or unconfirmed state")
+        );
+        assert_eq!(noise("让我先查一下资料", &[]), Some("noise: assistant process talk"));
+        assert_eq!(noise("{\"a\": 1, \"b\": [2]}", &[]), Some("noise: raw JSON"));
+        assert_eq!(noise("<div><p>hello</p></div>", &[]), Some("noise: HTML"));
+        assert_eq!(noise("https://example.com/a/very/long/path", &[]), Some("noise: URL"));
+        assert_eq!(
+            noise("我喜欢简约的设计风格", &["用户偏好：我喜欢简约的设计风格".into()]),
+            Some("noise: echoes a memory that was in the prompt")
+        );
+        assert_eq!(noise("我们决定用Stripe做支付", &[]), None);
+    }
+
+    #[test]
+    fn scores_follow_the_design() {
+        assert!(score(MemoryType::UserPreference, 4, 0.9) >= 0.6);
+        assert!(score(MemoryType::ActionItem, 3, 0.9) >= 0.6);
+        assert!(score(MemoryType::ActionItem, 2, 0.9) < 0.6);
+        assert!(
+            score(MemoryType::ProjectDecision, 4, 0.3) < 0.6,
+            "a guess is not admitted"
+        );
+    }
+
+    #[test]
+    fn time_sensitive_wording() {
+        assert!(time_sensitive("我今天想吃辣的"));
+        assert!(time_sensitive("For now I prefer email"));
+        assert!(!time_sensitive("我喜欢简约的设计风格"));
+    }
+}

@@ -1,0 +1,275 @@
+//! The knowledge manager's domain API.
+
+use async_trait::async_trait;
+use chrono::{DateTime, Utc};
+use serde::{Deserialize, Serialize};
+use thinkus_backends::sql::Change;
+use thinkus_common::ApiError;
+use thinkus_common::model::{
+    ArtifactRef, EngineChoice, Memory, MemorySource, MemoryStatus, MemoryType, Message, Scope, Visibility,
+};
+
+/// The content of a memory to write.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct MemoryDraft {
+    pub memory_type: MemoryType,
+    pub content: String,
+    /// Derived from the content when `None`; cut to 50 characters.
+    pub summary: Option<String>,
+    /// 1-5; `None` means 3.
+    pub importance: Option<u8>,
+    pub tags: Vec<String>,
+    pub visibility: Option<Visibility>,
+    pub source: Option<MemorySource>,
+    /// 0-1; `None` means 1.0 for user input, the engine's estimate otherwise.
+    pub confidence: Option<f64>,
+    pub context: String,
+    pub related_decision_ids: Vec<String>,
+    pub artifact_refs: Vec<ArtifactRef>,
+    pub occurred_at: Option<DateTime<Utc>>,
+    pub iteration_id: Option<String>,
+    /// Detected from the content when `None`.
+    pub subject: Option<String>,
+}
+
+impl MemoryDraft {
+    pub fn new(memory_type: MemoryType, content: impl Into<String>) -> Self {
+        Self {
+            memory_type,
+            content: content.into(),
+            summary: None,
+            importance: None,
+            tags: Vec::new(),
+            visibility: None,
+            source: None,
+            confidence: None,
+            context: String::new(),
+            related_decision_ids: Vec::new(),
+            artifact_refs: Vec::new(),
+            occurred_at: None,
+            iteration_id: None,
+            subject: None,
+        }
+    }
+}
+
+/// What a write did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum WriteOutcome {
+    Created,
+    Reinforced,
+    ReplacedOlder,
+    Queued,
+    Rejected,
+    DuplicateRequest,
+}
+
+/// The result of writing one draft.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct WriteResult {
+    pub outcome: WriteOutcome,
+    pub memory: Option<Memory>,
+    pub replaced_ids: Vec<String>,
+    pub candidate_id: Option<String>,
+    pub reason: String,
+    pub score: f64,
+}
+
+impl WriteResult {
+    pub fn rejected(reason: impl Into<String>, score: f64) -> Self {
+        Self {
+            outcome: WriteOutcome::Rejected,
+            memory: None,
+            replaced_ids: Vec::new(),
+            candidate_id: None,
+            reason: reason.into(),
+            score,
+        }
+    }
+}
+
+/// An explicit memory write.
+#[derive(Debug, Clone)]
+pub struct RememberRequest {
+    pub scope: Scope,
+    pub draft: MemoryDraft,
+    pub request_id: Option<String>,
+    pub skip_dedup: bool,
+}
+
+/// One raw conversation turn.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Turn {
+    pub speaker: String,
+    pub text: String,
+    pub occurred_at: Option<DateTime<Utc>>,
+    pub external_id: Option<String>,
+    pub caption: Option<String>,
+}
+
+/// Turns of one conversation to store.
+#[derive(Debug, Clone)]
+pub struct IngestTurnsRequest {
+    pub scope: Scope,
+    pub turns: Vec<Turn>,
+    pub visibility: Visibility,
+}
+
+/// The ids of stored turns, in order.
+#[derive(Debug, Clone, PartialEq)]
+pub struct IngestResult {
+    pub memory_ids: Vec<String>,
+    pub created: u32,
+}
+
+/// A listing of memories visible to a scope.
+#[derive(Debug, Clone, Default)]
+pub struct ListRequest {
+    pub scope: Scope,
+    pub types: Vec<MemoryType>,
+    pub statuses: Vec<MemoryStatus>,
+    pub limit: usize,
+    pub offset: usize,
+}
+
+/// A conversation to learn from.
+#[derive(Debug, Clone)]
+pub struct LearnRequest {
+    pub scope: Scope,
+    pub messages: Vec<Message>,
+    pub engine: EngineChoice,
+    pub request_id: Option<String>,
+    pub not_memorable: bool,
+    pub dry_run: bool,
+    pub injected_memories: Vec<String>,
+}
+
+/// What learning from a conversation did.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct LearnResult {
+    pub results: Vec<WriteResult>,
+    pub engine: String,
+    pub candidates: u32,
+}
+
+/// Correction actions (seed 001 section 3.5.3).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum CorrectionAction {
+    Suppress,
+    Freeze,
+    Replace,
+    Restore,
+}
+
+/// A correction.
+#[derive(Debug, Clone)]
+pub struct CorrectRequest {
+    pub scope: Scope,
+    pub memory_id: String,
+    pub action: CorrectionAction,
+    pub evidence: String,
+    pub new_content: Option<String>,
+    pub new_summary: Option<String>,
+    pub request_id: Option<String>,
+}
+
+/// A corrected memory and, for a replacement, its successor.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct CorrectResult {
+    pub memory: Memory,
+    pub replacement: Option<Memory>,
+}
+
+/// A queued candidate, as the API shows it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct CandidateView {
+    pub id: String,
+    pub scope: Scope,
+    pub draft: MemoryDraft,
+    pub reason: String,
+    pub score: f64,
+    pub evidence_count: u32,
+    pub status: thinkus_backends::sql::CandidateStatus,
+    pub created_at: DateTime<Utc>,
+    pub decided_at: Option<DateTime<Utc>>,
+    pub memory_id: Option<String>,
+}
+
+/// A role's quota.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Quota {
+    pub plan: String,
+    pub used: u64,
+    /// 0 means unlimited.
+    pub limit: u64,
+}
+
+/// What a maintenance run changed.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct MaintenanceReport {
+    pub decayed: u64,
+    pub forgotten: u64,
+}
+
+/// The result of finalising an iteration.
+#[derive(Debug, Clone, PartialEq)]
+pub struct FinalizeResult {
+    pub promoted: Vec<Memory>,
+    pub skipped_ids: Vec<String>,
+}
+
+/// What the knowledge manager offers, in process or over gRPC.
+#[async_trait]
+pub trait KnowledgeApi: Send + Sync {
+    async fn remember(&self, request: RememberRequest) -> Result<WriteResult, ApiError>;
+    async fn ingest_turns(&self, request: IngestTurnsRequest) -> Result<IngestResult, ApiError>;
+    async fn learn(&self, request: LearnRequest) -> Result<LearnResult, ApiError>;
+    async fn get_memory(&self, scope: Scope, memory_id: String) -> Result<Memory, ApiError>;
+    async fn list_memories(&self, request: ListRequest) -> Result<Vec<Memory>, ApiError>;
+    async fn correct(&self, request: CorrectRequest) -> Result<CorrectResult, ApiError>;
+    async fn merge(
+        &self,
+        scope: Scope,
+        memory_ids: Vec<String>,
+        engine: EngineChoice,
+        request_id: Option<String>,
+    ) -> Result<Memory, ApiError>;
+    async fn delete(&self, scope: Scope, memory_id: String, reason: String) -> Result<(), ApiError>;
+    async fn history(&self, scope: Scope, memory_id: String) -> Result<Vec<Change>, ApiError>;
+    async fn list_candidates(
+        &self,
+        scope: Scope,
+        status: thinkus_backends::sql::CandidateStatus,
+        limit: usize,
+        offset: usize,
+    ) -> Result<Vec<CandidateView>, ApiError>;
+    async fn approve_candidate(
+        &self,
+        scope: Scope,
+        candidate_id: String,
+        edited_content: Option<String>,
+    ) -> Result<WriteResult, ApiError>;
+    async fn reject_candidate(&self, scope: Scope, candidate_id: String, reason: String) -> Result<(), ApiError>;
+    async fn promote(
+        &self,
+        scope: Scope,
+        memory_id: String,
+        target: Option<MemoryType>,
+        title: Option<String>,
+    ) -> Result<Memory, ApiError>;
+    async fn finalize_iteration(&self, scope: Scope, iteration_id: String) -> Result<FinalizeResult, ApiError>;
+    async fn quota(&self, scope: Scope) -> Result<Quota, ApiError>;
+    async fn set_plan(&self, user_id: String, plan: String) -> Result<(), ApiError>;
+    /// Sweeps one user, or every user when `user_id` is `None`.
+    async fn run_maintenance(
+        &self,
+        user_id: Option<String>,
+        decay: bool,
+        forget: bool,
+        now: Option<DateTime<Utc>>,
+    ) -> Result<MaintenanceReport, ApiError>;
+    /// Rebuilds the index of one user, or of every user.
+    async fn rebuild_index(&self, user_id: Option<String>) -> Result<u64, ApiError>;
+}

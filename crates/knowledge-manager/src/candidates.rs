@@ -1,0 +1,140 @@
+//! The candidate queue (seed 004 section 10): memories a person approves or rejects. Approval
+//! writes the candidate into its own scope, and refuses an approver acting for another role or
+//! project than the candidate's.
+
+use chrono::Utc;
+use thinkus_backends::sql::{CandidateStatus, WriteBatch};
+use thinkus_common::ApiError;
+use thinkus_common::ids::{IdKind, check_id};
+use thinkus_common::model::{Scope, Visibility};
+
+use crate::admission;
+use crate::api::{CandidateView, MemoryDraft, WriteResult};
+use crate::service::{KnowledgeManager, WriteOptions, actor_of};
+
+fn view(candidate: thinkus_backends::sql::Candidate) -> Result<CandidateView, ApiError> {
+    let draft: MemoryDraft = serde_json::from_str(&candidate.draft)
+        .map_err(|err| ApiError::internal(format!("unreadable candidate draft {}: {err}", candidate.id)))?;
+    Ok(CandidateView {
+        id: candidate.id,
+        scope: candidate.scope,
+        draft,
+        reason: candidate.reason,
+        score: candidate.score,
+        evidence_count: candidate.evidence_count,
+        status: candidate.status,
+        created_at: candidate.created_at,
+        decided_at: candidate.decided_at,
+        memory_id: candidate.memory_id,
+    })
+}
+
+pub(crate) async fn list(
+    km: &KnowledgeManager,
+    scope: Scope,
+    status: CandidateStatus,
+    limit: usize,
+    offset: usize,
+) -> Result<Vec<CandidateView>, ApiError> {
+    let role = (!scope.role_id.is_empty()).then_some(scope.role_id.as_str());
+    km.store
+        .list_candidates(&scope.user_id, role, scope.project_id.as_deref(), status, limit, offset)
+        .await?
+        .into_iter()
+        .map(view)
+        .collect()
+}
+
+async fn pending(
+    km: &KnowledgeManager,
+    scope: &Scope,
+    candidate_id: &str,
+) -> Result<thinkus_backends::sql::Candidate, ApiError> {
+    check_id(IdKind::Candidate, "candidate_id", candidate_id)?;
+    let candidate = km
+        .store
+        .get_candidate(&scope.user_id, candidate_id)
+        .await?
+        .ok_or_else(|| ApiError::not_found("candidate", candidate_id))?;
+    if !scope.role_id.is_empty() && scope.role_id != candidate.scope.role_id {
+        return Err(ApiError::permission_denied(format!(
+            "candidate {candidate_id} belongs to role {:?}, not {:?}",
+            candidate.scope.role_id, scope.role_id
+        )));
+    }
+    if scope.project_id.is_some()
+        && candidate.scope.project_id.is_some()
+        && scope.project_id != candidate.scope.project_id
+    {
+        return Err(ApiError::permission_denied(format!(
+            "candidate {candidate_id} belongs to project {:?}",
+            candidate.scope.project_id.clone().unwrap_or_default()
+        )));
+    }
+    if candidate.status != CandidateStatus::Pending {
+        return Err(ApiError::failed_precondition(format!(
+            "candidate {candidate_id} was already {}",
+            candidate.status
+        )));
+    }
+    Ok(candidate)
+}
+
+pub(crate) async fn approve(
+    km: &KnowledgeManager,
+    scope: Scope,
+    candidate_id: String,
+    edited_content: Option<String>,
+) -> Result<WriteResult, ApiError> {
+    let candidate = pending(km, &scope, &candidate_id).await?;
+    let mut draft: MemoryDraft = serde_json::from_str(&candidate.draft)
+        .map_err(|err| ApiError::internal(format!("unreadable candidate draft {candidate_id}: {err}")))?;
+    if let Some(content) = edited_content.filter(|c| !c.trim().is_empty()) {
+        draft.content = content;
+        draft.summary = None;
+    }
+    // A person approved it: it is long-term, shared with every role when it is profile
+    // information, or with the project otherwise.
+    draft.visibility = Some(
+        if admission::is_profile(draft.memory_type) && candidate.scope.project_id.is_none() {
+            Visibility::Global
+        } else if candidate.scope.project_id.is_some() {
+            Visibility::Project
+        } else {
+            Visibility::Private
+        },
+    );
+    draft.confidence = Some(1.0);
+    let mut decided = candidate.clone();
+    decided.status = CandidateStatus::Approved;
+    decided.decided_at = Some(Utc::now());
+    let options = WriteOptions {
+        actor: actor_of(&scope),
+        candidate: Some(decided),
+        ..Default::default()
+    };
+    let mut result = km.write(&candidate.scope, &draft, options).await?;
+    result.candidate_id = Some(candidate.id);
+    Ok(result)
+}
+
+pub(crate) async fn reject(
+    km: &KnowledgeManager,
+    scope: Scope,
+    candidate_id: String,
+    reason: String,
+) -> Result<(), ApiError> {
+    let mut candidate = pending(km, &scope, &candidate_id).await?;
+    candidate.status = CandidateStatus::Rejected;
+    candidate.decided_at = Some(Utc::now());
+    if !reason.trim().is_empty() {
+        candidate.reason = format!("{} (rejected: {})", candidate.reason, reason.trim());
+    }
+    km.store
+        .commit(WriteBatch {
+            candidates: vec![candidate],
+            ..Default::default()
+        })
+        .await?;
+    Ok(())
+}

@@ -1,0 +1,464 @@
+//! [`KnowledgeClient`]: the knowledge manager in this process, or over gRPC.
+
+use std::sync::Arc;
+
+use async_trait::async_trait;
+use chrono::{DateTime, Utc};
+use thinkus_backends::sql::{CandidateStatus, Change};
+use thinkus_common::ApiError;
+use thinkus_common::convert::{
+    engine_to_proto_choice, memory_type_to_proto, message_to_proto, scope_to_proto, status_to_proto, timestamp_opt,
+    visibility_to_proto,
+};
+use thinkus_common::grpc::ClientChannel;
+use thinkus_common::model::{EngineChoice, Memory, MemoryType, Scope};
+use thinkus_proto::common as pbc;
+use thinkus_proto::knowledge as pb;
+use thinkus_proto::knowledge::knowledge_manager_service_client::KnowledgeManagerServiceClient;
+
+use crate::api::{
+    CandidateView, CorrectRequest, CorrectResult, FinalizeResult, IngestResult, IngestTurnsRequest, KnowledgeApi,
+    LearnRequest, LearnResult, ListRequest, MaintenanceReport, Quota, RememberRequest, WriteResult,
+};
+use crate::convert;
+
+/// Calls the knowledge manager wherever it runs.
+#[derive(Clone)]
+pub enum KnowledgeClient {
+    Local(Arc<dyn KnowledgeApi>),
+    Grpc(KnowledgeManagerServiceClient<ClientChannel>),
+}
+
+impl KnowledgeClient {
+    pub fn grpc(channel: ClientChannel, max_message_bytes: usize) -> Self {
+        Self::Grpc(
+            KnowledgeManagerServiceClient::new(channel)
+                .max_decoding_message_size(max_message_bytes)
+                .max_encoding_message_size(max_message_bytes),
+        )
+    }
+}
+
+fn scope(scope: &Scope) -> Option<pbc::Scope> {
+    Some(scope_to_proto(scope))
+}
+
+fn user_scope(user_id: &Option<String>) -> Option<pbc::Scope> {
+    user_id.as_ref().map(|u| pbc::Scope {
+        user_id: u.clone(),
+        ..Default::default()
+    })
+}
+
+fn memory(response: Option<&pbc::Memory>) -> Result<Memory, ApiError> {
+    convert::memory_from_proto(response.ok_or_else(|| ApiError::internal("the knowledge manager returned no memory"))?)
+}
+
+#[async_trait]
+impl KnowledgeApi for KnowledgeClient {
+    async fn remember(&self, request: RememberRequest) -> Result<WriteResult, ApiError> {
+        match self {
+            Self::Local(api) => api.remember(request).await,
+            Self::Grpc(client) => {
+                let response = client
+                    .clone()
+                    .remember(pb::RememberRequest {
+                        scope: scope(&request.scope),
+                        memory: Some(convert::draft_to_proto(&request.draft)),
+                        request_id: request.request_id.unwrap_or_default(),
+                        skip_dedup: request.skip_dedup,
+                    })
+                    .await?;
+                convert::write_result_from_proto(
+                    response
+                        .get_ref()
+                        .result
+                        .as_ref()
+                        .ok_or_else(|| ApiError::internal("the knowledge manager returned no result"))?,
+                )
+            }
+        }
+    }
+
+    async fn ingest_turns(&self, request: IngestTurnsRequest) -> Result<IngestResult, ApiError> {
+        match self {
+            Self::Local(api) => api.ingest_turns(request).await,
+            Self::Grpc(client) => {
+                let response = client
+                    .clone()
+                    .ingest_turns(pb::IngestTurnsRequest {
+                        scope: scope(&request.scope),
+                        turns: convert::turns_to_proto(&request.turns),
+                        visibility: visibility_to_proto(request.visibility),
+                    })
+                    .await?
+                    .into_inner();
+                Ok(IngestResult {
+                    memory_ids: response.memory_ids,
+                    created: response.created.max(0) as u32,
+                })
+            }
+        }
+    }
+
+    async fn learn(&self, request: LearnRequest) -> Result<LearnResult, ApiError> {
+        match self {
+            Self::Local(api) => api.learn(request).await,
+            Self::Grpc(client) => {
+                let response = client
+                    .clone()
+                    .learn_from_conversation(pb::LearnFromConversationRequest {
+                        scope: scope(&request.scope),
+                        messages: request.messages.iter().map(message_to_proto).collect(),
+                        engine: engine_to_proto_choice(request.engine),
+                        request_id: request.request_id.unwrap_or_default(),
+                        not_memorable: request.not_memorable,
+                        dry_run: request.dry_run,
+                        injected_memories: request.injected_memories,
+                    })
+                    .await?;
+                convert::learn_from_proto(response.get_ref())
+            }
+        }
+    }
+
+    async fn get_memory(&self, scope_: Scope, memory_id: String) -> Result<Memory, ApiError> {
+        match self {
+            Self::Local(api) => api.get_memory(scope_, memory_id).await,
+            Self::Grpc(client) => {
+                let response = client
+                    .clone()
+                    .get_memory(pb::GetMemoryRequest {
+                        scope: scope(&scope_),
+                        memory_id,
+                    })
+                    .await?;
+                memory(response.get_ref().memory.as_ref())
+            }
+        }
+    }
+
+    async fn list_memories(&self, request: ListRequest) -> Result<Vec<Memory>, ApiError> {
+        match self {
+            Self::Local(api) => api.list_memories(request).await,
+            Self::Grpc(client) => {
+                let offset = if request.offset == 0 {
+                    String::new()
+                } else {
+                    format!("o{}", request.offset)
+                };
+                let response = client
+                    .clone()
+                    .list_memories(pb::ListMemoriesRequest {
+                        scope: scope(&request.scope),
+                        types: request.types.iter().map(|t| memory_type_to_proto(*t)).collect(),
+                        statuses: request.statuses.iter().map(|s| status_to_proto(*s)).collect(),
+                        page: Some(pbc::PageRequest {
+                            page_size: request.limit.min(500) as i32,
+                            page_token: offset,
+                        }),
+                    })
+                    .await?;
+                response
+                    .get_ref()
+                    .memories
+                    .iter()
+                    .map(convert::memory_from_proto)
+                    .collect()
+            }
+        }
+    }
+
+    async fn correct(&self, request: CorrectRequest) -> Result<CorrectResult, ApiError> {
+        match self {
+            Self::Local(api) => api.correct(request).await,
+            Self::Grpc(client) => {
+                let response = client
+                    .clone()
+                    .correct_memory(pb::CorrectMemoryRequest {
+                        scope: scope(&request.scope),
+                        memory_id: request.memory_id,
+                        action: convert::correction_to_proto(request.action),
+                        evidence: request.evidence,
+                        new_content: request.new_content.unwrap_or_default(),
+                        new_summary: request.new_summary.unwrap_or_default(),
+                        request_id: request.request_id.unwrap_or_default(),
+                    })
+                    .await?;
+                let body = response.get_ref();
+                Ok(CorrectResult {
+                    memory: memory(body.memory.as_ref())?,
+                    replacement: body.replacement.as_ref().map(convert::memory_from_proto).transpose()?,
+                })
+            }
+        }
+    }
+
+    async fn merge(
+        &self,
+        scope_: Scope,
+        memory_ids: Vec<String>,
+        engine: EngineChoice,
+        request_id: Option<String>,
+    ) -> Result<Memory, ApiError> {
+        match self {
+            Self::Local(api) => api.merge(scope_, memory_ids, engine, request_id).await,
+            Self::Grpc(client) => {
+                let response = client
+                    .clone()
+                    .merge_memories(pb::MergeMemoriesRequest {
+                        scope: scope(&scope_),
+                        memory_ids,
+                        engine: engine_to_proto_choice(engine),
+                        request_id: request_id.unwrap_or_default(),
+                    })
+                    .await?;
+                memory(response.get_ref().memory.as_ref())
+            }
+        }
+    }
+
+    async fn delete(&self, scope_: Scope, memory_id: String, reason: String) -> Result<(), ApiError> {
+        match self {
+            Self::Local(api) => api.delete(scope_, memory_id, reason).await,
+            Self::Grpc(client) => {
+                client
+                    .clone()
+                    .delete_memory(pb::DeleteMemoryRequest {
+                        scope: scope(&scope_),
+                        memory_id,
+                        reason,
+                    })
+                    .await?;
+                Ok(())
+            }
+        }
+    }
+
+    async fn history(&self, scope_: Scope, memory_id: String) -> Result<Vec<Change>, ApiError> {
+        match self {
+            Self::Local(api) => api.history(scope_, memory_id).await,
+            Self::Grpc(client) => {
+                let user = scope_.user_id.clone();
+                let response = client
+                    .clone()
+                    .get_memory_history(pb::GetMemoryHistoryRequest {
+                        scope: scope(&scope_),
+                        memory_id,
+                    })
+                    .await?;
+                Ok(response
+                    .get_ref()
+                    .changes
+                    .iter()
+                    .map(|c| convert::change_from_proto(c, &user))
+                    .collect())
+            }
+        }
+    }
+
+    async fn list_candidates(
+        &self,
+        scope_: Scope,
+        status: CandidateStatus,
+        limit: usize,
+        offset: usize,
+    ) -> Result<Vec<CandidateView>, ApiError> {
+        match self {
+            Self::Local(api) => api.list_candidates(scope_, status, limit, offset).await,
+            Self::Grpc(client) => {
+                let response = client
+                    .clone()
+                    .list_candidates(pb::ListCandidatesRequest {
+                        scope: scope(&scope_),
+                        status: convert::candidate_status_to_proto(status),
+                        page: Some(pbc::PageRequest {
+                            page_size: limit.min(500) as i32,
+                            page_token: if offset == 0 {
+                                String::new()
+                            } else {
+                                format!("o{offset}")
+                            },
+                        }),
+                    })
+                    .await?;
+                response
+                    .get_ref()
+                    .candidates
+                    .iter()
+                    .map(convert::candidate_from_proto)
+                    .collect()
+            }
+        }
+    }
+
+    async fn approve_candidate(
+        &self,
+        scope_: Scope,
+        candidate_id: String,
+        edited_content: Option<String>,
+    ) -> Result<WriteResult, ApiError> {
+        match self {
+            Self::Local(api) => api.approve_candidate(scope_, candidate_id, edited_content).await,
+            Self::Grpc(client) => {
+                let response = client
+                    .clone()
+                    .approve_candidate(pb::ApproveCandidateRequest {
+                        scope: scope(&scope_),
+                        candidate_id,
+                        edited_content: edited_content.unwrap_or_default(),
+                    })
+                    .await?;
+                convert::write_result_from_proto(
+                    response
+                        .get_ref()
+                        .result
+                        .as_ref()
+                        .ok_or_else(|| ApiError::internal("the knowledge manager returned no result"))?,
+                )
+            }
+        }
+    }
+
+    async fn reject_candidate(&self, scope_: Scope, candidate_id: String, reason: String) -> Result<(), ApiError> {
+        match self {
+            Self::Local(api) => api.reject_candidate(scope_, candidate_id, reason).await,
+            Self::Grpc(client) => {
+                client
+                    .clone()
+                    .reject_candidate(pb::RejectCandidateRequest {
+                        scope: scope(&scope_),
+                        candidate_id,
+                        reason,
+                    })
+                    .await?;
+                Ok(())
+            }
+        }
+    }
+
+    async fn promote(
+        &self,
+        scope_: Scope,
+        memory_id: String,
+        target: Option<MemoryType>,
+        title: Option<String>,
+    ) -> Result<Memory, ApiError> {
+        match self {
+            Self::Local(api) => api.promote(scope_, memory_id, target, title).await,
+            Self::Grpc(client) => {
+                let response = client
+                    .clone()
+                    .promote_memory(pb::PromoteMemoryRequest {
+                        scope: scope(&scope_),
+                        memory_id,
+                        target_type: target.map(memory_type_to_proto).unwrap_or(0),
+                        title: title.unwrap_or_default(),
+                    })
+                    .await?;
+                memory(response.get_ref().memory.as_ref())
+            }
+        }
+    }
+
+    async fn finalize_iteration(&self, scope_: Scope, iteration_id: String) -> Result<FinalizeResult, ApiError> {
+        match self {
+            Self::Local(api) => api.finalize_iteration(scope_, iteration_id).await,
+            Self::Grpc(client) => {
+                let response = client
+                    .clone()
+                    .finalize_iteration(pb::FinalizeIterationRequest {
+                        scope: scope(&scope_),
+                        iteration_id,
+                    })
+                    .await?
+                    .into_inner();
+                Ok(FinalizeResult {
+                    promoted: response
+                        .promoted
+                        .iter()
+                        .map(convert::memory_from_proto)
+                        .collect::<Result<_, _>>()?,
+                    skipped_ids: response.skipped_ids,
+                })
+            }
+        }
+    }
+
+    async fn quota(&self, scope_: Scope) -> Result<Quota, ApiError> {
+        match self {
+            Self::Local(api) => api.quota(scope_).await,
+            Self::Grpc(client) => {
+                let response = client
+                    .clone()
+                    .get_quota(pb::GetQuotaRequest { scope: scope(&scope_) })
+                    .await?
+                    .into_inner();
+                Ok(Quota {
+                    plan: response.plan,
+                    used: response.used.max(0) as u64,
+                    limit: response.limit.max(0) as u64,
+                })
+            }
+        }
+    }
+
+    async fn set_plan(&self, user_id: String, plan: String) -> Result<(), ApiError> {
+        match self {
+            Self::Local(api) => api.set_plan(user_id, plan).await,
+            Self::Grpc(client) => {
+                client
+                    .clone()
+                    .set_plan(pb::SetPlanRequest {
+                        scope: user_scope(&Some(user_id)),
+                        plan,
+                    })
+                    .await?;
+                Ok(())
+            }
+        }
+    }
+
+    async fn run_maintenance(
+        &self,
+        user_id: Option<String>,
+        decay: bool,
+        forget: bool,
+        now: Option<DateTime<Utc>>,
+    ) -> Result<MaintenanceReport, ApiError> {
+        match self {
+            Self::Local(api) => api.run_maintenance(user_id, decay, forget, now).await,
+            Self::Grpc(client) => {
+                let response = client
+                    .clone()
+                    .run_maintenance(pb::RunMaintenanceRequest {
+                        scope: user_scope(&user_id),
+                        decay,
+                        forget,
+                        now: timestamp_opt(now),
+                    })
+                    .await?
+                    .into_inner();
+                Ok(MaintenanceReport {
+                    decayed: response.decayed.max(0) as u64,
+                    forgotten: response.forgotten.max(0) as u64,
+                })
+            }
+        }
+    }
+
+    async fn rebuild_index(&self, user_id: Option<String>) -> Result<u64, ApiError> {
+        match self {
+            Self::Local(api) => api.rebuild_index(user_id).await,
+            Self::Grpc(client) => {
+                let response = client
+                    .clone()
+                    .rebuild_index(pb::RebuildIndexRequest {
+                        scope: user_scope(&user_id),
+                    })
+                    .await?;
+                Ok(response.get_ref().indexed.max(0) as u64)
+            }
+        }
+    }
+}

@@ -1,0 +1,88 @@
+//! Knowledge manager settings: limits, admission, deduplication, decay, forgetting, quotas.
+
+use serde::{Deserialize, Serialize};
+
+/// Memory limits per role, by plan (seed 002 section 6); 0 means unlimited.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct QuotaConfig {
+    /// The plan of users without one recorded.
+    pub default_plan: String,
+    pub seed: u64,
+    pub growth: u64,
+    pub scale: u64,
+    pub enterprise: u64,
+}
+
+impl Default for QuotaConfig {
+    fn default() -> Self {
+        Self {
+            default_plan: "seed".into(),
+            seed: 50,
+            growth: 200,
+            scale: 500,
+            enterprise: 0,
+        }
+    }
+}
+
+impl QuotaConfig {
+    /// The limit of a plan; `None` for an unknown plan name.
+    pub fn limit(&self, plan: &str) -> Option<u64> {
+        match plan {
+            "seed" => Some(self.seed),
+            "growth" => Some(self.growth),
+            "scale" => Some(self.scale),
+            "enterprise" => Some(self.enterprise),
+            _ => None,
+        }
+    }
+}
+
+/// The knowledge manager's section of the configuration.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct KnowledgeConfig {
+    /// The longest memory content accepted, in characters.
+    pub max_content_chars: usize,
+    /// The longest conversation turn accepted, in characters.
+    pub max_turn_chars: usize,
+    /// Minimum admission score of an extracted candidate (seed 000 evaluateCandidate).
+    pub admission_threshold: f64,
+    /// Similarity above which a new memory reinforces an existing one instead.
+    pub dedup_threshold: f64,
+    /// Profile facts (preferences, style, stack, personal information) become long-term
+    /// memories only with this confidence and evidence (seed 004 section 9); otherwise they
+    /// wait in the candidate queue.
+    pub profile_min_confidence: f64,
+    pub profile_min_evidence: u32,
+    /// Daily freshness decay: freshness = importance * rate ^ days since the last access.
+    pub decay_rate: f64,
+    /// Hours between decay sweeps (0 disables the schedule; RunMaintenance still works).
+    pub decay_interval_hours: u64,
+    /// Forgetting (seed 002 section 5.2): memories older than this many days, with importance at
+    /// most `forget_max_importance` and at most `forget_max_access` reads, are forgotten.
+    pub forget_after_days: i64,
+    pub forget_max_importance: u8,
+    pub forget_max_access: u64,
+    pub quotas: QuotaConfig,
+}
+
+impl Default for KnowledgeConfig {
+    fn default() -> Self {
+        Self {
+            max_content_chars: 16 * 1024,
+            max_turn_chars: 16 * 1024,
+            admission_threshold: 0.6,
+            dedup_threshold: 0.85,
+            profile_min_confidence: 0.9,
+            profile_min_evidence: 3,
+            decay_rate: 0.95,
+            decay_interval_hours: 24,
+            forget_after_days: 180,
+            forget_max_importance: 2,
+            forget_max_access: 2,
+            quotas: QuotaConfig::default(),
+        }
+    }
+}

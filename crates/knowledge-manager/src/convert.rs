@@ -1,0 +1,385 @@
+//! Conversions between the knowledge manager's protobuf messages and its domain API.
+
+use thinkus_backends::sql::{CandidateStatus, Change, ChangeKind};
+use thinkus_common::ApiError;
+use thinkus_common::convert::{
+    ScopeRules, artifact_ref_from_proto, artifact_ref_to_proto, datetime_opt, memory_to_proto, memory_type_to_proto,
+    required_memory_type, scope_from_proto, scope_to_proto, source_from_proto, source_to_proto, timestamp,
+    timestamp_opt, visibility_from_proto, visibility_to_proto,
+};
+use thinkus_common::model::{Memory, MemorySource, Scope};
+use thinkus_proto::common as pbc;
+use thinkus_proto::knowledge as pb;
+
+use crate::api::{
+    CandidateView, CorrectionAction, IngestResult, LearnResult, MemoryDraft, Turn, WriteOutcome, WriteResult,
+};
+
+pub fn draft_from_proto(draft: Option<&pb::MemoryDraft>, field: &str) -> Result<MemoryDraft, ApiError> {
+    let draft = draft.ok_or_else(|| ApiError::invalid(field, "is required"))?;
+    let importance = match draft.importance {
+        0 => None,
+        i if (1..=5).contains(&i) => Some(i as u8),
+        i => {
+            return Err(ApiError::invalid(
+                &format!("{field}.importance"),
+                format!("must be 1-5, got {i}"),
+            ));
+        }
+    };
+    let confidence = if draft.confidence == 0.0 {
+        None
+    } else {
+        Some(draft.confidence)
+    };
+    Ok(MemoryDraft {
+        memory_type: required_memory_type(draft.r#type, &format!("{field}.type"))?,
+        content: draft.content.clone(),
+        summary: (!draft.summary.trim().is_empty()).then(|| draft.summary.clone()),
+        importance,
+        tags: draft.tags.clone(),
+        visibility: visibility_from_proto(draft.visibility, &format!("{field}.visibility"))?,
+        source: source_from_proto(draft.source, &format!("{field}.source"))?,
+        confidence,
+        context: draft.context.clone(),
+        related_decision_ids: draft.related_decision_ids.clone(),
+        artifact_refs: draft.artifact_refs.iter().map(artifact_ref_from_proto).collect(),
+        occurred_at: datetime_opt(draft.occurred_at.as_ref(), &format!("{field}.occurred_at"))?,
+        iteration_id: (!draft.iteration_id.is_empty()).then(|| draft.iteration_id.clone()),
+        subject: (!draft.subject.is_empty()).then(|| draft.subject.clone()),
+    })
+}
+
+pub fn draft_to_proto(draft: &MemoryDraft) -> pb::MemoryDraft {
+    pb::MemoryDraft {
+        r#type: memory_type_to_proto(draft.memory_type),
+        content: draft.content.clone(),
+        summary: draft.summary.clone().unwrap_or_default(),
+        importance: draft.importance.map(i32::from).unwrap_or(0),
+        tags: draft.tags.clone(),
+        visibility: draft.visibility.map(visibility_to_proto).unwrap_or(0),
+        source: draft.source.map(source_to_proto).unwrap_or(0),
+        confidence: draft.confidence.unwrap_or(0.0),
+        context: draft.context.clone(),
+        related_decision_ids: draft.related_decision_ids.clone(),
+        artifact_refs: draft.artifact_refs.iter().map(artifact_ref_to_proto).collect(),
+        occurred_at: timestamp_opt(draft.occurred_at),
+        iteration_id: draft.iteration_id.clone().unwrap_or_default(),
+        subject: draft.subject.clone().unwrap_or_default(),
+    }
+}
+
+fn outcome_to_proto(outcome: WriteOutcome) -> i32 {
+    use pb::WriteOutcome as P;
+    (match outcome {
+        WriteOutcome::Created => P::Created,
+        WriteOutcome::Reinforced => P::Reinforced,
+        WriteOutcome::ReplacedOlder => P::ReplacedOlder,
+        WriteOutcome::Queued => P::Queued,
+        WriteOutcome::Rejected => P::Rejected,
+        WriteOutcome::DuplicateRequest => P::DuplicateRequest,
+    }) as i32
+}
+
+fn outcome_from_proto(value: i32) -> WriteOutcome {
+    use pb::WriteOutcome as P;
+    match P::try_from(value).unwrap_or(P::Unspecified) {
+        P::Created => WriteOutcome::Created,
+        P::Reinforced => WriteOutcome::Reinforced,
+        P::ReplacedOlder => WriteOutcome::ReplacedOlder,
+        P::Queued => WriteOutcome::Queued,
+        P::DuplicateRequest => WriteOutcome::DuplicateRequest,
+        P::Rejected | P::Unspecified => WriteOutcome::Rejected,
+    }
+}
+
+pub fn write_result_to_proto(result: &WriteResult) -> pb::WriteResult {
+    pb::WriteResult {
+        outcome: outcome_to_proto(result.outcome),
+        memory: result.memory.as_ref().map(memory_to_proto),
+        replaced_ids: result.replaced_ids.clone(),
+        candidate_id: result.candidate_id.clone().unwrap_or_default(),
+        reason: result.reason.clone(),
+        score: result.score,
+    }
+}
+
+pub fn write_result_from_proto(result: &pb::WriteResult) -> Result<WriteResult, ApiError> {
+    Ok(WriteResult {
+        outcome: outcome_from_proto(result.outcome),
+        memory: result.memory.as_ref().map(memory_from_proto).transpose()?,
+        replaced_ids: result.replaced_ids.clone(),
+        candidate_id: (!result.candidate_id.is_empty()).then(|| result.candidate_id.clone()),
+        reason: result.reason.clone(),
+        score: result.score,
+    })
+}
+
+/// Reads a memory sent by the knowledge manager (gRPC client side).
+pub fn memory_from_proto(memory: &pbc::Memory) -> Result<Memory, ApiError> {
+    use thinkus_common::convert::{datetime, memory_type_from_proto, status_from_proto};
+    let upstream = |e: ApiError| {
+        ApiError::internal(format!(
+            "the knowledge manager sent an unreadable memory: {}",
+            e.message
+        ))
+    };
+    let scope = memory
+        .scope
+        .as_ref()
+        .map(|s| scope_from_proto(Some(s), "scope", ScopeRules::USER))
+        .transpose()
+        .map_err(upstream)?
+        .unwrap_or_default();
+    let time = |t: &Option<prost_types::Timestamp>| -> Result<chrono::DateTime<chrono::Utc>, ApiError> {
+        Ok(t.as_ref()
+            .map(|t| datetime(t, "time"))
+            .transpose()
+            .map_err(upstream)?
+            .unwrap_or_default())
+    };
+    let optional = |s: &str| (!s.is_empty()).then(|| s.to_string());
+    Ok(Memory {
+        id: memory.id.clone(),
+        scope,
+        memory_type: memory_type_from_proto(memory.r#type, "type")
+            .map_err(upstream)?
+            .ok_or_else(|| upstream(ApiError::invalid("type", "missing")))?,
+        content: memory.content.clone(),
+        summary: memory.summary.clone(),
+        importance: memory.importance.clamp(1, 5) as u8,
+        confidence: memory.confidence,
+        freshness: memory.freshness,
+        evidence_count: memory.evidence_count.max(0) as u32,
+        visibility: visibility_from_proto(memory.visibility, "visibility")
+            .map_err(upstream)?
+            .unwrap_or(thinkus_common::model::Visibility::Private),
+        status: status_from_proto(memory.status, "status")
+            .map_err(upstream)?
+            .unwrap_or(thinkus_common::model::MemoryStatus::Active),
+        superseded_by: optional(&memory.superseded_by),
+        source: source_from_proto(memory.source, "source")
+            .map_err(upstream)?
+            .unwrap_or(MemorySource::UserInput),
+        tags: memory.tags.clone(),
+        created_at: time(&memory.created_at)?,
+        updated_at: time(&memory.updated_at)?,
+        last_accessed_at: memory
+            .last_accessed_at
+            .as_ref()
+            .map(|t| datetime(t, "last_accessed_at"))
+            .transpose()
+            .map_err(upstream)?,
+        access_count: memory.access_count.max(0) as u64,
+        context: memory.context.clone(),
+        related_decision_ids: memory.related_decision_ids.clone(),
+        artifact_refs: memory.artifact_refs.iter().map(artifact_ref_from_proto).collect(),
+        language: memory.language.parse().unwrap_or(thinkus_common::model::Language::En),
+        speaker: optional(&memory.speaker),
+        occurred_at: time(&memory.occurred_at)?,
+        subject: optional(&memory.subject),
+        iteration_id: optional(&memory.iteration_id),
+        external_id: optional(&memory.external_id),
+        version: 0,
+    })
+}
+
+pub fn turns_from_proto(turns: &[pb::Turn]) -> Result<Vec<Turn>, ApiError> {
+    turns
+        .iter()
+        .enumerate()
+        .map(|(i, t)| {
+            Ok(Turn {
+                speaker: t.speaker.clone(),
+                text: t.text.clone(),
+                occurred_at: datetime_opt(t.occurred_at.as_ref(), &format!("turns[{i}].occurred_at"))?,
+                external_id: (!t.external_id.is_empty()).then(|| t.external_id.clone()),
+                caption: (!t.caption.is_empty()).then(|| t.caption.clone()),
+            })
+        })
+        .collect()
+}
+
+pub fn turns_to_proto(turns: &[Turn]) -> Vec<pb::Turn> {
+    turns
+        .iter()
+        .map(|t| pb::Turn {
+            speaker: t.speaker.clone(),
+            text: t.text.clone(),
+            occurred_at: timestamp_opt(t.occurred_at),
+            external_id: t.external_id.clone().unwrap_or_default(),
+            caption: t.caption.clone().unwrap_or_default(),
+        })
+        .collect()
+}
+
+pub fn ingest_to_proto(result: &IngestResult) -> pb::IngestTurnsResponse {
+    pb::IngestTurnsResponse {
+        memory_ids: result.memory_ids.clone(),
+        created: result.created as i32,
+    }
+}
+
+pub fn learn_to_proto(result: &LearnResult) -> pb::LearnFromConversationResponse {
+    pb::LearnFromConversationResponse {
+        results: result.results.iter().map(write_result_to_proto).collect(),
+        engine: result.engine.clone(),
+        candidates: result.candidates as i32,
+    }
+}
+
+pub fn learn_from_proto(response: &pb::LearnFromConversationResponse) -> Result<LearnResult, ApiError> {
+    Ok(LearnResult {
+        results: response
+            .results
+            .iter()
+            .map(write_result_from_proto)
+            .collect::<Result<_, _>>()?,
+        engine: response.engine.clone(),
+        candidates: response.candidates.max(0) as u32,
+    })
+}
+
+pub fn correction_from_proto(value: i32) -> Result<CorrectionAction, ApiError> {
+    use pb::CorrectionAction as P;
+    match P::try_from(value) {
+        Ok(P::Suppress) => Ok(CorrectionAction::Suppress),
+        Ok(P::Freeze) => Ok(CorrectionAction::Freeze),
+        Ok(P::Replace) => Ok(CorrectionAction::Replace),
+        Ok(P::Restore) => Ok(CorrectionAction::Restore),
+        Ok(P::Unspecified) => Err(ApiError::invalid("action", "is required")),
+        Err(_) => Err(ApiError::invalid(
+            "action",
+            format!("unknown correction action {value}"),
+        )),
+    }
+}
+
+pub fn correction_to_proto(action: CorrectionAction) -> i32 {
+    use pb::CorrectionAction as P;
+    (match action {
+        CorrectionAction::Suppress => P::Suppress,
+        CorrectionAction::Freeze => P::Freeze,
+        CorrectionAction::Replace => P::Replace,
+        CorrectionAction::Restore => P::Restore,
+    }) as i32
+}
+
+pub fn change_kind_to_proto(kind: ChangeKind) -> i32 {
+    use pb::ChangeKind as P;
+    (match kind {
+        ChangeKind::Create => P::Create,
+        ChangeKind::Evidence => P::Evidence,
+        ChangeKind::Merge => P::Merge,
+        ChangeKind::Correction => P::Correction,
+        ChangeKind::Decay => P::Decay,
+        ChangeKind::Forget => P::Forget,
+        ChangeKind::Delete => P::Delete,
+        ChangeKind::Promote => P::Promote,
+        ChangeKind::Supersede => P::Supersede,
+    }) as i32
+}
+
+pub fn change_to_proto(change: &Change) -> pb::MemoryChange {
+    pb::MemoryChange {
+        id: change.id.clone(),
+        memory_id: change.memory_id.clone(),
+        kind: change_kind_to_proto(change.kind),
+        actor: change.actor.clone(),
+        reason: change.reason.clone(),
+        before_json: change.before.clone().unwrap_or_default(),
+        after_json: change.after.clone().unwrap_or_default(),
+        at: Some(timestamp(change.at)),
+    }
+}
+
+pub fn change_from_proto(change: &pb::MemoryChange, user_id: &str) -> Change {
+    use pb::ChangeKind as P;
+    let kind = match P::try_from(change.kind).unwrap_or(P::Unspecified) {
+        P::Create | P::Unspecified => ChangeKind::Create,
+        P::Evidence => ChangeKind::Evidence,
+        P::Merge => ChangeKind::Merge,
+        P::Correction => ChangeKind::Correction,
+        P::Decay => ChangeKind::Decay,
+        P::Forget => ChangeKind::Forget,
+        P::Delete => ChangeKind::Delete,
+        P::Promote => ChangeKind::Promote,
+        P::Supersede => ChangeKind::Supersede,
+    };
+    Change {
+        id: change.id.clone(),
+        user_id: user_id.to_string(),
+        memory_id: change.memory_id.clone(),
+        kind,
+        actor: change.actor.clone(),
+        reason: change.reason.clone(),
+        before: (!change.before_json.is_empty()).then(|| change.before_json.clone()),
+        after: (!change.after_json.is_empty()).then(|| change.after_json.clone()),
+        at: change
+            .at
+            .as_ref()
+            .and_then(|t| thinkus_common::convert::datetime(t, "at").ok())
+            .unwrap_or_default(),
+    }
+}
+
+pub fn candidate_status_from_proto(value: i32) -> Result<CandidateStatus, ApiError> {
+    use pb::CandidateStatus as P;
+    match P::try_from(value) {
+        Ok(P::Unspecified) | Ok(P::Pending) => Ok(CandidateStatus::Pending),
+        Ok(P::Approved) => Ok(CandidateStatus::Approved),
+        Ok(P::Rejected) => Ok(CandidateStatus::Rejected),
+        Err(_) => Err(ApiError::invalid("status", format!("unknown candidate status {value}"))),
+    }
+}
+
+pub fn candidate_status_to_proto(status: CandidateStatus) -> i32 {
+    use pb::CandidateStatus as P;
+    (match status {
+        CandidateStatus::Pending => P::Pending,
+        CandidateStatus::Approved => P::Approved,
+        CandidateStatus::Rejected => P::Rejected,
+    }) as i32
+}
+
+pub fn candidate_to_proto(candidate: &CandidateView) -> pb::Candidate {
+    pb::Candidate {
+        id: candidate.id.clone(),
+        scope: Some(scope_to_proto(&candidate.scope)),
+        draft: Some(draft_to_proto(&candidate.draft)),
+        reason: candidate.reason.clone(),
+        score: candidate.score,
+        evidence_count: candidate.evidence_count as i32,
+        status: candidate_status_to_proto(candidate.status),
+        created_at: Some(timestamp(candidate.created_at)),
+        decided_at: timestamp_opt(candidate.decided_at),
+        memory_id: candidate.memory_id.clone().unwrap_or_default(),
+    }
+}
+
+pub fn candidate_from_proto(candidate: &pb::Candidate) -> Result<CandidateView, ApiError> {
+    Ok(CandidateView {
+        id: candidate.id.clone(),
+        scope: candidate
+            .scope
+            .as_ref()
+            .map(|s| scope_from_proto(Some(s), "scope", ScopeRules::USER))
+            .transpose()?
+            .unwrap_or_else(Scope::default),
+        draft: draft_from_proto(candidate.draft.as_ref(), "draft")?,
+        reason: candidate.reason.clone(),
+        score: candidate.score,
+        evidence_count: candidate.evidence_count.max(0) as u32,
+        status: candidate_status_from_proto(candidate.status)?,
+        created_at: candidate
+            .created_at
+            .as_ref()
+            .and_then(|t| thinkus_common::convert::datetime(t, "created_at").ok())
+            .unwrap_or_default(),
+        decided_at: candidate
+            .decided_at
+            .as_ref()
+            .and_then(|t| thinkus_common::convert::datetime(t, "decided_at").ok()),
+        memory_id: (!candidate.memory_id.is_empty()).then(|| candidate.memory_id.clone()),
+    })
+}

@@ -1,0 +1,409 @@
+//! The gRPC adapter of the knowledge manager.
+
+use std::sync::Arc;
+
+use thinkus_common::auth::{Principal, principal};
+use thinkus_common::convert::{
+    ScopeRules, datetime_opt, engine_from_proto, memory_to_proto, memory_types, next_page, page_from_proto,
+    scope_from_proto, status_from_proto,
+};
+use thinkus_common::model::Scope;
+use thinkus_common::{ApiError, to_status};
+use thinkus_proto::knowledge as pb;
+use thinkus_proto::knowledge::knowledge_manager_service_server::{
+    KnowledgeManagerService, KnowledgeManagerServiceServer,
+};
+use tonic::{Request, Response, Status};
+
+use crate::api::{CorrectRequest, IngestTurnsRequest, KnowledgeApi, LearnRequest, ListRequest, RememberRequest};
+use crate::convert;
+
+/// Serves [`KnowledgeApi`] over gRPC.
+pub struct KnowledgeGrpc {
+    api: Arc<dyn KnowledgeApi>,
+}
+
+impl KnowledgeGrpc {
+    pub fn new(api: Arc<dyn KnowledgeApi>) -> Self {
+        Self { api }
+    }
+
+    pub fn into_server(self, max_message_bytes: usize) -> KnowledgeManagerServiceServer<Self> {
+        KnowledgeManagerServiceServer::new(self)
+            .max_decoding_message_size(max_message_bytes)
+            .max_encoding_message_size(max_message_bytes)
+    }
+}
+
+fn status(err: ApiError) -> Status {
+    to_status(&err)
+}
+
+/// Validates the scope and checks the caller may act for its user.
+fn scoped<T>(
+    request: &Request<T>,
+    scope: Option<&thinkus_proto::common::Scope>,
+    rules: ScopeRules,
+) -> Result<(Principal, Scope), Status> {
+    let principal = principal(request)?;
+    let scope = scope_from_proto(scope, "scope", rules).map_err(status)?;
+    principal.authorize(&scope).map_err(status)?;
+    Ok((principal, scope))
+}
+
+/// A scope that may name no user (every user), which needs an admin key.
+fn user_or_all<T>(
+    request: &Request<T>,
+    scope: Option<&thinkus_proto::common::Scope>,
+    what: &str,
+) -> Result<Option<String>, Status> {
+    let principal = principal(request)?;
+    match scope.filter(|s| !s.user_id.is_empty()) {
+        Some(scope) => {
+            let scope = scope_from_proto(Some(scope), "scope", ScopeRules::USER).map_err(status)?;
+            principal.authorize(&scope).map_err(status)?;
+            Ok(Some(scope.user_id))
+        }
+        None => {
+            principal.require_admin(what).map_err(status)?;
+            Ok(None)
+        }
+    }
+}
+
+fn optional(value: &str) -> Option<String> {
+    (!value.is_empty()).then(|| value.to_string())
+}
+
+#[tonic::async_trait]
+impl KnowledgeManagerService for KnowledgeGrpc {
+    async fn remember(&self, request: Request<pb::RememberRequest>) -> Result<Response<pb::RememberResponse>, Status> {
+        let (_, scope) = scoped(&request, request.get_ref().scope.as_ref(), ScopeRules::USER_ROLE)?;
+        let body = request.get_ref();
+        let draft = convert::draft_from_proto(body.memory.as_ref(), "memory").map_err(status)?;
+        let result = self
+            .api
+            .remember(RememberRequest {
+                scope,
+                draft,
+                request_id: optional(&body.request_id),
+                skip_dedup: body.skip_dedup,
+            })
+            .await
+            .map_err(status)?;
+        Ok(Response::new(pb::RememberResponse {
+            result: Some(convert::write_result_to_proto(&result)),
+        }))
+    }
+
+    async fn ingest_turns(
+        &self,
+        request: Request<pb::IngestTurnsRequest>,
+    ) -> Result<Response<pb::IngestTurnsResponse>, Status> {
+        let (_, scope) = scoped(&request, request.get_ref().scope.as_ref(), ScopeRules::USER_ROLE)?;
+        let body = request.get_ref();
+        let turns = convert::turns_from_proto(&body.turns).map_err(status)?;
+        let visibility = thinkus_common::convert::visibility_from_proto(body.visibility, "visibility")
+            .map_err(status)?
+            .unwrap_or(thinkus_common::model::Visibility::Private);
+        let result = self
+            .api
+            .ingest_turns(IngestTurnsRequest {
+                scope,
+                turns,
+                visibility,
+            })
+            .await
+            .map_err(status)?;
+        Ok(Response::new(convert::ingest_to_proto(&result)))
+    }
+
+    async fn learn_from_conversation(
+        &self,
+        request: Request<pb::LearnFromConversationRequest>,
+    ) -> Result<Response<pb::LearnFromConversationResponse>, Status> {
+        let (_, scope) = scoped(&request, request.get_ref().scope.as_ref(), ScopeRules::USER_ROLE)?;
+        let body = request.get_ref();
+        let messages =
+            thinkus_common::convert::messages_from_proto(&body.messages, "messages", 32 * 1024).map_err(status)?;
+        let result = self
+            .api
+            .learn(LearnRequest {
+                scope,
+                messages,
+                engine: engine_from_proto(body.engine, "engine").map_err(status)?,
+                request_id: optional(&body.request_id),
+                not_memorable: body.not_memorable,
+                dry_run: body.dry_run,
+                injected_memories: body.injected_memories.clone(),
+            })
+            .await
+            .map_err(status)?;
+        Ok(Response::new(convert::learn_to_proto(&result)))
+    }
+
+    async fn get_memory(
+        &self,
+        request: Request<pb::GetMemoryRequest>,
+    ) -> Result<Response<pb::GetMemoryResponse>, Status> {
+        let (_, scope) = scoped(&request, request.get_ref().scope.as_ref(), ScopeRules::USER)?;
+        let memory = self
+            .api
+            .get_memory(scope, request.get_ref().memory_id.clone())
+            .await
+            .map_err(status)?;
+        Ok(Response::new(pb::GetMemoryResponse {
+            memory: Some(memory_to_proto(&memory)),
+        }))
+    }
+
+    async fn list_memories(
+        &self,
+        request: Request<pb::ListMemoriesRequest>,
+    ) -> Result<Response<pb::ListMemoriesResponse>, Status> {
+        let (_, scope) = scoped(&request, request.get_ref().scope.as_ref(), ScopeRules::USER)?;
+        let body = request.get_ref();
+        let (size, offset) = page_from_proto(body.page.as_ref(), "page").map_err(status)?;
+        let statuses = body
+            .statuses
+            .iter()
+            .enumerate()
+            .map(|(i, s)| {
+                status_from_proto(*s, &format!("statuses[{i}]"))?
+                    .ok_or_else(|| ApiError::invalid(&format!("statuses[{i}]"), "is unspecified"))
+            })
+            .collect::<Result<Vec<_>, _>>()
+            .map_err(status)?;
+        let memories = self
+            .api
+            .list_memories(ListRequest {
+                scope,
+                types: memory_types(&body.types, "types").map_err(status)?,
+                statuses,
+                limit: size,
+                offset,
+            })
+            .await
+            .map_err(status)?;
+        Ok(Response::new(pb::ListMemoriesResponse {
+            page: Some(next_page(size, offset, memories.len())),
+            memories: memories.iter().map(memory_to_proto).collect(),
+        }))
+    }
+
+    async fn correct_memory(
+        &self,
+        request: Request<pb::CorrectMemoryRequest>,
+    ) -> Result<Response<pb::CorrectMemoryResponse>, Status> {
+        let (_, scope) = scoped(&request, request.get_ref().scope.as_ref(), ScopeRules::USER)?;
+        let body = request.get_ref();
+        let result = self
+            .api
+            .correct(CorrectRequest {
+                scope,
+                memory_id: body.memory_id.clone(),
+                action: convert::correction_from_proto(body.action).map_err(status)?,
+                evidence: body.evidence.clone(),
+                new_content: optional(&body.new_content),
+                new_summary: optional(&body.new_summary),
+                request_id: optional(&body.request_id),
+            })
+            .await
+            .map_err(status)?;
+        Ok(Response::new(pb::CorrectMemoryResponse {
+            memory: Some(memory_to_proto(&result.memory)),
+            replacement: result.replacement.as_ref().map(memory_to_proto),
+        }))
+    }
+
+    async fn merge_memories(
+        &self,
+        request: Request<pb::MergeMemoriesRequest>,
+    ) -> Result<Response<pb::MergeMemoriesResponse>, Status> {
+        let (_, scope) = scoped(&request, request.get_ref().scope.as_ref(), ScopeRules::USER)?;
+        let body = request.get_ref();
+        let memory = self
+            .api
+            .merge(
+                scope,
+                body.memory_ids.clone(),
+                engine_from_proto(body.engine, "engine").map_err(status)?,
+                optional(&body.request_id),
+            )
+            .await
+            .map_err(status)?;
+        Ok(Response::new(pb::MergeMemoriesResponse {
+            memory: Some(memory_to_proto(&memory)),
+        }))
+    }
+
+    async fn delete_memory(
+        &self,
+        request: Request<pb::DeleteMemoryRequest>,
+    ) -> Result<Response<pb::DeleteMemoryResponse>, Status> {
+        let (_, scope) = scoped(&request, request.get_ref().scope.as_ref(), ScopeRules::USER)?;
+        let body = request.get_ref();
+        self.api
+            .delete(scope, body.memory_id.clone(), body.reason.clone())
+            .await
+            .map_err(status)?;
+        Ok(Response::new(pb::DeleteMemoryResponse {}))
+    }
+
+    async fn get_memory_history(
+        &self,
+        request: Request<pb::GetMemoryHistoryRequest>,
+    ) -> Result<Response<pb::GetMemoryHistoryResponse>, Status> {
+        let (_, scope) = scoped(&request, request.get_ref().scope.as_ref(), ScopeRules::USER)?;
+        let changes = self
+            .api
+            .history(scope, request.get_ref().memory_id.clone())
+            .await
+            .map_err(status)?;
+        Ok(Response::new(pb::GetMemoryHistoryResponse {
+            changes: changes.iter().map(convert::change_to_proto).collect(),
+        }))
+    }
+
+    async fn list_candidates(
+        &self,
+        request: Request<pb::ListCandidatesRequest>,
+    ) -> Result<Response<pb::ListCandidatesResponse>, Status> {
+        let (_, scope) = scoped(&request, request.get_ref().scope.as_ref(), ScopeRules::USER)?;
+        let body = request.get_ref();
+        let (size, offset) = page_from_proto(body.page.as_ref(), "page").map_err(status)?;
+        let candidates = self
+            .api
+            .list_candidates(
+                scope,
+                convert::candidate_status_from_proto(body.status).map_err(status)?,
+                size,
+                offset,
+            )
+            .await
+            .map_err(status)?;
+        Ok(Response::new(pb::ListCandidatesResponse {
+            page: Some(next_page(size, offset, candidates.len())),
+            candidates: candidates.iter().map(convert::candidate_to_proto).collect(),
+        }))
+    }
+
+    async fn approve_candidate(
+        &self,
+        request: Request<pb::ApproveCandidateRequest>,
+    ) -> Result<Response<pb::ApproveCandidateResponse>, Status> {
+        let (_, scope) = scoped(&request, request.get_ref().scope.as_ref(), ScopeRules::USER)?;
+        let body = request.get_ref();
+        let result = self
+            .api
+            .approve_candidate(scope, body.candidate_id.clone(), optional(&body.edited_content))
+            .await
+            .map_err(status)?;
+        Ok(Response::new(pb::ApproveCandidateResponse {
+            result: Some(convert::write_result_to_proto(&result)),
+        }))
+    }
+
+    async fn reject_candidate(
+        &self,
+        request: Request<pb::RejectCandidateRequest>,
+    ) -> Result<Response<pb::RejectCandidateResponse>, Status> {
+        let (_, scope) = scoped(&request, request.get_ref().scope.as_ref(), ScopeRules::USER)?;
+        let body = request.get_ref();
+        self.api
+            .reject_candidate(scope, body.candidate_id.clone(), body.reason.clone())
+            .await
+            .map_err(status)?;
+        Ok(Response::new(pb::RejectCandidateResponse {}))
+    }
+
+    async fn promote_memory(
+        &self,
+        request: Request<pb::PromoteMemoryRequest>,
+    ) -> Result<Response<pb::PromoteMemoryResponse>, Status> {
+        let (_, scope) = scoped(&request, request.get_ref().scope.as_ref(), ScopeRules::USER)?;
+        let body = request.get_ref();
+        let target =
+            thinkus_common::convert::memory_type_from_proto(body.target_type, "target_type").map_err(status)?;
+        let memory = self
+            .api
+            .promote(scope, body.memory_id.clone(), target, optional(&body.title))
+            .await
+            .map_err(status)?;
+        Ok(Response::new(pb::PromoteMemoryResponse {
+            memory: Some(memory_to_proto(&memory)),
+        }))
+    }
+
+    async fn finalize_iteration(
+        &self,
+        request: Request<pb::FinalizeIterationRequest>,
+    ) -> Result<Response<pb::FinalizeIterationResponse>, Status> {
+        let rules = ScopeRules {
+            project: true,
+            ..ScopeRules::USER
+        };
+        let (_, scope) = scoped(&request, request.get_ref().scope.as_ref(), rules)?;
+        let result = self
+            .api
+            .finalize_iteration(scope, request.get_ref().iteration_id.clone())
+            .await
+            .map_err(status)?;
+        Ok(Response::new(pb::FinalizeIterationResponse {
+            promoted: result.promoted.iter().map(memory_to_proto).collect(),
+            skipped_ids: result.skipped_ids,
+        }))
+    }
+
+    async fn get_quota(&self, request: Request<pb::GetQuotaRequest>) -> Result<Response<pb::GetQuotaResponse>, Status> {
+        let (_, scope) = scoped(&request, request.get_ref().scope.as_ref(), ScopeRules::USER_ROLE)?;
+        let quota = self.api.quota(scope).await.map_err(status)?;
+        Ok(Response::new(pb::GetQuotaResponse {
+            plan: quota.plan,
+            used: quota.used as i64,
+            limit: quota.limit as i64,
+        }))
+    }
+
+    async fn set_plan(&self, request: Request<pb::SetPlanRequest>) -> Result<Response<pb::SetPlanResponse>, Status> {
+        let (principal, scope) = scoped(&request, request.get_ref().scope.as_ref(), ScopeRules::USER)?;
+        principal.require_admin("setting a plan").map_err(status)?;
+        self.api
+            .set_plan(scope.user_id, request.get_ref().plan.clone())
+            .await
+            .map_err(status)?;
+        Ok(Response::new(pb::SetPlanResponse {}))
+    }
+
+    async fn run_maintenance(
+        &self,
+        request: Request<pb::RunMaintenanceRequest>,
+    ) -> Result<Response<pb::RunMaintenanceResponse>, Status> {
+        let user = user_or_all(&request, request.get_ref().scope.as_ref(), "maintenance")?;
+        let body = request.get_ref();
+        if !body.decay && !body.forget {
+            return Err(status(ApiError::invalid("decay", "ask for decay, forget or both")));
+        }
+        let now = datetime_opt(body.now.as_ref(), "now").map_err(status)?;
+        let report = self
+            .api
+            .run_maintenance(user, body.decay, body.forget, now)
+            .await
+            .map_err(status)?;
+        Ok(Response::new(pb::RunMaintenanceResponse {
+            decayed: report.decayed as i64,
+            forgotten: report.forgotten as i64,
+        }))
+    }
+
+    async fn rebuild_index(
+        &self,
+        request: Request<pb::RebuildIndexRequest>,
+    ) -> Result<Response<pb::RebuildIndexResponse>, Status> {
+        let user = user_or_all(&request, request.get_ref().scope.as_ref(), "rebuilding the index")?;
+        let indexed = self.api.rebuild_index(user).await.map_err(status)?;
+        Ok(Response::new(pb::RebuildIndexResponse {
+            indexed: indexed as i64,
+        }))
+    }
+}

@@ -1,0 +1,413 @@
+//! Learning from a conversation: extract candidates (LLM or rules), admit them, and write them
+//! through the write pipeline (which deduplicates and resolves contradictions), queueing what
+//! needs a person's approval.
+
+use chrono::Utc;
+use serde_json::{Value, json};
+use thinkus_backends::llm::json::{extract_json, int_field, str_field, str_list};
+use thinkus_backends::llm::{CompletionRequest, LlmTask};
+use thinkus_backends::sql::{Candidate, CandidateStatus, IdempotencyRecord, WriteBatch};
+use thinkus_common::ApiError;
+use thinkus_common::ids::{IdKind, new_id};
+use thinkus_common::model::{MemorySource, MemoryStatus, MemoryType, Scope, Visibility};
+use thinkus_common::text::char_count;
+
+use crate::admission;
+use crate::api::{LearnRequest, LearnResult, MemoryDraft, WriteOutcome, WriteResult};
+use crate::prompts;
+use crate::service::{KnowledgeManager, WriteOptions, actor_of, request_key};
+
+/// A candidate as an engine proposed it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Extracted {
+    pub memory_type: MemoryType,
+    pub content: String,
+    pub summary: Option<String>,
+    pub importance: u8,
+    pub tags: Vec<String>,
+    pub relevant_role: Option<String>,
+    pub project_specific: bool,
+    pub confidence: f64,
+}
+
+/// Reads an engine's answer: fenced or wrapped JSON, an array or `{"memories": [...]}`,
+/// truncated output. A candidate with a missing or unknown type or an empty content is
+/// dropped and logged; loose types (numbers as strings) are accepted.
+pub fn parse_candidates(text: &str) -> Vec<Extracted> {
+    let Some(value) = extract_json(text) else {
+        tracing::warn!(answer = %text.chars().take(200).collect::<String>(), "extraction answer has no JSON");
+        return Vec::new();
+    };
+    let items = match value {
+        Value::Array(items) => items,
+        Value::Object(ref map) => match map.get("memories").or_else(|| map.get("candidates")) {
+            Some(Value::Array(items)) => items.clone(),
+            _ => vec![value],
+        },
+        _ => Vec::new(),
+    };
+    items
+        .iter()
+        .enumerate()
+        .filter_map(|(i, item)| {
+            let parsed = parse_one(item);
+            if parsed.is_none() {
+                tracing::warn!(index = i, candidate = %item, "dropped a malformed extraction candidate");
+            }
+            parsed
+        })
+        .collect()
+}
+
+fn parse_one(item: &Value) -> Option<Extracted> {
+    let memory_type: MemoryType = str_field(item, "type")?.parse().ok()?;
+    if memory_type == MemoryType::ConversationTurn {
+        return None;
+    }
+    let content = str_field(item, "content")?.to_string();
+    let importance = int_field(item, "importance").unwrap_or(3).clamp(1, 5) as u8;
+    let confidence = item
+        .get("confidence")
+        .and_then(|v| v.as_f64().or_else(|| v.as_str().and_then(|s| s.trim().parse().ok())))
+        .unwrap_or(0.8)
+        .clamp(0.0, 1.0);
+    let project_specific = thinkus_backends::llm::json::bool_field(item, "project_specific")
+        .or_else(|| thinkus_backends::llm::json::bool_field(item, "isProjectSpecific"))
+        .unwrap_or(true);
+    let relevant_role = str_field(item, "relevant_role")
+        .or_else(|| str_field(item, "relevantAgent"))
+        .filter(|r| r.len() <= 64 && r.chars().all(|c| c.is_ascii_alphanumeric() || matches!(c, '_' | '-')))
+        .map(str::to_string);
+    Some(Extracted {
+        memory_type,
+        content,
+        summary: str_field(item, "summary").map(str::to_string),
+        importance,
+        tags: str_list(item, "tags").into_iter().take(16).collect(),
+        relevant_role,
+        project_specific,
+        confidence,
+    })
+}
+
+/// Where an admitted candidate goes.
+enum Route {
+    Reject(String),
+    Queue(String),
+    Write { scope: Scope, draft: Box<MemoryDraft> },
+}
+
+fn route(km: &KnowledgeManager, scope: &Scope, candidate: &Extracted, injected: &[String]) -> (Route, f64) {
+    let score = admission::score(candidate.memory_type, candidate.importance, candidate.confidence);
+    if let Some(reason) = admission::noise(&candidate.content, injected) {
+        return (Route::Reject(reason.into()), score);
+    }
+    if char_count(&candidate.content) > km.config.max_content_chars {
+        return (Route::Reject("too long to be a memory".into()), score);
+    }
+    if score < km.config.admission_threshold {
+        return (
+            Route::Reject(format!(
+                "score {score:.2} below the admission threshold {:.2}",
+                km.config.admission_threshold
+            )),
+            score,
+        );
+    }
+    let mut owner = scope.clone();
+    if let Some(role) = &candidate.relevant_role {
+        owner.role_id = role.clone();
+    }
+    let profile = admission::is_profile(candidate.memory_type) && !candidate.project_specific;
+    if profile {
+        // Stable profile facts: cross-project, for the owning role; long-term (global) only
+        // once confidence and evidence reach the thresholds (see `promote_profile`).
+        if admission::time_sensitive(&candidate.content) {
+            return (Route::Queue("profile fact with time-sensitive wording".into()), score);
+        }
+        if candidate.confidence < 0.65 {
+            return (
+                Route::Queue(format!(
+                    "profile fact with low confidence ({:.2})",
+                    candidate.confidence
+                )),
+                score,
+            );
+        }
+        owner.project_id = None;
+    } else if !candidate.project_specific {
+        owner.project_id = None;
+    }
+    let visibility = match candidate.memory_type {
+        MemoryType::UserPreference | MemoryType::Fact | MemoryType::Feedback => Visibility::Private,
+        _ if owner.project_id.is_some() => Visibility::Project,
+        _ => Visibility::Private,
+    };
+    let draft = MemoryDraft {
+        summary: candidate.summary.clone(),
+        importance: Some(candidate.importance),
+        tags: candidate.tags.clone(),
+        visibility: Some(visibility),
+        source: Some(MemorySource::Discussion),
+        confidence: Some(candidate.confidence),
+        ..MemoryDraft::new(candidate.memory_type, candidate.content.clone())
+    };
+    (
+        Route::Write {
+            scope: owner,
+            draft: Box::new(draft),
+        },
+        score,
+    )
+}
+
+/// Queues a candidate, counting a repeated observation on the pending one.
+async fn queue(
+    km: &KnowledgeManager,
+    scope: &Scope,
+    candidate: &Extracted,
+    reason: &str,
+    score: f64,
+) -> Result<WriteResult, ApiError> {
+    let key = admission::content_key(&candidate.content);
+    let now = Utc::now();
+    let existing = km.store.find_pending_candidate(&scope.user_id, &key).await?;
+    let record = match existing {
+        Some(mut pending) => {
+            pending.evidence_count += 1;
+            pending.score = pending.score.max(score);
+            pending
+        }
+        None => {
+            let draft = MemoryDraft {
+                summary: candidate.summary.clone(),
+                importance: Some(candidate.importance),
+                tags: candidate.tags.clone(),
+                source: Some(MemorySource::Discussion),
+                confidence: Some(candidate.confidence),
+                ..MemoryDraft::new(candidate.memory_type, candidate.content.clone())
+            };
+            let mut owner = scope.clone();
+            if let Some(role) = &candidate.relevant_role {
+                owner.role_id = role.clone();
+            }
+            if admission::is_profile(candidate.memory_type) && !candidate.project_specific {
+                owner.project_id = None;
+            }
+            Candidate {
+                id: new_id(IdKind::Candidate),
+                scope: owner,
+                draft: serde_json::to_string(&draft).unwrap_or_default(),
+                reason: reason.to_string(),
+                score,
+                evidence_count: 1,
+                status: CandidateStatus::Pending,
+                content_key: key,
+                created_at: now,
+                decided_at: None,
+                memory_id: None,
+            }
+        }
+    };
+    km.store
+        .commit(WriteBatch {
+            candidates: vec![record.clone()],
+            ..Default::default()
+        })
+        .await?;
+    Ok(WriteResult {
+        outcome: WriteOutcome::Queued,
+        memory: None,
+        replaced_ids: Vec::new(),
+        candidate_id: Some(record.id),
+        reason: reason.to_string(),
+        score,
+    })
+}
+
+/// A profile memory observed often and surely enough becomes long-term: shared with every
+/// role (seed 004 section 9: confidence and evidence thresholds).
+async fn promote_profile(km: &KnowledgeManager, result: &mut WriteResult) -> Result<(), ApiError> {
+    let Some(memory) = result.memory.as_ref() else {
+        return Ok(());
+    };
+    let eligible = admission::is_profile(memory.memory_type)
+        && memory.scope.project_id.is_none()
+        && memory.visibility == Visibility::Private
+        && memory.status == MemoryStatus::Active
+        && memory.evidence_count >= km.config.profile_min_evidence
+        && memory.confidence >= km.config.profile_min_confidence
+        && !admission::time_sensitive(&memory.content);
+    if !eligible {
+        return Ok(());
+    }
+    let mut stored = km
+        .store
+        .get_memory(&memory.scope.user_id, &memory.id)
+        .await?
+        .ok_or_else(|| ApiError::not_found("memory", &memory.id))?;
+    let before = serde_json::to_string(&stored).unwrap_or_default();
+    stored.visibility = Visibility::Global;
+    stored.updated_at = Utc::now();
+    let after = serde_json::to_string(&stored).unwrap_or_default();
+    km.store
+        .commit(WriteBatch {
+            updates: vec![stored.clone()],
+            changes: vec![thinkus_backends::sql::Change {
+                id: new_id(IdKind::Change),
+                user_id: stored.scope.user_id.clone(),
+                memory_id: stored.id.clone(),
+                kind: thinkus_backends::sql::ChangeKind::Promote,
+                actor: "system:profile".into(),
+                reason: format!(
+                    "long-term profile: {} observations, confidence {:.2}",
+                    stored.evidence_count, stored.confidence
+                ),
+                before: Some(before),
+                after: Some(after),
+                at: stored.updated_at,
+            }],
+            ..Default::default()
+        })
+        .await?;
+    stored.version += 1;
+    let dense = km
+        .embedder
+        .embed_passages(&[KnowledgeManager::index_text(&stored)])
+        .await?;
+    if let Some(dense) = dense.into_iter().next() {
+        km.index(vec![km.point(&stored, dense)], Vec::new(), Vec::new()).await;
+    }
+    result.reason = format!("{}; promoted to the long-term profile", result.reason);
+    result.memory = Some(stored);
+    Ok(())
+}
+
+pub(crate) async fn learn(km: &KnowledgeManager, request: LearnRequest) -> Result<LearnResult, ApiError> {
+    if request.messages.is_empty() || request.messages.len() > 200 {
+        return Err(ApiError::invalid("messages", "must hold 1-200 messages"));
+    }
+    let key = request_key("learn", &request.request_id)?;
+    if let Some(stored) = km.replay(&request.scope.user_id, &key).await? {
+        let mut result: LearnResult = serde_json::from_str(&stored)
+            .map_err(|err| ApiError::internal(format!("unreadable stored response: {err}")))?;
+        for r in &mut result.results {
+            r.outcome = WriteOutcome::DuplicateRequest;
+        }
+        return Ok(result);
+    }
+    if request.not_memorable {
+        return Ok(LearnResult {
+            results: vec![WriteResult::rejected("the conversation is marked not memorable", 0.0)],
+            engine: "none".into(),
+            candidates: 0,
+        });
+    }
+    let engine = km.engine(request.engine)?;
+    let input = json!({
+        "messages": request.messages.iter().map(|m| json!({"role": m.role, "content": m.content})).collect::<Vec<_>>(),
+        "role_id": request.scope.role_id,
+        "project_id": request.scope.project_id,
+    });
+    let prompt = prompts::extract(
+        &request.messages,
+        &request.scope.role_id,
+        request.scope.project_id.as_deref(),
+    );
+    let mut call = CompletionRequest::task(LlmTask::Extract, prompt, input.clone());
+    call.max_tokens = 2000;
+    let (candidates, engine_name) = match engine.complete(call).await {
+        Ok(completion) => (
+            parse_candidates(&completion.text),
+            if engine.is_builtin() { "rules" } else { "llm" },
+        ),
+        Err(err) if !engine.is_builtin() => {
+            thinkus_common::metrics::METRICS
+                .llm_failures
+                .with_label_values(&["extract"])
+                .inc();
+            tracing::warn!(%err, "the LLM extraction failed; falling back to the rules");
+            (parse_candidates(&crate::rules::extract(&input).to_string()), "rules")
+        }
+        Err(err) => return Err(err.into()),
+    };
+
+    let mut results = Vec::with_capacity(candidates.len());
+    for candidate in &candidates {
+        let (route, score) = route(km, &request.scope, candidate, &request.injected_memories);
+        let result = match route {
+            Route::Reject(reason) => WriteResult::rejected(reason, score),
+            Route::Queue(reason) if request.dry_run => WriteResult {
+                outcome: WriteOutcome::Queued,
+                reason: format!("dry run: {reason}"),
+                ..WriteResult::rejected("", score)
+            },
+            Route::Queue(reason) => queue(km, &request.scope, candidate, &reason, score).await?,
+            Route::Write { .. } if request.dry_run => WriteResult {
+                outcome: WriteOutcome::Created,
+                reason: "dry run: would be written".into(),
+                ..WriteResult::rejected("", score)
+            },
+            Route::Write { scope, draft } => {
+                let options = WriteOptions {
+                    actor: actor_of(&request.scope),
+                    ..Default::default()
+                };
+                match km.write(&scope, &draft, options).await {
+                    Ok(mut written) => {
+                        written.score = score;
+                        promote_profile(km, &mut written).await?;
+                        written
+                    }
+                    Err(err) if err.code == thinkus_common::ErrorCode::ResourceExhausted => {
+                        WriteResult::rejected(err.message, score)
+                    }
+                    Err(err) => return Err(err),
+                }
+            }
+        };
+        results.push(result);
+    }
+    let learned = LearnResult {
+        results,
+        engine: engine_name.into(),
+        candidates: candidates.len() as u32,
+    };
+    if let (Some(key), false) = (key, request.dry_run) {
+        let record = IdempotencyRecord {
+            user_id: request.scope.user_id.clone(),
+            key,
+            response: serde_json::to_string(&learned).unwrap_or_default(),
+            created_at: Utc::now(),
+        };
+        // Losing this race only means a concurrent twin wrote its record first.
+        let _ = km
+            .store
+            .commit(WriteBatch {
+                idempotency: Some(record),
+                ..Default::default()
+            })
+            .await;
+    }
+    Ok(learned)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parsing_is_robust() {
+        let text = "```json\n[{\"type\":\"user_preference\",\"content\":\"我喜欢简约\",\"importance\":\"4\"},{\"type\":\"nonsense\",\"content\":\"x\"},{\"content\":\"no type\"},{\"type\":\"risk\",\"content\":\"\"},{\"type\":\"constraint\",\"content\":\"预算$800\",\"importance\":9, \"project_specific\": \"false\"}]\n```";
+        let parsed = parse_candidates(text);
+        assert_eq!(parsed.len(), 2);
+        assert_eq!(parsed[0].importance, 4);
+        assert_eq!(parsed[1].importance, 5, "out-of-range importance is clamped");
+        assert!(!parsed[1].project_specific);
+        assert!(parse_candidates("I could not find anything.").is_empty());
+        let wrapped = parse_candidates("{\"memories\": [{\"type\":\"risk\",\"content\":\"供应商可能延期\"}]}");
+        assert_eq!(wrapped.len(), 1);
+        let truncated = parse_candidates("[{\"type\":\"risk\",\"content\":\"a risk\"},{\"type\":\"constr");
+        assert_eq!(truncated.len(), 1);
+    }
+}

@@ -1,0 +1,524 @@
+//! The built-in rules of the knowledge manager's tasks, registered in the rule engine:
+//! extraction (what in a conversation is worth remembering) and merging (one memory from
+//! several). They answer in the JSON the LLM prompts ask for, so both engines share a parser.
+//!
+//! Extraction reads the user's messages clause by clause. A clause is classified by the first
+//! pattern family that matches, in this order: corrections, constraints, decisions,
+//! preferences, action items, risks, feedback, conclusions, iteration knowledge, facts.
+//! Questions, hypotheticals and hedged talk are not memories. A short confirmation ("好，就这么
+//! 定了", "sounds good, let's do that") turns the assistant's last proposal into a decision.
+
+use std::sync::{Arc, LazyLock};
+
+use regex::Regex;
+use serde_json::{Value, json};
+use thinkus_backends::llm::{LlmError, LlmTask, RuleEngine, RuleHandler};
+use thinkus_common::model::{Language, MemoryType};
+use thinkus_common::text::{detect_language, summarize_to};
+
+use crate::subject;
+
+/// Registers the knowledge manager's rules.
+pub fn register(engine: &RuleEngine) {
+    let extract: Arc<dyn RuleHandler> = Arc::new(|input: &Value| Ok(extract(input).to_string()));
+    let merge: Arc<dyn RuleHandler> = Arc::new(|input: &Value| merge(input).map(|v| v.to_string()));
+    engine.register(LlmTask::Extract, extract);
+    engine.register(LlmTask::Merge, merge);
+}
+
+fn re(pattern: &str) -> Regex {
+    Regex::new(pattern).expect("valid rule pattern")
+}
+
+/// One pattern family.
+struct Family {
+    memory_type: MemoryType,
+    importance: u8,
+    patterns: Vec<Regex>,
+}
+
+static CORRECTION: LazyLock<Vec<Regex>> = LazyLock::new(|| {
+    vec![
+        re(
+            r"改成|改为|改到|调整为|调整到|更正|纠正一下|之前说错|说错了|不是.{0,12}而是|不是之前|已经不是|换成了?|推迟到|提前到|延期到",
+        ),
+        re(
+            r"(?i)\b(actually|correction|i meant|changed? (it )?to|moved? (it )?to|pushed (it )?(back )?to|no longer|instead of|not .{1,20} anymore|update:|scratch that)\b",
+        ),
+    ]
+});
+
+static FAMILIES: LazyLock<Vec<Family>> = LazyLock::new(|| {
+    vec![
+        Family {
+            memory_type: MemoryType::Constraint,
+            importance: 4,
+            patterns: vec![
+                re(
+                    r"预算|经费|成本上限|花费不超过|不能超过|不超过|最多|至少|上限|下限|必须|务必|一定要|截止|期限|之前(完成|上线|交付|发布)|(上线|交付|发布)(时间|日期)|合规|法规|要求(是|必须)|需要支持|只能用|不能用",
+                ),
+                re(
+                    r"(?i)\b(budget|deadline|due (by|on|date)|no later than|at most|at least|must|has to|have to|required|requirement|cap(ped)? at|limit(ed)? to|cannot exceed|can't exceed|not exceed|only use|compliance|gdpr|must support|launch (by|date|on)|ship (by|before))\b",
+                ),
+            ],
+        },
+        Family {
+            memory_type: MemoryType::ProjectDecision,
+            importance: 4,
+            patterns: vec![
+                re(
+                    r"决定|定了|确定(用|采用|了|为)|就用|就选|选择了|选定|采用|拍板|敲定|最终(方案|选)|我们用|统一用|改用|选用|用(.{1,15})(做|作为|来做)",
+                ),
+                re(
+                    r"(?i)(\bwe('ll| will) (go with|use|build|launch|switch)|\blet'?s (go with|use|build|pick|choose|do|stick with|switch)|\bwe (decided|chose|picked|agreed to use|are going with|'re going with|settled on|went with)|\bdecision\b|\bwe'?re (using|switching to)|\bgoing forward,? we|\bfinal(ized)? (choice|call|decision)|\bwe('ll| will) stick with)",
+                ),
+            ],
+        },
+        Family {
+            memory_type: MemoryType::UserPreference,
+            importance: 4,
+            patterns: vec![
+                re(
+                    r"我(比较|更|很|挺|最|特别|一直)?(喜欢|偏好|倾向|偏爱|爱用|习惯)|我不(太)?喜欢|我讨厌|我受不了|不要(太|用|再|给我)?|别(用|再|太|给我)|希望(你|你们)?(以后|每次|都|能)|以后(都|请|每次)|请(不要|别|尽量|一直|总是|每次)|越.{1,6}越好|(风格|语气|格式|颜色|配色)(要|偏|以)",
+                ),
+                re(
+                    r"(?i)\b(i (really |much |strongly )?(prefer|like|love|enjoy|want|hate|dislike|can't stand)|i don'?t (like|want|care for)|i'?d rather|please (always|never|don'?t|avoid|keep|use)|don'?t (ever )?(use|send|give me|make)|never (use|send)|always (use|include|send|write)|my preference|i'm not a fan of|i favou?r|keep it (short|simple|brief|concise))\b",
+                ),
+            ],
+        },
+        Family {
+            memory_type: MemoryType::ActionItem,
+            importance: 3,
+            patterns: vec![
+                re(
+                    r"下一步|待办|记得|别忘了|跟进|安排(一下)?|负责|提醒我|需要(你|你们)?(去|先)?(做|完成|准备|联系|整理|写|更新|提交)|(明天|下周|周[一二三四五六日天]|月底)(之前|前)?(要|把|完成|交|发)|todo",
+                ),
+                re(
+                    r"(?i)\b(next step|action item|to-?do|follow up|follow-up|remind me|don'?t forget|make sure (to|you)|we need to|i need you to|please (prepare|draft|send|schedule|set up|reach out|update|write)|by (monday|tuesday|wednesday|thursday|friday|eod|end of (the )?(day|week|month))|i'?ll (send|prepare|call|email|review|check))\b",
+                ),
+            ],
+        },
+        Family {
+            memory_type: MemoryType::Risk,
+            importance: 4,
+            patterns: vec![
+                re(r"风险|担心|隐患|可能会(导致|影响|出问题|延期|超支)|怕(会|的是)|万一|瓶颈|有问题的是|不确定性"),
+                re(
+                    r"(?i)\b(risk|risky|concern(ed)?|worr(y|ied)|could (break|fail|delay|hurt)|might (fail|break|slip|not)|bottleneck|exposure|liabilit(y|ies)|danger)\b",
+                ),
+            ],
+        },
+        Family {
+            memory_type: MemoryType::Feedback,
+            importance: 3,
+            patterns: vec![
+                re(
+                    r"(报告|文档|方案|文案|回答|回复|设计|稿子|这版|上一版|你写的|你做的).{0,10}(太长|太短|啰嗦|不错|很好|很棒|不行|不满意|有问题|太复杂|太简单|不够|很清楚|很清晰|满意)|写得(很|太|不)|做得(很|太|不)",
+                ),
+                re(
+                    r"(?i)\b(too (long|short|verbose|wordy|formal|casual|technical)|great (job|work)|well done|nice work|not what i (wanted|asked for|expected)|this (is|was) (helpful|useless|confusing|perfect|exactly)|you (nailed|missed)|(the|your) (report|deck|draft|summary|answer|design) (is|was) (great|good|bad|too|confusing|perfect|excellent))\b",
+                ),
+            ],
+        },
+        Family {
+            memory_type: MemoryType::DiscussionConclusion,
+            importance: 3,
+            patterns: vec![
+                re(r"结论(是|：|:)|我们同意|达成(一致|共识)|共识是|大家(都)?同意|讨论下来|总结(来说|一下)?[，,：:]"),
+                re(
+                    r"(?i)\b(we agreed|we all agree|consensus|the conclusion|in conclusion|bottom line|the takeaway|we concluded|agreed that)\b",
+                ),
+            ],
+        },
+        Family {
+            memory_type: MemoryType::Pattern,
+            importance: 3,
+            patterns: vec![
+                re(r"(以后|每次|今后)(都|一律)?(先|要|统一)|固定下来|形成(规范|流程|惯例)|最佳实践|标准做法|模板化"),
+                re(
+                    r"(?i)\b(best practice|from now on,? (we|always)|every time we|standard (process|practice|procedure)|as a rule|make it a habit|playbook)\b",
+                ),
+            ],
+        },
+        Family {
+            memory_type: MemoryType::Learning,
+            importance: 3,
+            patterns: vec![
+                re(r"教训|经验是|学到|原来是|踩(了)?坑|吸取|下次(要|得|应该)"),
+                re(
+                    r"(?i)\b(lesson|learned|learnt|turns out|it turned out|the fix was|we found that|next time we should|takeaway)\b",
+                ),
+            ],
+        },
+        Family {
+            memory_type: MemoryType::Issue,
+            importance: 3,
+            patterns: vec![
+                re(r"(bug|Bug|BUG|故障|报错|崩溃|卡顿|问题出在|出了问题|挂了|宕机|漏洞)"),
+                re(
+                    r"(?i)\b(bug|outage|crash(es|ed)?|broken|the issue (is|was)|error (in|on)|regression|downtime|incident)\b",
+                ),
+            ],
+        },
+        Family {
+            memory_type: MemoryType::Insight,
+            importance: 3,
+            patterns: vec![
+                re(r"发现|数据(显示|表明)|洞察|观察到|看起来(用户|客户)|大部分(用户|客户)|转化率|留存率|复购率"),
+                re(
+                    r"(?i)\b(we noticed|noticed that|data shows|the data (shows|says)|insight|observed|most (users|customers)|conversion rate|retention|churn)\b",
+                ),
+            ],
+        },
+        Family {
+            memory_type: MemoryType::Fact,
+            importance: 3,
+            patterns: vec![
+                re(
+                    r"我(是|在|住在|来自|负责)|我们(公司|团队|工作室)(是|有|在)|我的(公司|团队|职位|背景)|公司(有|叫|成立)|团队(有|一共)",
+                ),
+                re(
+                    r"(?i)\b(i am a|i'm a|i'm the|i work (at|for|in)|i live in|i'm based in|i'm from|our (company|team|startup) (is|has)|we are a|we're a|my (company|team|background|role) (is|has))\b",
+                ),
+            ],
+        },
+    ]
+});
+
+static QUESTION: LazyLock<Regex> = LazyLock::new(|| {
+    re(
+        r"(?i)([?？]\s*$|^(what|how|why|when|where|which|who|should|could|would|can|do|does|did|is|are|will)\b|(吗|呢|么)[\s。！!]*$|^(请问|为什么|怎么|怎样|如何|哪个|哪些|是否|要不要|能不能|可不可以|是不是))",
+    )
+});
+static HYPOTHETICAL: LazyLock<Regex> = LazyLock::new(|| {
+    re(
+        r"(?i)(如果|假如|假设|要是|万一的话|倘若|\bif we\b|\bwhat if\b|\bsuppose\b|\bhypothetically\b|\bimagine\b|\bin theory\b)",
+    )
+});
+static HEDGE: LazyLock<Regex> = LazyLock::new(|| {
+    re(
+        r"(?i)(也许|可能吧|或许|考虑一下|想一想|再看看|还没想好|不一定|说不定|\bmaybe\b|\bperhaps\b|\bnot sure\b|\bi think we might\b|\blet me think\b|\bthinking about\b|\bconsidering\b|\bmight\b)",
+    )
+});
+static CONFIRMATION: LazyLock<Regex> = LazyLock::new(|| {
+    re(
+        r"(?i)^\s*(好的?|可以|行|没问题|同意|就这么(办|定了?)|就按(你说的|这个)(来|办)?|定了|ok(ay)?|sounds good|agreed|let'?s do (it|that)|go (with|for) it|yes,? (let'?s|go)|perfect|deal|approved)[\s，,。.!！]*(就这么(办|定了?)|就按这个来|let'?s (do|go with) (that|it)|go ahead)?[\s。.!！]*$",
+    )
+});
+static PROPOSAL: LazyLock<Regex> = LazyLock::new(|| {
+    re(
+        r"(?i)(建议|推荐|可以考虑|方案是|我的建议|不如|i (suggest|recommend|propose)|my recommendation|we could|how about|i'd go with|the best option)",
+    )
+});
+static FILLER: LazyLock<Regex> = LazyLock::new(|| {
+    re(r"(?i)^(对了|另外|还有|然后|嗯|哦|那|所以|总之|btw|by the way|also|and|so|oh|ok|okay|well|anyway)[，,\s]+")
+});
+static PROJECT_HINT: LazyLock<Regex> = LazyLock::new(|| {
+    re(
+        r"(?i)(这个项目|本项目|项目里|这次|这个(产品|网站|app|应用|平台)|首页|这版|this project|for this (app|site|product|project|launch)|the (landing|home) ?page|this release)",
+    )
+});
+
+/// Splits a message into clauses that can each hold one memory. A clause without any trigger
+/// of its own stays with the one before it ("我们决定用Next.js，因为团队熟悉React").
+fn clauses(text: &str) -> Vec<String> {
+    let mut pieces: Vec<String> = Vec::new();
+    let mut current = String::new();
+    let chars: Vec<char> = text.chars().collect();
+    for (i, &c) in chars.iter().enumerate() {
+        let boundary = match c {
+            '。' | '！' | '？' | '!' | '?' | '；' | ';' | '\n' | '，' | '、' => true,
+            ',' => true,
+            '.' => chars.get(i + 1).is_none_or(|n| n.is_whitespace()),
+            _ => false,
+        };
+        current.push(c);
+        if boundary {
+            pieces.push(std::mem::take(&mut current));
+        }
+    }
+    if !current.trim().is_empty() {
+        pieces.push(current);
+    }
+    let mut out: Vec<String> = Vec::new();
+    for piece in pieces {
+        let trimmed = piece.trim();
+        if trimmed.is_empty() {
+            continue;
+        }
+        let triggered = classify(trimmed).is_some() || CORRECTION.iter().any(|r| r.is_match(trimmed));
+        let is_question = QUESTION.is_match(trimmed.trim_end_matches(['，', ',', '、']));
+        match out.last_mut() {
+            Some(last)
+                if !triggered && !is_question && !last.trim_end().ends_with(['。', '！', '？', '!', '?', '\n']) =>
+            {
+                last.push_str(&piece);
+            }
+            _ => out.push(piece),
+        }
+    }
+    out.into_iter()
+        .map(|c| {
+            c.trim()
+                .trim_end_matches(['，', ',', '、', ';', '；'])
+                .trim()
+                .to_string()
+        })
+        .filter(|c| !c.is_empty())
+        .collect()
+}
+
+fn classify(clause: &str) -> Option<&'static Family> {
+    FAMILIES
+        .iter()
+        .find(|family| family.patterns.iter().any(|p| p.is_match(clause)))
+}
+
+fn is_user(role: &str) -> bool {
+    matches!(role, "user" | "human" | "boss" | "customer")
+}
+
+/// One extracted candidate, in the LLM answer's JSON shape.
+fn candidate(memory_type: MemoryType, content: &str, importance: u8, confidence: f64, role: &str) -> Value {
+    let content = FILLER.replace(content.trim(), "").trim().to_string();
+    let subject = subject::detect(&content);
+    let project_specific = match memory_type {
+        MemoryType::UserPreference | MemoryType::Fact | MemoryType::Feedback => PROJECT_HINT.is_match(&content),
+        _ => true,
+    };
+    let mut tags: Vec<String> = Vec::new();
+    if let Some(subject) = subject {
+        tags.push(subject.to_string());
+    }
+    json!({
+        "type": memory_type.as_str(),
+        "content": content,
+        "summary": summarize_to(&content, 50),
+        "importance": importance,
+        "tags": tags,
+        "relevant_role": role,
+        "project_specific": project_specific,
+        "confidence": confidence,
+    })
+}
+
+fn long_enough(clause: &str) -> bool {
+    match detect_language(clause) {
+        // Figures carry meaning in short Chinese clauses ("预算5万"): a run of digits counts as one.
+        Language::Zh => {
+            let han = clause.chars().filter(|c| thinkus_common::text::is_han(*c)).count();
+            let figures = clause
+                .split(|c: char| !c.is_ascii_digit())
+                .filter(|run| !run.is_empty())
+                .count();
+            han + figures >= 4
+        }
+        Language::En => clause.split_whitespace().count() >= 3,
+    }
+}
+
+/// The extraction rules: `input` is `{"messages": [{"role", "content"}], "role_id": ...}`.
+pub fn extract(input: &Value) -> Value {
+    let role = input["role_id"].as_str().unwrap_or("");
+    let messages: Vec<(String, String)> = input["messages"]
+        .as_array()
+        .map(|items| {
+            items
+                .iter()
+                .map(|m| {
+                    (
+                        m["role"].as_str().unwrap_or("user").to_string(),
+                        m["content"].as_str().unwrap_or("").to_string(),
+                    )
+                })
+                .collect()
+        })
+        .unwrap_or_default();
+    let mut out = Vec::new();
+    let mut last_proposal: Option<String> = None;
+    for (author, content) in &messages {
+        if !is_user(author) {
+            last_proposal = proposal_in(content);
+            continue;
+        }
+        if CONFIRMATION.is_match(content) {
+            if let Some(proposal) = last_proposal.take() {
+                out.push(candidate(MemoryType::ProjectDecision, &proposal, 4, 0.85, role));
+            }
+            continue;
+        }
+        for clause in clauses(content) {
+            if let Some(item) = classify_clause(&clause, role) {
+                out.push(item);
+            }
+        }
+    }
+    Value::Array(out)
+}
+
+/// The sentence of an assistant message that proposes something, if any.
+fn proposal_in(text: &str) -> Option<String> {
+    thinkus_common::text::sentences(text)
+        .into_iter()
+        .find(|s| PROPOSAL.is_match(s))
+        .map(|s| {
+            // "建议使用Stripe作为支付方案" reads as a decision once confirmed: drop the verb
+            // of proposing so the memory states what was decided.
+            static LEAD: LazyLock<Regex> = LazyLock::new(|| {
+                re(r"(?i)^(我的建议是|我建议|建议(你们|我们)?|推荐(你们|使用)?|可以考虑|不如|i (suggest|recommend|propose)( that)?( we)?|my recommendation is( to)?|we could|how about|i'd go with)[，,:：\s]*")
+            });
+            LEAD.replace(s.trim(), "").trim().to_string()
+        })
+        .filter(|s| !s.is_empty())
+}
+
+fn classify_clause(clause: &str, role: &str) -> Option<Value> {
+    let text = clause.trim();
+    if !long_enough(text) || QUESTION.is_match(text) || HYPOTHETICAL.is_match(text) {
+        return None;
+    }
+    let hedged = HEDGE.is_match(text);
+    if CORRECTION.iter().any(|r| r.is_match(text)) {
+        // A correction states a new value: it is a constraint, decision or preference
+        // according to what it is about, and it matters.
+        let memory_type = classify(text)
+            .map(|f| f.memory_type)
+            .unwrap_or(match subject::detect(text) {
+                Some("budget") | Some("deadline") => MemoryType::Constraint,
+                Some(_) => MemoryType::ProjectDecision,
+                None => return None,
+            });
+        let memory_type = if matches!(memory_type, MemoryType::Risk | MemoryType::Feedback | MemoryType::Issue) {
+            MemoryType::ProjectDecision
+        } else {
+            memory_type
+        };
+        return Some(candidate(memory_type, text, 5, 0.95, role));
+    }
+    let family = classify(text)?;
+    if hedged && matches!(family.memory_type, MemoryType::ProjectDecision | MemoryType::Constraint) {
+        // "maybe we could use Stripe" is not a decision yet.
+        return None;
+    }
+    let confidence = if hedged { 0.6 } else { 0.9 };
+    Some(candidate(family.memory_type, text, family.importance, confidence, role))
+}
+
+/// The merge rule: `input` is `{"contents": [...]}`. Keeps every distinct statement, the most
+/// complete first, and drops clauses another one already says.
+pub fn merge(input: &Value) -> Result<Value, LlmError> {
+    let contents: Vec<String> = input["contents"]
+        .as_array()
+        .map(|items| items.iter().filter_map(|v| v.as_str()).map(str::to_string).collect())
+        .unwrap_or_default();
+    if contents.is_empty() {
+        return Err(LlmError::BadResponse("nothing to merge".into()));
+    }
+    let mut sorted = contents.clone();
+    sorted.sort_by_key(|c| std::cmp::Reverse(c.chars().count()));
+    let mut kept: Vec<String> = Vec::new();
+    for content in sorted {
+        let clause = content.trim().trim_end_matches(['。', '.', '！', '!']).to_string();
+        let covered = kept
+            .iter()
+            .any(|k| k.contains(&clause) || thinkus_common::text::term_jaccard(k, &clause) >= 0.6);
+        if !covered && !clause.is_empty() {
+            kept.push(clause);
+        }
+    }
+    let language = thinkus_common::text::detect_language_of(contents.iter().map(String::as_str));
+    let merged = match language {
+        Language::Zh => format!("{}。", kept.join("；")),
+        Language::En => format!("{}.", kept.join("; ")),
+    };
+    Ok(json!({
+        "mergedContent": merged,
+        "mergedSummary": summarize_to(&kept[0], 50),
+    }))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn run(messages: &[(&str, &str)]) -> Vec<(String, String)> {
+        let input = json!({
+            "messages": messages.iter().map(|(r, c)| json!({"role": r, "content": c})).collect::<Vec<_>>(),
+            "role_id": "cto",
+        });
+        extract(&input)
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|v| {
+                (
+                    v["type"].as_str().unwrap().to_string(),
+                    v["content"].as_str().unwrap().to_string(),
+                )
+            })
+            .collect()
+    }
+
+    #[test]
+    fn preferences_in_both_languages() {
+        assert_eq!(
+            run(&[("user", "我喜欢简约的设计风格")]),
+            vec![("user_preference".into(), "我喜欢简约的设计风格".into())]
+        );
+        let en = run(&[("user", "I prefer short bullet-point reports over long essays.")]);
+        assert_eq!(en[0].0, "user_preference");
+    }
+
+    #[test]
+    fn several_memories_in_one_message() {
+        let found = run(&[("user", "预算5万，下个月15号之前上线，用Stripe收款")]);
+        let types: Vec<&str> = found.iter().map(|(t, _)| t.as_str()).collect();
+        assert!(types.contains(&"constraint"), "{found:?}");
+        assert!(found.iter().any(|(_, c)| c.contains("Stripe")), "{found:?}");
+        assert!(found.iter().any(|(_, c)| c.contains("5万")), "{found:?}");
+    }
+
+    #[test]
+    fn corrections_keep_the_new_value() {
+        let found = run(&[("user", "预算改成$800了，不是之前说的$500")]);
+        assert_eq!(found.len(), 1, "{found:?}");
+        assert_eq!(found[0].0, "constraint");
+        assert!(found[0].1.contains("$800"));
+        let found = run(&[("user", "Actually, the budget is $800, not $500.")]);
+        assert_eq!(found[0].0, "constraint", "{found:?}");
+    }
+
+    #[test]
+    fn questions_and_hypotheticals_are_not_memories() {
+        assert!(run(&[("user", "我们用什么数据库？")]).is_empty());
+        assert!(run(&[("user", "如果预算是一百万我们会怎么做")]).is_empty());
+        assert!(run(&[("user", "What did we decide about the budget?")]).is_empty());
+        assert!(run(&[("user", "谢谢！")]).is_empty());
+    }
+
+    #[test]
+    fn confirmation_turns_a_proposal_into_a_decision() {
+        let found = run(&[
+            ("assistant", "我建议使用Stripe作为支付方案，接入简单。"),
+            ("user", "好，就这么定了"),
+        ]);
+        assert_eq!(found.len(), 1, "{found:?}");
+        assert_eq!(found[0].0, "project_decision");
+        assert!(found[0].1.contains("Stripe"));
+    }
+
+    #[test]
+    fn reasons_stay_with_their_decision() {
+        let found = run(&[("user", "我们决定用Next.js，因为团队熟悉React")]);
+        assert_eq!(found.len(), 1, "{found:?}");
+        assert!(found[0].1.contains("因为团队熟悉React"));
+    }
+
+    #[test]
+    fn merge_keeps_distinct_statements() {
+        let merged = merge(&json!({"contents": ["我喜欢简约风格", "不要太花哨", "我喜欢简约风格"]})).unwrap();
+        let text = merged["mergedContent"].as_str().unwrap();
+        assert!(text.contains("简约") && text.contains("花哨"), "{text}");
+        assert_eq!(text.matches("简约风格").count(), 1);
+    }
+}

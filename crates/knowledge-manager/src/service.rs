@@ -1,0 +1,1035 @@
+//! The knowledge manager: the write path and the upkeep of memories.
+//!
+//! Every write goes through one pipeline ([`KnowledgeManager::write`]): validate, normalise
+//! (summary, language, subject), embed, then
+//! 1. contradiction: an active memory about the same subject stating other values is replaced
+//!    (status `replaced`, `superseded_by` the new one);
+//! 2. deduplication: an active memory of the same owner and type that is similar enough is
+//!    reinforced (evidence + 1, confidence + 0.1) instead of writing a new one;
+//! 3. quota: a full role first forgets low-value old memories, then refuses;
+//! 4. commit: the relational store first (the source of truth, with the change history and the
+//!    idempotency record in the same transaction), then the vector index.
+
+use std::collections::HashSet;
+use std::sync::Arc;
+
+use async_trait::async_trait;
+use chrono::{DateTime, Duration, Utc};
+use thinkus_backends::embed::Embedder;
+use thinkus_backends::llm::{LanguageModel, RuleEngine};
+use thinkus_backends::sql::{
+    CandidateStatus, Change, ChangeKind, IdempotencyRecord, MemoryOrder, MemoryQuery, MemoryStore, StoreError,
+    WriteBatch,
+};
+use thinkus_backends::vector::{Bm25Encoder, IndexedPoint, Layers, Reader, VectorFilter, VectorIndex};
+use thinkus_common::ApiError;
+use thinkus_common::error::ErrorCode;
+use thinkus_common::ids::{IdKind, check_id, new_id};
+use thinkus_common::model::{EngineChoice, Memory, MemorySource, MemoryStatus, MemoryType, Scope, Visibility};
+use thinkus_common::text::{char_count, detect_language, summarize_to};
+use tracing::Instrument;
+
+use crate::api::{
+    CandidateView, CorrectRequest, CorrectResult, FinalizeResult, IngestResult, IngestTurnsRequest, KnowledgeApi,
+    LearnRequest, LearnResult, ListRequest, MaintenanceReport, MemoryDraft, Quota, RememberRequest, WriteOutcome,
+    WriteResult,
+};
+use crate::config::KnowledgeConfig;
+use crate::subject;
+
+/// Who made a change, for the history.
+pub(crate) fn actor_of(scope: &Scope) -> String {
+    if scope.role_id.is_empty() {
+        format!("user:{}", scope.user_id)
+    } else {
+        format!("role:{}", scope.role_id)
+    }
+}
+
+fn memory_json(memory: &Memory) -> String {
+    serde_json::to_string(memory).unwrap_or_default()
+}
+
+/// How a write should behave.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct WriteOptions {
+    pub skip_dedup: bool,
+    /// The idempotency key ("remember:<request id>").
+    pub request_key: Option<String>,
+    pub actor: String,
+    /// History entries to record with the write (a merge records its sources).
+    pub extra_changes: Vec<Change>,
+    /// Memories to mark replaced by the new one, with the reason (merges, replacements).
+    pub replaces: Vec<(Memory, ChangeKind, String)>,
+    /// A candidate to update in the same transaction (approval).
+    pub candidate: Option<thinkus_backends::sql::Candidate>,
+    /// Skip the quota check (replacements do not grow the number of active memories).
+    pub skip_quota: bool,
+    /// The evidence count of the new memory (a merge sums its sources').
+    pub evidence_count: Option<u32>,
+}
+
+/// The knowledge manager and its backends.
+pub struct KnowledgeManager {
+    pub(crate) config: KnowledgeConfig,
+    pub(crate) store: Arc<dyn MemoryStore>,
+    pub(crate) vectors: Arc<dyn VectorIndex>,
+    pub(crate) embedder: Arc<dyn Embedder>,
+    pub(crate) rules: RuleEngine,
+    pub(crate) llm: Option<Arc<dyn LanguageModel>>,
+    pub(crate) bm25: Bm25Encoder,
+}
+
+impl KnowledgeManager {
+    pub fn new(
+        config: KnowledgeConfig,
+        store: Arc<dyn MemoryStore>,
+        vectors: Arc<dyn VectorIndex>,
+        embedder: Arc<dyn Embedder>,
+        rules: RuleEngine,
+        llm: Option<Arc<dyn LanguageModel>>,
+    ) -> Self {
+        crate::rules::register(&rules);
+        Self {
+            config,
+            store,
+            vectors,
+            embedder,
+            rules,
+            llm,
+            bm25: Bm25Encoder::default(),
+        }
+    }
+
+    pub fn config(&self) -> &KnowledgeConfig {
+        &self.config
+    }
+
+    /// The engine for a request: the configured LLM unless rules are asked for or none is set.
+    pub(crate) fn engine(&self, choice: EngineChoice) -> Result<Arc<dyn LanguageModel>, ApiError> {
+        match (choice, &self.llm) {
+            (EngineChoice::Rules, _) | (EngineChoice::Configured, None) => Ok(Arc::new(self.rules.clone())),
+            (_, Some(llm)) => Ok(llm.clone()),
+            (EngineChoice::Llm, None) => Err(ApiError::failed_precondition(
+                "engine: no LLM is configured (set llm.provider)",
+            )),
+        }
+    }
+
+    fn validate_draft(&self, draft: &MemoryDraft, field: &str) -> Result<(), ApiError> {
+        let content = draft.content.trim();
+        if content.is_empty() {
+            return Err(ApiError::invalid(&format!("{field}.content"), "is empty"));
+        }
+        let chars = char_count(content);
+        if chars > self.config.max_content_chars {
+            return Err(ApiError::invalid(
+                &format!("{field}.content"),
+                format!("is {chars} characters, the limit is {}", self.config.max_content_chars),
+            ));
+        }
+        if let Some(importance) = draft.importance
+            && !(1..=5).contains(&importance)
+        {
+            return Err(ApiError::invalid(
+                &format!("{field}.importance"),
+                format!("must be 1-5, got {importance}"),
+            ));
+        }
+        if let Some(confidence) = draft.confidence
+            && (!(0.0..=1.0).contains(&confidence) || confidence.is_nan())
+        {
+            return Err(ApiError::invalid(&format!("{field}.confidence"), "must be within 0-1"));
+        }
+        if draft.tags.len() > 32 {
+            return Err(ApiError::invalid(&format!("{field}.tags"), "at most 32 tags"));
+        }
+        for (i, tag) in draft.tags.iter().enumerate() {
+            if tag.trim().is_empty() || char_count(tag) > 64 {
+                return Err(ApiError::invalid(
+                    &format!("{field}.tags[{i}]"),
+                    "must be 1-64 characters",
+                ));
+            }
+        }
+        for (i, id) in draft.related_decision_ids.iter().enumerate() {
+            check_id(IdKind::Memory, &format!("{field}.related_decision_ids[{i}]"), id)?;
+        }
+        if char_count(&draft.context) > self.config.max_content_chars {
+            return Err(ApiError::invalid(&format!("{field}.context"), "is too long"));
+        }
+        Ok(())
+    }
+
+    /// A new memory from a draft.
+    pub(crate) fn new_memory(&self, scope: &Scope, draft: &MemoryDraft, now: DateTime<Utc>) -> Memory {
+        let content = draft.content.trim().to_string();
+        let summary = draft
+            .summary
+            .as_deref()
+            .map(str::trim)
+            .filter(|s| !s.is_empty())
+            .map(|s| summarize_to(s, 50))
+            .unwrap_or_else(|| summarize_to(&content, 50));
+        let importance = draft.importance.unwrap_or(3);
+        let source = draft.source.unwrap_or(MemorySource::UserInput);
+        let subject = draft.subject.clone().filter(|s| !s.is_empty()).or_else(|| {
+            subject::is_factual(draft.memory_type)
+                .then(|| subject::detect(&content))
+                .flatten()
+                .map(str::to_string)
+        });
+        let mut tags: Vec<String> = Vec::new();
+        for tag in &draft.tags {
+            let tag = tag.trim().to_string();
+            if !tags.contains(&tag) {
+                tags.push(tag);
+            }
+        }
+        Memory {
+            id: new_id(IdKind::Memory),
+            scope: scope.clone(),
+            memory_type: draft.memory_type,
+            language: detect_language(&content),
+            content,
+            summary,
+            importance,
+            confidence: draft.confidence.unwrap_or(1.0),
+            freshness: f64::from(importance),
+            evidence_count: 1,
+            visibility: draft.visibility.unwrap_or(Visibility::Private),
+            status: MemoryStatus::Active,
+            superseded_by: None,
+            source,
+            tags,
+            created_at: now,
+            updated_at: now,
+            last_accessed_at: None,
+            access_count: 0,
+            context: draft.context.trim().to_string(),
+            related_decision_ids: draft.related_decision_ids.clone(),
+            artifact_refs: draft.artifact_refs.clone(),
+            speaker: None,
+            occurred_at: draft.occurred_at.unwrap_or(now),
+            subject,
+            iteration_id: draft.iteration_id.clone().filter(|s| !s.is_empty()),
+            external_id: None,
+            version: 0,
+        }
+    }
+
+    /// The text embedded and indexed for a memory.
+    pub(crate) fn index_text(memory: &Memory) -> String {
+        let mut text = memory.index_text();
+        if memory.memory_type == MemoryType::ConversationTurn && !memory.context.is_empty() {
+            // A reply is often meaningless alone ("Yes, last Tuesday!"): what it answers is
+            // indexed with it.
+            text = format!("{}\n{text}", memory.context);
+        }
+        text
+    }
+
+    pub(crate) fn point(&self, memory: &Memory, dense: Vec<f32>) -> IndexedPoint {
+        let sparse = self.bm25.document(&Self::index_text(memory));
+        IndexedPoint::from_memory(memory, dense, sparse)
+    }
+
+    /// Writes new points and status changes to the index after a commit. The store is the
+    /// source of truth: a failure here is logged and repaired by reconciliation.
+    pub(crate) async fn index(
+        &self,
+        points: Vec<IndexedPoint>,
+        status_changes: Vec<(String, MemoryStatus)>,
+        deletes: Vec<String>,
+    ) {
+        let span = tracing::info_span!("vector.write", index = self.vectors.name());
+        async {
+            if !points.is_empty()
+                && let Err(err) = self.vectors.upsert(points).await
+            {
+                tracing::error!(%err, "vector index upsert failed; run `thinkus admin rebuild-index` if it persists");
+            }
+            for status in [
+                MemoryStatus::Active,
+                MemoryStatus::Suppressed,
+                MemoryStatus::Frozen,
+                MemoryStatus::Replaced,
+                MemoryStatus::Forgotten,
+            ] {
+                let ids: Vec<String> = status_changes
+                    .iter()
+                    .filter(|(_, s)| *s == status)
+                    .map(|(id, _)| id.clone())
+                    .collect();
+                if !ids.is_empty()
+                    && let Err(err) = self.vectors.set_status(&ids, status).await
+                {
+                    tracing::error!(%err, "vector index status update failed");
+                }
+            }
+            if !deletes.is_empty()
+                && let Err(err) = self.vectors.delete(&deletes).await
+            {
+                tracing::error!(%err, "vector index delete failed");
+            }
+        }
+        .instrument(span)
+        .await
+    }
+
+    async fn embed_one(&self, text: &str) -> Result<Vec<f32>, ApiError> {
+        let mut vectors = self
+            .embedder
+            .embed_passages(&[text.to_string()])
+            .instrument(tracing::info_span!("embed.passages", count = 1))
+            .await?;
+        vectors
+            .pop()
+            .ok_or_else(|| ApiError::internal("the embedder returned no vector"))
+    }
+
+    /// The stored result of an earlier request with the same key.
+    pub(crate) async fn replay(&self, user_id: &str, key: &Option<String>) -> Result<Option<String>, ApiError> {
+        match key {
+            Some(key) => Ok(self.store.get_idempotent(user_id, key).await?),
+            None => Ok(None),
+        }
+    }
+
+    /// Active memories about the same subject that a new statement contradicts.
+    async fn contradicted(&self, memory: &Memory) -> Result<Vec<Memory>, ApiError> {
+        let Some(subject) = &memory.subject else {
+            return Ok(Vec::new());
+        };
+        if !subject::is_factual(memory.memory_type) {
+            return Ok(Vec::new());
+        }
+        let query = MemoryQuery {
+            user_id: memory.scope.user_id.clone(),
+            reader: Some(Reader {
+                role_id: memory.scope.role_id.clone(),
+                project_id: memory.scope.project_id.clone(),
+                layers: if memory.scope.project_id.is_some() {
+                    Layers::Project
+                } else {
+                    Layers::CrossProject
+                },
+            }),
+            statuses: vec![MemoryStatus::Active, MemoryStatus::Suppressed],
+            subject: Some(subject.clone()),
+            limit: 50,
+            ..Default::default()
+        };
+        let negated = subject::negated_values(&memory.content);
+        Ok(self
+            .store
+            .list_memories(&query)
+            .await?
+            .into_iter()
+            .filter(|old| old.scope.project_id == memory.scope.project_id)
+            // Private memories of other roles stay theirs.
+            .filter(|old| old.scope.role_id == memory.scope.role_id || old.visibility != Visibility::Private)
+            .filter(|old| {
+                subject::values_differ(&old.content, &memory.content)
+                    || subject::values(&old.content).iter().any(|v| negated.contains(v))
+            })
+            .collect())
+    }
+
+    /// The most similar active memory of the same owner and type, above the threshold.
+    async fn similar(&self, memory: &Memory, dense: &[f32]) -> Result<Option<(Memory, f64)>, ApiError> {
+        let filter = VectorFilter {
+            reader: Some(Reader {
+                role_id: memory.scope.role_id.clone(),
+                project_id: memory.scope.project_id.clone(),
+                layers: if memory.scope.project_id.is_some() {
+                    Layers::Project
+                } else {
+                    Layers::CrossProject
+                },
+            }),
+            types: vec![memory.memory_type],
+            ..VectorFilter::user(memory.scope.user_id.clone())
+        };
+        let hits = self
+            .vectors
+            .search_dense(dense, &filter, 5)
+            .instrument(tracing::info_span!(
+                "vector.search",
+                kind = "dedup",
+                index = self.vectors.name()
+            ))
+            .await?;
+        let threshold = self.config.dedup_threshold;
+        let candidates: Vec<(String, f64)> = hits
+            .into_iter()
+            .map(|h| (h.id, f64::from(h.score)))
+            .filter(|(_, score)| *score >= threshold)
+            .collect();
+        if candidates.is_empty() {
+            return Ok(None);
+        }
+        let ids: Vec<String> = candidates.iter().map(|(id, _)| id.clone()).collect();
+        let memories = self.store.get_memories(&memory.scope.user_id, &ids).await?;
+        Ok(memories
+            .into_iter()
+            .filter(|m| m.status == MemoryStatus::Active)
+            .filter(|m| m.scope.role_id == memory.scope.role_id && m.scope.project_id == memory.scope.project_id)
+            .filter_map(|m| {
+                let score = candidates.iter().find(|(id, _)| *id == m.id)?.1;
+                Some((m, score))
+            })
+            .next())
+    }
+
+    /// Checks the role's quota, forgetting low-value old memories before refusing.
+    async fn enforce_quota(&self, scope: &Scope, now: DateTime<Utc>) -> Result<(), ApiError> {
+        let quota = self.quota_of(scope).await?;
+        if quota.limit == 0 || quota.used < quota.limit {
+            return Ok(());
+        }
+        let forgotten = self.forget(&scope.user_id, Some(&scope.role_id), now).await?;
+        let quota = self.quota_of(scope).await?;
+        if quota.used < quota.limit {
+            tracing::info!(user_id = %scope.user_id, role_id = %scope.role_id, forgotten, "quota cleanup made room");
+            return Ok(());
+        }
+        Err(ApiError::new(
+            ErrorCode::ResourceExhausted,
+            format!(
+                "the {} plan allows {} memories per role and role {:?} has {}: delete or merge memories, or upgrade the plan",
+                quota.plan, quota.limit, scope.role_id, quota.used
+            ),
+        ))
+    }
+
+    async fn quota_of(&self, scope: &Scope) -> Result<Quota, ApiError> {
+        let plan = self
+            .store
+            .get_plan(&scope.user_id)
+            .await?
+            .unwrap_or_else(|| self.config.quotas.default_plan.clone());
+        let limit = self.config.quotas.limit(&plan).unwrap_or(self.config.quotas.seed);
+        let used = self
+            .store
+            .count_memories(&MemoryQuery {
+                user_id: scope.user_id.clone(),
+                owner_role: Some(scope.role_id.clone()),
+                statuses: vec![MemoryStatus::Active],
+                // Raw turns are the conversation itself, not curated memories: no quota.
+                exclude_types: vec![MemoryType::ConversationTurn],
+                ..Default::default()
+            })
+            .await?;
+        Ok(Quota { plan, used, limit })
+    }
+
+    /// The write pipeline: contradiction, deduplication, quota, commit, index.
+    pub(crate) async fn write(
+        &self,
+        scope: &Scope,
+        draft: &MemoryDraft,
+        options: WriteOptions,
+    ) -> Result<WriteResult, ApiError> {
+        let now = Utc::now();
+        if let Some(stored) = self.replay(&scope.user_id, &options.request_key).await? {
+            return duplicate(&stored);
+        }
+        let mut memory = self.new_memory(scope, draft, now);
+        if let Some(evidence) = options.evidence_count {
+            memory.evidence_count = evidence.max(1);
+        }
+        let dense = self.embed_one(&Self::index_text(&memory)).await?;
+
+        let mut replaces = options.replaces.clone();
+        if !options.skip_dedup {
+            for old in self.contradicted(&memory).await? {
+                replaces.push((
+                    old,
+                    ChangeKind::Supersede,
+                    format!("replaced by a newer value of {:?}", memory.subject),
+                ));
+            }
+            if replaces.is_empty()
+                && let Some((existing, similarity)) = self.similar(&memory, &dense).await?
+            {
+                return self.reinforce(existing, similarity, &options, now).await;
+            }
+        }
+        if !options.skip_quota && replaces.is_empty() && memory.memory_type != MemoryType::ConversationTurn {
+            self.enforce_quota(scope, now).await?;
+        }
+
+        let outcome = if replaces.is_empty() {
+            WriteOutcome::Created
+        } else {
+            WriteOutcome::ReplacedOlder
+        };
+        let mut batch = WriteBatch::default();
+        let mut status_changes = Vec::new();
+        let mut replaced_ids = Vec::new();
+        for (old, kind, reason) in &replaces {
+            let mut updated = old.clone();
+            updated.status = MemoryStatus::Replaced;
+            updated.superseded_by = Some(memory.id.clone());
+            updated.updated_at = now;
+            batch.changes.push(Change {
+                id: new_id(IdKind::Change),
+                user_id: scope.user_id.clone(),
+                memory_id: old.id.clone(),
+                kind: *kind,
+                actor: options.actor.clone(),
+                reason: reason.clone(),
+                before: Some(memory_json(old)),
+                after: Some(memory_json(&updated)),
+                at: now,
+            });
+            status_changes.push((old.id.clone(), MemoryStatus::Replaced));
+            replaced_ids.push(old.id.clone());
+            batch.updates.push(updated);
+        }
+        let reason = if replaced_ids.is_empty() {
+            "written".to_string()
+        } else {
+            format!("replaces {}", replaced_ids.join(", "))
+        };
+        batch.changes.push(Change {
+            id: new_id(IdKind::Change),
+            user_id: scope.user_id.clone(),
+            memory_id: memory.id.clone(),
+            kind: ChangeKind::Create,
+            actor: options.actor.clone(),
+            reason: reason.clone(),
+            before: None,
+            after: Some(memory_json(&memory)),
+            at: now,
+        });
+        batch.changes.extend(options.extra_changes.iter().cloned());
+        batch.inserts.push(memory.clone());
+        if let Some(candidate) = &options.candidate {
+            let mut candidate = candidate.clone();
+            candidate.memory_id = Some(memory.id.clone());
+            batch.candidates.push(candidate);
+        }
+        let result = WriteResult {
+            outcome,
+            memory: Some(memory.clone()),
+            replaced_ids,
+            candidate_id: None,
+            reason,
+            score: 1.0,
+        };
+        self.commit(batch, &scope.user_id, &options.request_key, &result)
+            .await?;
+        let point = self.point(&memory, dense);
+        self.index(vec![point], status_changes, Vec::new()).await;
+        Ok(result)
+    }
+
+    /// Commits a batch with the idempotency record of `result`; a concurrent request with the
+    /// same key that won is answered with its result.
+    pub(crate) async fn commit(
+        &self,
+        mut batch: WriteBatch,
+        user_id: &str,
+        request_key: &Option<String>,
+        result: &WriteResult,
+    ) -> Result<(), ApiError> {
+        if let Some(key) = request_key {
+            batch.idempotency = Some(IdempotencyRecord {
+                user_id: user_id.to_string(),
+                key: key.clone(),
+                response: serde_json::to_string(result).unwrap_or_default(),
+                created_at: Utc::now(),
+            });
+        }
+        match self.store.commit(batch).await {
+            Ok(()) => Ok(()),
+            Err(StoreError::Conflict(message)) => Err(ApiError::new(
+                ErrorCode::AlreadyExists,
+                format!("a concurrent change won: {message}; retry"),
+            )),
+            Err(err) => Err(err.into()),
+        }
+    }
+
+    /// Strengthens an existing memory with one more observation.
+    async fn reinforce(
+        &self,
+        existing: Memory,
+        similarity: f64,
+        options: &WriteOptions,
+        now: DateTime<Utc>,
+    ) -> Result<WriteResult, ApiError> {
+        let mut updated = existing.clone();
+        updated.evidence_count += 1;
+        updated.confidence = (updated.confidence + 0.1).min(1.0);
+        updated.last_accessed_at = Some(now);
+        updated.freshness = f64::from(updated.importance).max(updated.freshness);
+        updated.updated_at = now;
+        let reason = format!("similar to {} ({similarity:.2})", existing.id);
+        let batch = WriteBatch {
+            updates: vec![updated.clone()],
+            changes: vec![Change {
+                id: new_id(IdKind::Change),
+                user_id: existing.scope.user_id.clone(),
+                memory_id: existing.id.clone(),
+                kind: ChangeKind::Evidence,
+                actor: options.actor.clone(),
+                reason: reason.clone(),
+                before: Some(memory_json(&existing)),
+                after: Some(memory_json(&updated)),
+                at: now,
+            }],
+            candidates: options.candidate.iter().cloned().collect(),
+            ..Default::default()
+        };
+        updated.version += 1;
+        let result = WriteResult {
+            outcome: WriteOutcome::Reinforced,
+            memory: Some(updated),
+            replaced_ids: Vec::new(),
+            candidate_id: None,
+            reason,
+            score: similarity,
+        };
+        self.commit(batch, &existing.scope.user_id, &options.request_key, &result)
+            .await?;
+        Ok(result)
+    }
+
+    /// A memory visible to the scope, or NOT_FOUND (existence does not leak across roles).
+    pub(crate) async fn visible_memory(&self, scope: &Scope, memory_id: &str, field: &str) -> Result<Memory, ApiError> {
+        check_id(IdKind::Memory, field, memory_id)?;
+        let memory = self
+            .store
+            .get_memory(&scope.user_id, memory_id)
+            .await?
+            .ok_or_else(|| ApiError::not_found("memory", memory_id))?;
+        let filter = VectorFilter {
+            reader: (!scope.role_id.is_empty()).then(|| Reader {
+                role_id: scope.role_id.clone(),
+                project_id: scope.project_id.clone(),
+                layers: Layers::Both,
+            }),
+            statuses: MemoryStatus::ALL.to_vec(),
+            ..VectorFilter::user(scope.user_id.clone())
+        };
+        if !filter.matches_memory(&memory) {
+            return Err(ApiError::not_found("memory", memory_id));
+        }
+        Ok(memory)
+    }
+
+    /// Forgets low-value old memories (seed 002 section 5.2) of a user (one role if given).
+    pub(crate) async fn forget(
+        &self,
+        user_id: &str,
+        role_id: Option<&str>,
+        now: DateTime<Utc>,
+    ) -> Result<u64, ApiError> {
+        let query = MemoryQuery {
+            user_id: user_id.to_string(),
+            owner_role: role_id.map(str::to_string),
+            statuses: vec![MemoryStatus::Active],
+            exclude_types: vec![MemoryType::ConversationTurn],
+            created_before: Some(now - Duration::days(self.config.forget_after_days)),
+            max_importance: Some(self.config.forget_max_importance),
+            max_access_count: Some(self.config.forget_max_access),
+            order: MemoryOrder::LeastValuable,
+            limit: 500,
+            ..Default::default()
+        };
+        let mut total = 0;
+        loop {
+            let batch_memories = self.store.list_memories(&query).await?;
+            if batch_memories.is_empty() {
+                break;
+            }
+            let mut batch = WriteBatch::default();
+            let mut status_changes = Vec::new();
+            for memory in &batch_memories {
+                let mut updated = memory.clone();
+                updated.status = MemoryStatus::Forgotten;
+                updated.updated_at = now;
+                batch.changes.push(Change {
+                    id: new_id(IdKind::Change),
+                    user_id: user_id.to_string(),
+                    memory_id: memory.id.clone(),
+                    kind: ChangeKind::Forget,
+                    actor: "system:forget".into(),
+                    reason: format!(
+                        "importance {} with {} reads, older than {} days",
+                        memory.importance, memory.access_count, self.config.forget_after_days
+                    ),
+                    before: Some(memory_json(memory)),
+                    after: Some(memory_json(&updated)),
+                    at: now,
+                });
+                status_changes.push((memory.id.clone(), MemoryStatus::Forgotten));
+                batch.updates.push(updated);
+            }
+            let count = batch_memories.len() as u64;
+            match self.store.commit(batch).await {
+                Ok(()) => {}
+                // A memory changed meanwhile: the next round reads it again.
+                Err(StoreError::Conflict(_)) => continue,
+                Err(err) => return Err(err.into()),
+            }
+            self.index(Vec::new(), status_changes, Vec::new()).await;
+            total += count;
+            if count < 500 {
+                break;
+            }
+        }
+        if total > 0 {
+            thinkus_common::metrics::METRICS
+                .sweep_changes
+                .with_label_values(&["forget"])
+                .inc_by(total);
+        }
+        Ok(total)
+    }
+
+    /// Recomputes freshness = importance * rate ^ days since the last access (or creation).
+    pub(crate) async fn decay(&self, user_id: &str, now: DateTime<Utc>) -> Result<u64, ApiError> {
+        let mut offset = 0;
+        let mut total = 0;
+        loop {
+            let memories = self
+                .store
+                .list_memories(&MemoryQuery {
+                    user_id: user_id.to_string(),
+                    statuses: vec![MemoryStatus::Active],
+                    order: MemoryOrder::Oldest,
+                    limit: 500,
+                    offset,
+                    ..Default::default()
+                })
+                .await?;
+            if memories.is_empty() {
+                break;
+            }
+            offset += memories.len();
+            let mut batch = WriteBatch::default();
+            for memory in &memories {
+                let since = memory.last_accessed_at.unwrap_or(memory.created_at);
+                let days = (now - since).num_seconds().max(0) as f64 / 86_400.0;
+                let target = (f64::from(memory.importance) * self.config.decay_rate.powf(days)).max(0.1);
+                // Reads raise freshness above the formula until it decays below it again.
+                let next = target.min(memory.freshness);
+                if (memory.freshness - next).abs() < 0.05 {
+                    continue;
+                }
+                let mut updated = memory.clone();
+                updated.freshness = (next * 100.0).round() / 100.0;
+                updated.updated_at = now;
+                batch.changes.push(Change {
+                    id: new_id(IdKind::Change),
+                    user_id: user_id.to_string(),
+                    memory_id: memory.id.clone(),
+                    kind: ChangeKind::Decay,
+                    actor: "system:decay".into(),
+                    reason: format!(
+                        "freshness {:.2} -> {:.2} after {days:.0} days without access",
+                        memory.freshness, updated.freshness
+                    ),
+                    before: Some(format!("{{\"freshness\":{}}}", memory.freshness)),
+                    after: Some(format!("{{\"freshness\":{}}}", updated.freshness)),
+                    at: now,
+                });
+                batch.updates.push(updated);
+            }
+            let changed = batch.updates.len() as u64;
+            match self.store.commit(batch).await {
+                Ok(()) => total += changed,
+                Err(StoreError::Conflict(_)) => {
+                    tracing::debug!(user_id, "a memory changed during the decay sweep; it decays next time");
+                }
+                Err(err) => return Err(err.into()),
+            }
+            if memories.len() < 500 {
+                break;
+            }
+        }
+        if total > 0 {
+            thinkus_common::metrics::METRICS
+                .sweep_changes
+                .with_label_values(&["decay"])
+                .inc_by(total);
+        }
+        Ok(total)
+    }
+
+    /// Makes the index agree with the store for one user: indexes what is missing, removes
+    /// what should not be there.
+    pub async fn reconcile(&self, user_id: &str) -> Result<u64, ApiError> {
+        let indexed: HashSet<String> = self.vectors.list_ids(user_id).await?.into_iter().collect();
+        let mut stored = HashSet::new();
+        let mut missing = Vec::new();
+        let mut offset = 0;
+        loop {
+            let page = self
+                .store
+                .list_memories(&MemoryQuery {
+                    user_id: user_id.to_string(),
+                    order: MemoryOrder::Oldest,
+                    limit: 1000,
+                    offset,
+                    ..Default::default()
+                })
+                .await?;
+            if page.is_empty() {
+                break;
+            }
+            offset += page.len();
+            for memory in page {
+                stored.insert(memory.id.clone());
+                if !indexed.contains(&memory.id) {
+                    missing.push(memory);
+                }
+            }
+        }
+        let extra: Vec<String> = indexed.difference(&stored).cloned().collect();
+        let repaired = missing.len() as u64 + extra.len() as u64;
+        for chunk in missing.chunks(64) {
+            let texts: Vec<String> = chunk.iter().map(Self::index_text).collect();
+            let vectors = self.embedder.embed_passages(&texts).await?;
+            let points = chunk
+                .iter()
+                .zip(vectors)
+                .map(|(memory, dense)| self.point(memory, dense))
+                .collect();
+            self.vectors.upsert(points).await?;
+        }
+        if !extra.is_empty() {
+            self.vectors.delete(&extra).await?;
+        }
+        Ok(repaired)
+    }
+
+    /// Reconciles the index of every user; returns how many points were repaired.
+    pub async fn reconcile_all(&self) -> Result<u64, ApiError> {
+        let mut repaired = 0;
+        for user in self.store.list_users().await? {
+            repaired += self.reconcile(&user).await?;
+        }
+        if repaired > 0 {
+            self.vectors.flush().await?;
+        }
+        Ok(repaired)
+    }
+
+    async fn users(&self, user_id: Option<String>) -> Result<Vec<String>, ApiError> {
+        match user_id {
+            Some(user) => Ok(vec![user]),
+            None => Ok(self.store.list_users().await?),
+        }
+    }
+}
+
+fn duplicate(stored: &str) -> Result<WriteResult, ApiError> {
+    let mut result: WriteResult =
+        serde_json::from_str(stored).map_err(|err| ApiError::internal(format!("unreadable stored response: {err}")))?;
+    result.outcome = WriteOutcome::DuplicateRequest;
+    Ok(result)
+}
+
+pub(crate) fn request_key(operation: &str, request_id: &Option<String>) -> Result<Option<String>, ApiError> {
+    match request_id {
+        Some(id) if id.chars().count() > 128 => Err(ApiError::invalid("request_id", "longer than 128 characters")),
+        Some(id) if !id.is_empty() => Ok(Some(format!("{operation}:{id}"))),
+        _ => Ok(None),
+    }
+}
+
+#[async_trait]
+impl KnowledgeApi for KnowledgeManager {
+    async fn remember(&self, request: RememberRequest) -> Result<WriteResult, ApiError> {
+        self.validate_draft(&request.draft, "memory")?;
+        let options = WriteOptions {
+            skip_dedup: request.skip_dedup,
+            request_key: request_key("remember", &request.request_id)?,
+            actor: actor_of(&request.scope),
+            ..Default::default()
+        };
+        self.write(&request.scope, &request.draft, options).await
+    }
+
+    async fn ingest_turns(&self, request: IngestTurnsRequest) -> Result<IngestResult, ApiError> {
+        crate::turns::ingest(self, request).await
+    }
+
+    async fn learn(&self, request: LearnRequest) -> Result<LearnResult, ApiError> {
+        crate::learn::learn(self, request).await
+    }
+
+    async fn get_memory(&self, scope: Scope, memory_id: String) -> Result<Memory, ApiError> {
+        self.visible_memory(&scope, &memory_id, "memory_id").await
+    }
+
+    async fn list_memories(&self, request: ListRequest) -> Result<Vec<Memory>, ApiError> {
+        let query = MemoryQuery {
+            user_id: request.scope.user_id.clone(),
+            reader: (!request.scope.role_id.is_empty()).then(|| Reader {
+                role_id: request.scope.role_id.clone(),
+                project_id: request.scope.project_id.clone(),
+                layers: Layers::Both,
+            }),
+            types: request.types.clone(),
+            statuses: if request.statuses.is_empty() {
+                vec![MemoryStatus::Active]
+            } else {
+                request.statuses.clone()
+            },
+            order: MemoryOrder::Newest,
+            limit: request.limit,
+            offset: request.offset,
+            ..Default::default()
+        };
+        Ok(self.store.list_memories(&query).await?)
+    }
+
+    async fn correct(&self, request: CorrectRequest) -> Result<CorrectResult, ApiError> {
+        crate::upkeep::correct(self, request).await
+    }
+
+    async fn merge(
+        &self,
+        scope: Scope,
+        memory_ids: Vec<String>,
+        engine: EngineChoice,
+        request_id: Option<String>,
+    ) -> Result<Memory, ApiError> {
+        crate::upkeep::merge(self, scope, memory_ids, engine, request_id).await
+    }
+
+    async fn delete(&self, scope: Scope, memory_id: String, reason: String) -> Result<(), ApiError> {
+        let memory = self.visible_memory(&scope, &memory_id, "memory_id").await?;
+        let now = Utc::now();
+        let batch = WriteBatch {
+            deletes: vec![(scope.user_id.clone(), memory.id.clone())],
+            changes: vec![Change {
+                id: new_id(IdKind::Change),
+                user_id: scope.user_id.clone(),
+                memory_id: memory.id.clone(),
+                kind: ChangeKind::Delete,
+                actor: actor_of(&scope),
+                reason: if reason.is_empty() { "deleted".into() } else { reason },
+                before: Some(memory_json(&memory)),
+                after: None,
+                at: now,
+            }],
+            ..Default::default()
+        };
+        self.store.commit(batch).await?;
+        self.index(Vec::new(), Vec::new(), vec![memory.id]).await;
+        Ok(())
+    }
+
+    async fn history(&self, scope: Scope, memory_id: String) -> Result<Vec<Change>, ApiError> {
+        check_id(IdKind::Memory, "memory_id", &memory_id)?;
+        let changes = self.store.changes(&scope.user_id, &memory_id).await?;
+        if changes.is_empty() {
+            return Err(ApiError::not_found("memory", &memory_id));
+        }
+        // A deleted memory keeps its history; a live one must be visible to the asker.
+        if self.store.get_memory(&scope.user_id, &memory_id).await?.is_some() {
+            self.visible_memory(&scope, &memory_id, "memory_id").await?;
+        }
+        Ok(changes)
+    }
+
+    async fn list_candidates(
+        &self,
+        scope: Scope,
+        status: CandidateStatus,
+        limit: usize,
+        offset: usize,
+    ) -> Result<Vec<CandidateView>, ApiError> {
+        crate::candidates::list(self, scope, status, limit, offset).await
+    }
+
+    async fn approve_candidate(
+        &self,
+        scope: Scope,
+        candidate_id: String,
+        edited_content: Option<String>,
+    ) -> Result<WriteResult, ApiError> {
+        crate::candidates::approve(self, scope, candidate_id, edited_content).await
+    }
+
+    async fn reject_candidate(&self, scope: Scope, candidate_id: String, reason: String) -> Result<(), ApiError> {
+        crate::candidates::reject(self, scope, candidate_id, reason).await
+    }
+
+    async fn promote(
+        &self,
+        scope: Scope,
+        memory_id: String,
+        target: Option<MemoryType>,
+        title: Option<String>,
+    ) -> Result<Memory, ApiError> {
+        crate::upkeep::promote(self, scope, memory_id, target, title).await
+    }
+
+    async fn finalize_iteration(&self, scope: Scope, iteration_id: String) -> Result<FinalizeResult, ApiError> {
+        crate::upkeep::finalize_iteration(self, scope, iteration_id).await
+    }
+
+    async fn quota(&self, scope: Scope) -> Result<Quota, ApiError> {
+        self.quota_of(&scope).await
+    }
+
+    async fn set_plan(&self, user_id: String, plan: String) -> Result<(), ApiError> {
+        if self.config.quotas.limit(&plan).is_none() {
+            return Err(ApiError::invalid(
+                "plan",
+                format!("unknown plan {plan:?} (seed, growth, scale or enterprise)"),
+            ));
+        }
+        Ok(self.store.set_plan(&user_id, &plan).await?)
+    }
+
+    async fn run_maintenance(
+        &self,
+        user_id: Option<String>,
+        decay: bool,
+        forget: bool,
+        now: Option<DateTime<Utc>>,
+    ) -> Result<MaintenanceReport, ApiError> {
+        let now = now.unwrap_or_else(Utc::now);
+        let mut report = MaintenanceReport::default();
+        for user in self.users(user_id).await? {
+            if decay {
+                report.decayed += self.decay(&user, now).await?;
+            }
+            if forget {
+                report.forgotten += self.forget(&user, None, now).await?;
+            }
+        }
+        let metrics = &thinkus_common::metrics::METRICS;
+        if decay {
+            metrics.sweeps.with_label_values(&["decay"]).inc();
+        }
+        if forget {
+            metrics.sweeps.with_label_values(&["forget"]).inc();
+        }
+        if let Ok(counts) = self.store.count_by_status().await {
+            for (status, count) in counts {
+                metrics.memories.with_label_values(&[status.as_str()]).set(count as i64);
+            }
+        }
+        Ok(report)
+    }
+
+    async fn rebuild_index(&self, user_id: Option<String>) -> Result<u64, ApiError> {
+        let mut total = 0;
+        for user in self.users(user_id).await? {
+            self.vectors.delete_user(&user).await?;
+            total += self.reconcile(&user).await?;
+        }
+        self.vectors.flush().await?;
+        Ok(total)
+    }
+}

@@ -1,0 +1,244 @@
+//! Raw conversation turns: stored as said, embedded in batches, recallable at once.
+
+use std::collections::HashMap;
+
+use chrono::Utc;
+use thinkus_backends::sql::{Change, ChangeKind, MemoryOrder, MemoryQuery, WriteBatch};
+use thinkus_common::ApiError;
+use thinkus_common::ids::{IdKind, new_id};
+use thinkus_common::model::{Language, Memory, MemorySource, MemoryStatus, MemoryType};
+use thinkus_common::text::{char_count, detect_language, summarize_to};
+use tracing::Instrument;
+
+use crate::api::{IngestResult, IngestTurnsRequest, Turn};
+use crate::service::{KnowledgeManager, actor_of};
+
+/// The longest context carried from the previous turn, in characters.
+const CONTEXT_CHARS: usize = 300;
+
+fn validate(turns: &[Turn], max_chars: usize) -> Result<(), ApiError> {
+    if turns.is_empty() || turns.len() > 1000 {
+        return Err(ApiError::invalid("turns", "must hold 1-1000 turns"));
+    }
+    for (i, turn) in turns.iter().enumerate() {
+        let field = format!("turns[{i}]");
+        if turn.speaker.trim().is_empty() {
+            return Err(ApiError::invalid(&format!("{field}.speaker"), "is required"));
+        }
+        if char_count(&turn.speaker) > 128 {
+            return Err(ApiError::invalid(
+                &format!("{field}.speaker"),
+                "longer than 128 characters",
+            ));
+        }
+        let caption = turn.caption.as_deref().unwrap_or("");
+        if turn.text.trim().is_empty() && caption.trim().is_empty() {
+            return Err(ApiError::invalid(
+                &format!("{field}.text"),
+                "is empty (and there is no caption)",
+            ));
+        }
+        if char_count(&turn.text) + char_count(caption) > max_chars {
+            return Err(ApiError::invalid(
+                &format!("{field}.text"),
+                format!("longer than {max_chars} characters"),
+            ));
+        }
+        if let Some(id) = &turn.external_id
+            && char_count(id) > 128
+        {
+            return Err(ApiError::invalid(
+                &format!("{field}.external_id"),
+                "longer than 128 characters",
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// What a turn says, with the image it shares described in the speaker's language.
+fn content_of(turn: &Turn) -> String {
+    let text = turn.text.trim();
+    match turn.caption.as_deref().map(str::trim).filter(|c| !c.is_empty()) {
+        None => text.to_string(),
+        Some(caption) => {
+            let language = detect_language(if text.is_empty() { caption } else { text });
+            let shared = match language {
+                Language::Zh => format!("[分享了一张图片：{caption}]"),
+                Language::En => format!("[shares a photo: {caption}]"),
+            };
+            if text.is_empty() {
+                shared
+            } else {
+                format!("{text} {shared}")
+            }
+        }
+    }
+}
+
+fn context_line(memory: &Memory) -> String {
+    let speaker = memory.speaker.as_deref().unwrap_or("");
+    let line = format!("{speaker}: {}", memory.content);
+    summarize_to(&line, CONTEXT_CHARS)
+}
+
+/// Stores turns; a repeated external id returns the stored turn instead.
+pub(crate) async fn ingest(km: &KnowledgeManager, request: IngestTurnsRequest) -> Result<IngestResult, ApiError> {
+    validate(&request.turns, km.config.max_turn_chars)?;
+    let scope = &request.scope;
+    let external: Vec<String> = request.turns.iter().filter_map(|t| t.external_id.clone()).collect();
+    let mut known: HashMap<String, String> = km
+        .store
+        .find_external(&scope.user_id, &external)
+        .await?
+        .into_iter()
+        .collect();
+
+    // The turn before the first new one, for the first turn's context.
+    let mut previous: Option<Memory> = match &scope.session_id {
+        Some(session) => km
+            .store
+            .list_memories(&MemoryQuery {
+                user_id: scope.user_id.clone(),
+                types: vec![MemoryType::ConversationTurn],
+                session_id: Some(session.clone()),
+                order: MemoryOrder::Newest,
+                limit: 1,
+                ..Default::default()
+            })
+            .await?
+            .pop(),
+        None => None,
+    };
+
+    let now = Utc::now();
+    let mut ids = Vec::with_capacity(request.turns.len());
+    let mut fresh: Vec<Memory> = Vec::new();
+    for turn in &request.turns {
+        if let Some(id) = turn.external_id.as_ref().and_then(|e| known.get(e)) {
+            ids.push(id.clone());
+            continue;
+        }
+        let content = content_of(turn);
+        let occurred_at = turn.occurred_at.unwrap_or(now);
+        let memory = Memory {
+            id: new_id(IdKind::Memory),
+            scope: scope.clone(),
+            memory_type: MemoryType::ConversationTurn,
+            summary: summarize_to(&content, 50),
+            language: detect_language(&content),
+            context: previous.as_ref().map(context_line).unwrap_or_default(),
+            content,
+            importance: 3,
+            confidence: 1.0,
+            freshness: 3.0,
+            evidence_count: 1,
+            visibility: request.visibility,
+            status: MemoryStatus::Active,
+            superseded_by: None,
+            source: MemorySource::Conversation,
+            tags: Vec::new(),
+            created_at: now,
+            updated_at: now,
+            last_accessed_at: None,
+            access_count: 0,
+            related_decision_ids: Vec::new(),
+            artifact_refs: Vec::new(),
+            speaker: Some(turn.speaker.trim().to_string()),
+            occurred_at,
+            subject: None,
+            iteration_id: None,
+            external_id: turn.external_id.clone(),
+            version: 0,
+        };
+        if let Some(external_id) = &turn.external_id {
+            known.insert(external_id.clone(), memory.id.clone());
+        }
+        ids.push(memory.id.clone());
+        previous = Some(memory.clone());
+        fresh.push(memory);
+    }
+
+    let texts: Vec<String> = fresh.iter().map(KnowledgeManager::index_text).collect();
+    let mut vectors = Vec::with_capacity(texts.len());
+    for chunk in texts.chunks(64) {
+        vectors.extend(
+            km.embedder
+                .embed_passages(chunk)
+                .instrument(tracing::info_span!("embed.passages", count = chunk.len()))
+                .await?,
+        );
+    }
+    if !fresh.is_empty() {
+        let batch = WriteBatch {
+            changes: fresh
+                .iter()
+                .map(|m| Change {
+                    id: new_id(IdKind::Change),
+                    user_id: scope.user_id.clone(),
+                    memory_id: m.id.clone(),
+                    kind: ChangeKind::Create,
+                    actor: actor_of(scope),
+                    reason: "conversation turn".into(),
+                    before: None,
+                    after: None,
+                    at: now,
+                })
+                .collect(),
+            inserts: fresh.clone(),
+            ..Default::default()
+        };
+        km.store.commit(batch).await?;
+        let points = fresh
+            .iter()
+            .zip(vectors)
+            .map(|(memory, dense)| km.point(memory, dense))
+            .collect();
+        km.index(points, Vec::new(), Vec::new()).await;
+    }
+    Ok(IngestResult {
+        memory_ids: ids,
+        created: fresh.len() as u32,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn captions_are_described_in_the_speakers_language() {
+        let turn = |text: &str, caption: Option<&str>| Turn {
+            speaker: "Caroline".into(),
+            text: text.into(),
+            occurred_at: None,
+            external_id: None,
+            caption: caption.map(str::to_string),
+        };
+        assert_eq!(
+            content_of(&turn("Look at this!", Some("a dog on a beach"))),
+            "Look at this! [shares a photo: a dog on a beach]"
+        );
+        assert_eq!(
+            content_of(&turn("看这个", Some("海边的狗"))),
+            "看这个 [分享了一张图片：海边的狗]"
+        );
+        assert_eq!(content_of(&turn("plain", None)), "plain");
+    }
+
+    #[test]
+    fn bad_turns_name_the_field() {
+        let bad = vec![Turn {
+            speaker: "".into(),
+            text: "hi".into(),
+            occurred_at: None,
+            external_id: None,
+            caption: None,
+        }];
+        assert_eq!(
+            validate(&bad, 100).unwrap_err().message,
+            "turns[0].speaker: is required"
+        );
+        assert!(validate(&[], 100).is_err());
+    }
+}
