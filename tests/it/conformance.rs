@@ -384,3 +384,52 @@ mod language_models {
         }
     }
 }
+
+mod vectors {
+    use thinkus_backends::conformance::vector::run_suite;
+    use thinkus_backends::vector::edge::EdgeIndex;
+    use thinkus_backends::vector::qdrant::QdrantIndex;
+
+    use crate::support;
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn qdrant_edge() {
+        let dir = tempfile::tempdir().unwrap();
+        let index = EdgeIndex::open(dir.path()).expect("open the edge shard");
+        run_suite(&index).await;
+    }
+
+    /// No Qdrant server binary exists on these machines: this suite runs when TEST_QDRANT_URL
+    /// names one (`qdrant://127.0.0.1:6334?collection=thinkus_conformance`) and says so loudly
+    /// when it does not, even under THINKUS_REQUIRE_BACKENDS.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn qdrant_server() {
+        let Some(url) = std::env::var("TEST_QDRANT_URL").ok().filter(|u| !u.is_empty()) else {
+            support::loud(
+                "*** SKIPPED: the Qdrant server conformance suite did not run: no Qdrant server on this machine. \
+                 Set TEST_QDRANT_URL=qdrant://HOST:6334?collection=thinkus_conformance to run it ***",
+            );
+            return;
+        };
+        let index = QdrantIndex::connect(&url).expect("connect");
+        let name = index.collection().to_string();
+        assert!(
+            name.contains("test") || name.contains("conformance"),
+            "the suite drops its collection: name it *test* or *conformance*, not {name:?}"
+        );
+        if index
+            .client()
+            .collection_exists(name.as_str())
+            .await
+            .expect("the server answers")
+        {
+            index
+                .client()
+                .delete_collection(qdrant_client::qdrant::DeleteCollectionBuilder::new(name.as_str()))
+                .await
+                .expect("drop the test collection");
+        }
+        support::loud(&format!("running the Qdrant server suite on {url}"));
+        run_suite(&index).await;
+    }
+}

@@ -2,4 +2,6 @@
 //! implementation, and the end-to-end scenarios. One binary keeps link time down.
 
 mod conformance;
+mod foundation;
+mod nodes;
 mod support;

@@ -1,0 +1,82 @@
+//! The benches: `thinkus bench <name>` prints figures as a table for people and, on its last
+//! line, one JSON object for scripts.
+
+mod controller;
+mod locomo;
+pub mod locomo_data;
+pub mod stats;
+
+use std::path::PathBuf;
+
+use clap::Subcommand;
+
+use crate::config::Config;
+
+/// A benchmark to run.
+#[derive(Debug, Subcommand)]
+pub enum Bench {
+    /// Turn-level retrieval on a LoCoMo file: R@1, R@5, R@10 and nDCG@10 per category.
+    Locomo {
+        /// The LoCoMo JSON file (e.g. ../shared/bench/locomo/locomo-dev.json).
+        #[arg(long)]
+        data: PathBuf,
+        /// Keep the state here instead of a temporary folder.
+        #[arg(long)]
+        data_dir: Option<PathBuf>,
+        /// Only the first N samples.
+        #[arg(long)]
+        limit: Option<usize>,
+        /// Print every miss (question, evidence, top turns).
+        #[arg(long)]
+        verbose: bool,
+    },
+    /// The memory controller's rules on a labelled JSONL file (datasets/controller.jsonl).
+    Controller {
+        #[arg(long)]
+        data: PathBuf,
+        /// The reference time for relative dates in the labels (RFC 3339).
+        #[arg(long)]
+        now: Option<String>,
+    },
+}
+
+/// The reference time of the labelled sets (their relative dates are resolved against it).
+fn dataset_now(value: Option<&str>) -> anyhow::Result<chrono::DateTime<chrono::Utc>> {
+    let text = value.unwrap_or("2026-11-22T12:00:00Z");
+    Ok(chrono::DateTime::parse_from_rfc3339(text)
+        .map_err(|err| anyhow::anyhow!("--now {text:?}: {err}"))?
+        .with_timezone(&chrono::Utc))
+}
+
+/// Runs a bench.
+pub async fn run(bench: Bench, config: Config) -> anyhow::Result<()> {
+    match bench {
+        Bench::Locomo {
+            data,
+            data_dir,
+            limit,
+            verbose,
+        } => locomo::run(config, &data, data_dir, limit, verbose).await,
+        Bench::Controller { data, now } => controller::run(&data, dataset_now(now.as_deref())?).await,
+    }
+}
+
+/// A line of bench output.
+#[allow(clippy::print_stdout)]
+pub(crate) fn say(line: impl AsRef<str>) {
+    println!("{}", line.as_ref());
+}
+
+/// A state folder: the given one, or a temporary one removed at the end.
+pub(crate) fn state_dir(given: Option<PathBuf>) -> anyhow::Result<(PathBuf, Option<tempfile::TempDir>)> {
+    match given {
+        Some(dir) => {
+            std::fs::create_dir_all(&dir)?;
+            Ok((dir, None))
+        }
+        None => {
+            let temp = tempfile::Builder::new().prefix("thinkus-bench-").tempdir()?;
+            Ok((temp.path().to_path_buf(), Some(temp)))
+        }
+    }
+}

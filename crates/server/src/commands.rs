@@ -1,0 +1,311 @@
+//! The client commands: what a person types to remember, recall and inspect memories, and the
+//! administrative tasks.
+
+use std::io::Read;
+
+use clap::{Args, Subcommand};
+use thinkus_common::grpc::{channel, client_channel};
+use thinkus_common::model::{MemoryStatus, MemoryType, RetrievalMode, Scope, Visibility};
+use thinkus_knowledge_manager::KnowledgeClient;
+use thinkus_knowledge_manager::api::{KnowledgeApi, MemoryDraft, RememberRequest};
+use thinkus_retriever::RetrieverClient;
+use thinkus_retriever::api::{DetailsRequest, RecallRequest, RetrieverApi};
+
+use crate::cli::{Connection, KeysTask};
+use crate::config::Config;
+
+/// Who the memory belongs to.
+#[derive(Debug, Clone, Args)]
+pub struct ScopeArgs {
+    /// The user.
+    #[arg(long, short = 'u')]
+    pub user: String,
+    /// The role (AI executive).
+    #[arg(long, short = 'r', default_value = "assistant")]
+    pub role: String,
+    /// The project; omit for cross-project memories.
+    #[arg(long, short = 'p')]
+    pub project: Option<String>,
+    /// The session.
+    #[arg(long)]
+    pub session: Option<String>,
+}
+
+impl ScopeArgs {
+    fn scope(&self) -> Scope {
+        Scope {
+            user_id: self.user.clone(),
+            role_id: self.role.clone(),
+            project_id: self.project.clone(),
+            session_id: self.session.clone(),
+        }
+    }
+}
+
+/// `thinkus remember`.
+#[derive(Debug, Clone, Args)]
+pub struct RememberArgs {
+    #[command(flatten)]
+    pub connection: Connection,
+    #[command(flatten)]
+    pub scope: ScopeArgs,
+    /// The memory type.
+    #[arg(long, short = 't', default_value = "discussion_conclusion")]
+    pub r#type: MemoryType,
+    /// Importance 1-5.
+    #[arg(long, short = 'i')]
+    pub importance: Option<u8>,
+    /// private, project or global.
+    #[arg(long)]
+    pub visibility: Option<Visibility>,
+    /// Tags (repeatable).
+    #[arg(long = "tag")]
+    pub tags: Vec<String>,
+    /// A summary (derived from the content when omitted).
+    #[arg(long)]
+    pub summary: Option<String>,
+    /// The content.
+    pub content: String,
+}
+
+/// `thinkus recall`.
+#[derive(Debug, Clone, Args)]
+pub struct RecallArgs {
+    #[command(flatten)]
+    pub connection: Connection,
+    #[command(flatten)]
+    pub scope: ScopeArgs,
+    /// catalog or details.
+    #[arg(long, short = 'm', default_value = "catalog")]
+    pub mode: String,
+    /// The token budget.
+    #[arg(long, short = 'b')]
+    pub budget: Option<u32>,
+    /// Only these types (repeatable).
+    #[arg(long = "type", short = 't')]
+    pub types: Vec<MemoryType>,
+    /// Print the structured result as JSON.
+    #[arg(long)]
+    pub json: bool,
+    /// The query.
+    pub query: String,
+}
+
+/// `thinkus show`.
+#[derive(Debug, Clone, Args)]
+pub struct ShowArgs {
+    #[command(flatten)]
+    pub connection: Connection,
+    #[command(flatten)]
+    pub scope: ScopeArgs,
+    /// Memory ids.
+    #[arg(required = true)]
+    pub ids: Vec<String>,
+}
+
+/// `thinkus admin …`.
+#[derive(Debug, Clone, Subcommand)]
+pub enum AdminTask {
+    /// Rebuilds the vector index from the relational store.
+    RebuildIndex {
+        #[command(flatten)]
+        connection: Connection,
+        /// One user; all users when omitted (needs an admin key).
+        #[arg(long)]
+        user: Option<String>,
+    },
+    /// Runs the decay and forgetting sweeps now.
+    Maintenance {
+        #[command(flatten)]
+        connection: Connection,
+        #[arg(long)]
+        user: Option<String>,
+    },
+    /// Records a user's plan (seed, growth, scale, enterprise).
+    SetPlan {
+        #[command(flatten)]
+        connection: Connection,
+        #[arg(long)]
+        user: String,
+        plan: String,
+    },
+}
+
+fn connect(connection: &Connection) -> anyhow::Result<thinkus_common::grpc::ClientChannel> {
+    let channel = channel(&connection.addr, std::time::Duration::from_secs(5))?;
+    Ok(client_channel(channel, connection.api_key.clone()))
+}
+
+const MAX_MESSAGE: usize = 16 * 1024 * 1024;
+
+#[allow(clippy::print_stdout)]
+fn out(text: &str) {
+    println!("{text}");
+}
+
+pub async fn remember(args: RememberArgs) -> anyhow::Result<()> {
+    let client = KnowledgeClient::grpc(connect(&args.connection)?, MAX_MESSAGE);
+    let draft = MemoryDraft {
+        importance: args.importance,
+        visibility: args.visibility,
+        tags: args.tags.clone(),
+        summary: args.summary.clone(),
+        ..MemoryDraft::new(args.r#type, args.content.clone())
+    };
+    let result = client
+        .remember(RememberRequest {
+            scope: args.scope.scope(),
+            draft,
+            request_id: None,
+            skip_dedup: false,
+        })
+        .await?;
+    let id = result.memory.as_ref().map(|m| m.id.as_str()).unwrap_or("-");
+    out(&format!("{:?} {id} ({})", result.outcome, result.reason).to_lowercase());
+    Ok(())
+}
+
+pub async fn recall(args: RecallArgs) -> anyhow::Result<()> {
+    let client = RetrieverClient::grpc(connect(&args.connection)?, MAX_MESSAGE);
+    let mode = match args.mode.as_str() {
+        "catalog" => RetrievalMode::Catalog,
+        "details" => RetrievalMode::Details,
+        other => anyhow::bail!("--mode: use catalog or details, not {other:?}"),
+    };
+    let result = client
+        .recall(RecallRequest {
+            scope: args.scope.scope(),
+            query: args.query.clone(),
+            mode,
+            types: args.types.clone(),
+            budget_tokens: args.budget,
+            ..Default::default()
+        })
+        .await?;
+    if args.json {
+        let entries: Vec<serde_json::Value> = result
+            .catalog
+            .iter()
+            .map(|e| {
+                serde_json::json!({
+                    "id": e.id, "summary": e.summary, "type": e.memory_type.as_str(), "importance": e.importance,
+                    "relative_time": e.relative_time, "tags": e.tags, "score": e.score.score,
+                })
+            })
+            .collect();
+        out(&serde_json::to_string_pretty(&serde_json::json!({
+            "catalog": entries,
+            "tokens_used": result.tokens_used,
+            "budget_tokens": result.budget_tokens,
+        }))?);
+        return Ok(());
+    }
+    if result.catalog.is_empty() && result.details.is_empty() {
+        out("(nothing recalled)");
+        return Ok(());
+    }
+    out(&result.rendered);
+    out(&format!(
+        "\n{} tokens of {} ({})",
+        result.tokens_used, result.budget_tokens, result.tokenizer
+    ));
+    for (i, entry) in result.catalog.iter().enumerate() {
+        out(&format!("  [{}] {}  score {:.3}", i + 1, entry.id, entry.score.score));
+    }
+    Ok(())
+}
+
+pub async fn show(args: ShowArgs) -> anyhow::Result<()> {
+    let channel = connect(&args.connection)?;
+    let retriever = RetrieverClient::grpc(channel.clone(), MAX_MESSAGE);
+    let knowledge = KnowledgeClient::grpc(channel, MAX_MESSAGE);
+    let details = retriever
+        .get_details(DetailsRequest {
+            scope: args.scope.scope(),
+            ids: args.ids.clone(),
+            skip_access_update: true,
+            ..Default::default()
+        })
+        .await?;
+    out(&details.rendered);
+    for detail in &details.details {
+        let memory = knowledge.get_memory(args.scope.scope(), detail.id.clone()).await?;
+        out(&format!(
+            "\n{}: {} · importance {} · confidence {:.2} · freshness {:.2} · evidence {} · {}{}",
+            memory.id,
+            memory.memory_type,
+            memory.importance,
+            memory.confidence,
+            memory.freshness,
+            memory.evidence_count,
+            memory.status,
+            memory
+                .superseded_by
+                .as_ref()
+                .map(|s| format!(" → {s}"))
+                .unwrap_or_default()
+        ));
+        if memory.status == MemoryStatus::Active || !memory.tags.is_empty() {
+            out(&format!("  tags: {}", memory.tags.join(", ")));
+        }
+        for change in knowledge.history(args.scope.scope(), memory.id.clone()).await? {
+            out(&format!(
+                "  {} {} by {}: {}",
+                change.at.format("%Y-%m-%d %H:%M"),
+                change.kind,
+                change.actor,
+                change.reason
+            ));
+        }
+    }
+    Ok(())
+}
+
+pub async fn admin(task: AdminTask) -> anyhow::Result<()> {
+    match task {
+        AdminTask::RebuildIndex { connection, user } => {
+            let client = KnowledgeClient::grpc(connect(&connection)?, MAX_MESSAGE);
+            let indexed = client.rebuild_index(user).await?;
+            out(&format!("indexed {indexed} memories"));
+        }
+        AdminTask::Maintenance { connection, user } => {
+            let client = KnowledgeClient::grpc(connect(&connection)?, MAX_MESSAGE);
+            let report = client.run_maintenance(user, true, true, None).await?;
+            out(&format!("decayed {}, forgotten {}", report.decayed, report.forgotten));
+        }
+        AdminTask::SetPlan { connection, user, plan } => {
+            let client = KnowledgeClient::grpc(connect(&connection)?, MAX_MESSAGE);
+            client.set_plan(user.clone(), plan.clone()).await?;
+            out(&format!("{user}: plan {plan}"));
+        }
+    }
+    Ok(())
+}
+
+pub fn keys(task: KeysTask) -> anyhow::Result<()> {
+    match task {
+        KeysTask::Hash { key } => {
+            let key = match key {
+                Some(key) => key,
+                None => {
+                    let mut buffer = String::new();
+                    std::io::stdin().read_to_string(&mut buffer)?;
+                    buffer.trim().to_string()
+                }
+            };
+            anyhow::ensure!(!key.is_empty(), "no key given");
+            out(&thinkus_common::auth::key_sha256_hex(&key));
+        }
+        KeysTask::New => {
+            let key = format!("tk_{}{}", uuid::Uuid::new_v4().simple(), uuid::Uuid::new_v4().simple());
+            out(&format!("key:        {key}"));
+            out(&format!("key_sha256: {}", thinkus_common::auth::key_sha256_hex(&key)));
+        }
+    }
+    Ok(())
+}
+
+pub fn print_config(config: &Config) -> anyhow::Result<()> {
+    out(&toml::to_string_pretty(config)?);
+    Ok(())
+}

@@ -1,0 +1,330 @@
+//! A node: one process serving a set of services on one gRPC address, with the backends those
+//! services need, clients for the services it calls (in process when it runs them, over gRPC at
+//! the configured endpoints otherwise), health, metrics and background jobs.
+
+use std::collections::BTreeSet;
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
+
+use anyhow::Context;
+use thinkus_backends::{Backends, BackendsConfig, Needs};
+use thinkus_common::auth::{AuthInterceptor, Authenticator};
+use thinkus_common::grpc::{Health, ServeOptions, channel, client_channel};
+use thinkus_knowledge_manager::{KnowledgeApi, KnowledgeClient, KnowledgeGrpc, KnowledgeManager};
+use thinkus_memory_controller::{ControllerApi, ControllerClient, MemoryController};
+use thinkus_retriever::{Retriever, RetrieverApi, RetrieverClient, RetrieverGrpc};
+use tokio::net::TcpListener;
+use tokio::task::JoinHandle;
+use tokio_util::sync::CancellationToken;
+use tonic::codegen::InterceptedService;
+use tonic::service::{Routes, RoutesBuilder};
+
+use crate::config::Config;
+use crate::services::ServiceKind;
+
+/// The domain APIs a node reaches, in process or remote.
+#[derive(Clone)]
+pub struct Apis {
+    pub controller: Option<Arc<dyn ControllerApi>>,
+    pub retriever: Option<Arc<dyn RetrieverApi>>,
+    pub knowledge: Option<Arc<dyn KnowledgeApi>>,
+}
+
+/// A running node.
+pub struct NodeHandle {
+    pub addr: SocketAddr,
+    pub services: BTreeSet<ServiceKind>,
+    pub apis: Apis,
+    pub backends: Backends,
+    shutdown: CancellationToken,
+    server: JoinHandle<anyhow::Result<()>>,
+    tasks: Vec<JoinHandle<()>>,
+}
+
+impl NodeHandle {
+    /// The gRPC base URL of the node.
+    pub fn url(&self) -> String {
+        format!("http://{}", self.addr)
+    }
+
+    /// Stops serving, drains, waits for the background jobs.
+    pub async fn shutdown(self) -> anyhow::Result<()> {
+        self.shutdown.cancel();
+        for task in self.tasks {
+            let _ = task.await;
+        }
+        self.server.await.context("the server task panicked")?
+    }
+
+    /// Waits until the node stops (its shutdown token is cancelled elsewhere).
+    pub async fn wait(self) -> anyhow::Result<()> {
+        let result = self.server.await.context("the server task panicked")?;
+        for task in self.tasks {
+            let _ = task.await;
+        }
+        result
+    }
+}
+
+fn backends_config(config: &Config) -> BackendsConfig {
+    BackendsConfig {
+        storage: config.storage.resolved(&config.server.data_dir),
+        embedder: config.embedder.clone(),
+        models_dir: config.server.models_dir.clone(),
+        llm: config.llm.clone(),
+        tokenizer: config.tokenizer.encoding.clone(),
+    }
+}
+
+/// What a set of services needs opened in this process.
+pub fn needs_of(services: &BTreeSet<ServiceKind>) -> Needs {
+    services
+        .iter()
+        .fold(Needs::default(), |needs, kind| needs.union(kind.needs()))
+}
+
+/// Opens the backends a set of services needs.
+pub async fn open_backends(config: &Config, services: &BTreeSet<ServiceKind>) -> anyhow::Result<Backends> {
+    Ok(Backends::open(&backends_config(config), needs_of(services)).await?)
+}
+
+fn required<T: Clone>(value: &Option<T>, what: &str) -> anyhow::Result<T> {
+    value
+        .clone()
+        .ok_or_else(|| anyhow::anyhow!("{what} was not opened for this node"))
+}
+
+/// Starts a node on `listener`. `backends` may be given to share already opened backends (an
+/// embedded vector index can be opened by one owner only).
+pub async fn start(
+    config: Config,
+    services: BTreeSet<ServiceKind>,
+    listener: TcpListener,
+    backends: Option<Backends>,
+    shutdown: CancellationToken,
+) -> anyhow::Result<NodeHandle> {
+    anyhow::ensure!(!services.is_empty(), "no service to run");
+    for kind in &services {
+        for dependency in kind.depends_on() {
+            if !services.contains(dependency) && config.endpoint(*dependency).is_none() {
+                anyhow::bail!(
+                    "endpoints.{}: {} calls the {}, which this process does not run; set its address",
+                    dependency.name().replace('-', "_"),
+                    kind,
+                    dependency
+                );
+            }
+        }
+    }
+    let backends = match backends {
+        Some(backends) => backends,
+        None => open_backends(&config, &services).await?,
+    };
+    let max = config.server.max_message_bytes;
+    let connect_timeout = Duration::from_millis(config.endpoints.connect_timeout_ms.max(500));
+    let own_key = config.client_key();
+    let remote = |kind: ServiceKind| -> anyhow::Result<Option<thinkus_common::grpc::ClientChannel>> {
+        match config.endpoint(kind) {
+            Some(uri) => Ok(Some(client_channel(channel(uri, connect_timeout)?, own_key.clone()))),
+            None => Ok(None),
+        }
+    };
+
+    let manager: Option<Arc<KnowledgeManager>> = if services.contains(&ServiceKind::KnowledgeManager) {
+        Some(Arc::new(KnowledgeManager::new(
+            config.knowledge.clone(),
+            required(&backends.store, "the database")?,
+            required(&backends.vectors, "the vector index")?,
+            required(&backends.embedder, "the embedder")?,
+            backends.rules.clone(),
+            backends.llm.clone(),
+        )))
+    } else {
+        None
+    };
+    let knowledge_local: Option<Arc<dyn KnowledgeApi>> = manager.clone().map(|m| m as Arc<dyn KnowledgeApi>);
+    let retriever_local: Option<Arc<dyn RetrieverApi>> = if services.contains(&ServiceKind::Retriever) {
+        Some(Arc::new(Retriever::new(
+            config.retriever.clone(),
+            required(&backends.store, "the database")?,
+            required(&backends.vectors, "the vector index")?,
+            required(&backends.embedder, "the embedder")?,
+            backends.tokens,
+        )))
+    } else {
+        None
+    };
+    let controller_local: Option<Arc<dyn ControllerApi>> = if services.contains(&ServiceKind::MemoryController) {
+        Some(Arc::new(MemoryController::new(
+            config.controller.clone(),
+            backends.rules.clone(),
+            backends.llm.clone(),
+        )))
+    } else {
+        None
+    };
+    let apis = Apis {
+        controller: match (&controller_local, remote(ServiceKind::MemoryController)?) {
+            (Some(local), _) => Some(Arc::new(ControllerClient::Local(local.clone())) as Arc<dyn ControllerApi>),
+            (None, Some(channel)) => Some(Arc::new(ControllerClient::grpc(channel, max)) as Arc<dyn ControllerApi>),
+            (None, None) => None,
+        },
+        knowledge: match (&knowledge_local, remote(ServiceKind::KnowledgeManager)?) {
+            (Some(local), _) => Some(Arc::new(KnowledgeClient::Local(local.clone())) as Arc<dyn KnowledgeApi>),
+            (None, Some(channel)) => Some(Arc::new(KnowledgeClient::grpc(channel, max)) as Arc<dyn KnowledgeApi>),
+            (None, None) => None,
+        },
+        retriever: match (&retriever_local, remote(ServiceKind::Retriever)?) {
+            (Some(local), _) => Some(Arc::new(RetrieverClient::Local(local.clone())) as Arc<dyn RetrieverApi>),
+            (None, Some(channel)) => Some(Arc::new(RetrieverClient::grpc(channel, max)) as Arc<dyn RetrieverApi>),
+            (None, None) => None,
+        },
+    };
+
+    let authenticator = Arc::new(Authenticator::from_config(&config.auth)?);
+    let interceptor = AuthInterceptor::new(authenticator.clone());
+    let mut builder = RoutesBuilder::default();
+    for kind in &services {
+        match kind {
+            ServiceKind::Retriever => {
+                builder.add_service(InterceptedService::new(
+                    RetrieverGrpc::new(required(&retriever_local, "the retriever")?).into_server(max),
+                    interceptor.clone(),
+                ));
+            }
+            ServiceKind::KnowledgeManager => {
+                builder.add_service(InterceptedService::new(
+                    KnowledgeGrpc::new(required(&knowledge_local, "the knowledge manager")?).into_server(max),
+                    interceptor.clone(),
+                ));
+            }
+            ServiceKind::MemoryController => {
+                builder.add_service(InterceptedService::new(
+                    thinkus_memory_controller::MemoryControllerGrpc::new(required(
+                        &controller_local,
+                        "the memory controller",
+                    )?)
+                    .into_server(max),
+                    interceptor.clone(),
+                ));
+            }
+            ServiceKind::Artifact => {
+                builder.add_service(InterceptedService::new(
+                    thinkus_artifact::ArtifactGrpc.into_server(),
+                    interceptor.clone(),
+                ));
+            }
+            ServiceKind::Summary => {
+                builder.add_service(InterceptedService::new(
+                    thinkus_summary::SummaryGrpc.into_server(),
+                    interceptor.clone(),
+                ));
+            }
+            ServiceKind::Gateway => {
+                builder.add_service(InterceptedService::new(
+                    thinkus_gateway::GatewayGrpc.into_server(),
+                    interceptor.clone(),
+                ));
+            }
+        }
+    }
+    let routes: Routes = builder.routes();
+
+    let names: Vec<&str> = services.iter().map(|k| k.grpc_name()).collect();
+    let (health, health_service) = Health::new(&names).await;
+    let addr = listener.local_addr()?;
+    let options = ServeOptions::from_config(&config.server);
+    let server_shutdown = shutdown.clone();
+    let server = tokio::spawn(thinkus_common::grpc::serve(
+        listener,
+        routes,
+        health.clone(),
+        health_service,
+        options,
+        server_shutdown,
+    ));
+
+    let mut tasks = Vec::new();
+    tasks.push(tokio::spawn(watch_health(backends.clone(), health, shutdown.clone())));
+    thinkus_common::shutdown::on_sighup(shutdown.clone(), move || match authenticator.reload() {
+        Ok(count) => tracing::info!(count, "api keys reloaded"),
+        Err(err) => tracing::error!(%err, "api keys not reloaded, keeping the previous ones"),
+    });
+    if let Some(km) = &manager {
+        tasks.push(tokio::spawn(maintenance(
+            km.clone(),
+            Duration::from_secs(config.knowledge.decay_interval_hours * 3600),
+            shutdown.clone(),
+        )));
+    }
+    tracing::info!(%addr, services = ?services.iter().map(|k| k.name()).collect::<Vec<_>>(), "node started");
+    Ok(NodeHandle {
+        addr,
+        services,
+        apis,
+        backends,
+        shutdown,
+        server,
+        tasks,
+    })
+}
+
+/// Reports SERVING while the backends answer, NOT_SERVING while they do not.
+async fn watch_health(backends: Backends, health: Health, shutdown: CancellationToken) {
+    let mut serving = None;
+    loop {
+        let ok = match backends.check().await {
+            Ok(()) => true,
+            Err(err) => {
+                tracing::warn!(%err, "a backend does not answer");
+                false
+            }
+        };
+        if serving != Some(ok) && !shutdown.is_cancelled() {
+            if ok {
+                health.serving().await;
+            } else {
+                health.not_serving().await;
+            }
+            serving = Some(ok);
+        }
+        let pause = if ok {
+            Duration::from_secs(10)
+        } else {
+            Duration::from_secs(1)
+        };
+        tokio::select! {
+            _ = shutdown.cancelled() => return,
+            _ = tokio::time::sleep(pause) => {}
+        }
+    }
+}
+
+/// Reconciles the vector index with the store at start (writes acknowledged just before a
+/// crash are in the store, maybe not yet in the index), then runs the decay and forgetting
+/// sweeps on schedule.
+async fn maintenance(km: Arc<KnowledgeManager>, interval: Duration, shutdown: CancellationToken) {
+    match km.reconcile_all().await {
+        Ok(0) => {}
+        Ok(repaired) => tracing::warn!(repaired, "the vector index was behind the store and was repaired"),
+        Err(err) => tracing::error!(%err, "index reconciliation failed"),
+    }
+    if interval.is_zero() {
+        return;
+    }
+    loop {
+        tokio::select! {
+            _ = shutdown.cancelled() => return,
+            _ = tokio::time::sleep(interval) => {}
+        }
+        match km.run_maintenance(None, true, true, None).await {
+            Ok(report) => tracing::info!(
+                decayed = report.decayed,
+                forgotten = report.forgotten,
+                "maintenance sweep"
+            ),
+            Err(err) => tracing::error!(%err, "maintenance sweep failed"),
+        }
+    }
+}

