@@ -3,5 +3,6 @@
 
 mod conformance;
 mod foundation;
+mod gateway;
 mod nodes;
 mod support;

@@ -6,6 +6,7 @@
 pub mod auth;
 pub mod config;
 pub mod convert;
+pub mod deadline;
 pub mod error;
 pub mod grpc;
 pub mod ids;

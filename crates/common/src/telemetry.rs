@@ -182,8 +182,9 @@ pub fn server_span(request: &http::Request<()>) -> Span {
     span
 }
 
-/// A client interceptor that injects the current trace context and the credential to present
-/// (the caller's forwarded key, else this process's own key).
+/// A client interceptor that injects the current trace context, the time left before the
+/// current task's deadline, and the credential to present (the caller's forwarded key, else
+/// this process's own key).
 #[derive(Debug, Clone, Default)]
 pub struct TraceContextInterceptor {
     own_key: Option<String>,
@@ -198,6 +199,9 @@ impl TraceContextInterceptor {
 impl Interceptor for TraceContextInterceptor {
     fn call(&mut self, mut request: tonic::Request<()>) -> Result<tonic::Request<()>, tonic::Status> {
         inject_current(request.metadata_mut());
+        if let Some(remaining) = crate::deadline::remaining() {
+            request.set_timeout(remaining);
+        }
         let key = crate::auth::forwarded_credential().or_else(|| self.own_key.clone());
         if let Some(key) = key
             && !request.metadata().contains_key("authorization")

@@ -1,17 +1,20 @@
-//! The gateway: one call prepares a turn's context, one call completes it. Not built yet: every
-//! RPC answers UNIMPLEMENTED.
+//! The gateway: a thin front for the employee core. `PrepareTurn` returns a turn's context
+//! within one token budget (the controller decides, the retriever recalls, artifacts and the
+//! last session are added, with a trace of what was used and why); `CompleteTurn` offloads large
+//! tool outputs as artifacts and queues learning and the summary update on a durable queue that
+//! background workers drain. A REST/JSON facade serves the design's HTTP routes.
 
-use thinkus_proto::gateway::gateway_service_server::{GatewayService, GatewayServiceServer};
+pub mod api;
+pub mod config;
+pub mod context;
+pub mod extras;
+pub mod grpc;
+pub mod jobs;
+pub mod limits;
+pub mod rest;
+pub mod service;
 
-/// The gRPC service; its RPCs answer UNIMPLEMENTED until the gateway lands.
-#[derive(Debug, Default)]
-pub struct GatewayGrpc;
-
-#[tonic::async_trait]
-impl GatewayService for GatewayGrpc {}
-
-impl GatewayGrpc {
-    pub fn into_server(self) -> GatewayServiceServer<Self> {
-        GatewayServiceServer::new(self)
-    }
-}
+pub use config::GatewayConfig;
+pub use grpc::GatewayGrpc;
+pub use limits::RateLimiter;
+pub use service::{Gateway, Upstreams};

@@ -134,7 +134,7 @@ pub struct ListRequest {
 }
 
 /// A conversation to learn from.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, Default)]
 pub struct LearnRequest {
     pub scope: Scope,
     pub messages: Vec<Message>,

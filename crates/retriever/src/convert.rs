@@ -112,7 +112,7 @@ pub fn recall_to_proto(request: &RecallRequest) -> pb::RecallRequest {
     }
 }
 
-fn parts_to_proto(parts: &ScoreParts) -> pbc::ScoreBreakdown {
+pub fn parts_to_proto(parts: &ScoreParts) -> pbc::ScoreBreakdown {
     pbc::ScoreBreakdown {
         score: parts.score,
         relevance: parts.relevance,

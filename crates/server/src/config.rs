@@ -30,6 +30,7 @@ pub struct Config {
     pub controller: ControllerConfig,
     pub retriever: RetrieverConfig,
     pub knowledge: KnowledgeConfig,
+    pub gateway: thinkus_gateway::GatewayConfig,
 }
 
 impl Config {
@@ -101,6 +102,12 @@ impl Config {
                 "must be between 1 and retriever.max_budget_tokens",
             ));
         }
+        self.gateway
+            .validate()
+            .map_err(|message| match message.split_once(": ") {
+                Some((key, why)) => ConfigError::invalid(key, why),
+                None => ConfigError::invalid("gateway", message),
+            })?;
         if !(0.0..=1.0).contains(&self.knowledge.dedup_threshold) {
             return Err(ConfigError::invalid("knowledge.dedup_threshold", "must be within 0-1"));
         }

@@ -185,6 +185,7 @@ pub async fn start(
     let authenticator = Arc::new(Authenticator::from_config(&config.auth)?);
     let interceptor = AuthInterceptor::new(authenticator.clone());
     let mut builder = RoutesBuilder::default();
+    let mut background: Vec<Background> = Vec::new();
     for kind in &services {
         match kind {
             ServiceKind::Retriever => {
@@ -222,10 +223,23 @@ pub async fn start(
                 ));
             }
             ServiceKind::Gateway => {
+                let gateway = gateway_local(&config, &apis, &backends)?;
+                let limiter = Arc::new(thinkus_gateway::RateLimiter::new(
+                    config.gateway.rate_per_second,
+                    config.gateway.rate_burst,
+                ));
                 builder.add_service(InterceptedService::new(
-                    thinkus_gateway::GatewayGrpc.into_server(),
+                    thinkus_gateway::GatewayGrpc::new(gateway.clone(), limiter.clone()).into_server(max),
                     interceptor.clone(),
                 ));
+                if !config.gateway.rest_listen.is_empty() {
+                    let rest = TcpListener::bind(&config.gateway.rest_listen).await.with_context(|| {
+                        format!("gateway.rest_listen: cannot listen on {}", config.gateway.rest_listen)
+                    })?;
+                    tracing::info!(addr = %rest.local_addr()?, "REST facade listening");
+                    background.push(Background::Rest(rest, gateway.clone(), limiter));
+                }
+                background.push(Background::Workers(gateway));
             }
         }
     }
@@ -247,10 +261,31 @@ pub async fn start(
 
     let mut tasks = Vec::new();
     tasks.push(tokio::spawn(watch_health(backends.clone(), health, shutdown.clone())));
-    thinkus_common::shutdown::on_sighup(shutdown.clone(), move || match authenticator.reload() {
+    let reloaded = authenticator.clone();
+    thinkus_common::shutdown::on_sighup(shutdown.clone(), move || match reloaded.reload() {
         Ok(count) => tracing::info!(count, "api keys reloaded"),
         Err(err) => tracing::error!(%err, "api keys not reloaded, keeping the previous ones"),
     });
+    for job in background {
+        match job {
+            Background::Workers(gateway) => {
+                tasks.extend(thinkus_gateway::jobs::spawn_workers(gateway, shutdown.clone()));
+            }
+            Background::Rest(listener, gateway, limiter) => {
+                let state = thinkus_gateway::rest::RestState {
+                    gateway,
+                    authenticator: authenticator.clone(),
+                    limiter,
+                };
+                let stop = shutdown.clone();
+                tasks.push(tokio::spawn(async move {
+                    if let Err(err) = thinkus_gateway::rest::serve(listener, state, stop).await {
+                        tracing::error!(%err, "the REST facade stopped");
+                    }
+                }));
+            }
+        }
+    }
     if let Some(km) = &manager {
         tasks.push(tokio::spawn(maintenance(
             km.clone(),
@@ -268,6 +303,37 @@ pub async fn start(
         server,
         tasks,
     })
+}
+
+/// Work a node runs beside its gRPC server.
+enum Background {
+    /// The gateway's queue workers.
+    Workers(Arc<thinkus_gateway::Gateway>),
+    /// The gateway's REST facade.
+    Rest(
+        TcpListener,
+        Arc<thinkus_gateway::Gateway>,
+        Arc<thinkus_gateway::RateLimiter>,
+    ),
+}
+
+/// The gateway over the node's clients of the other services.
+fn gateway_local(config: &Config, apis: &Apis, backends: &Backends) -> anyhow::Result<Arc<thinkus_gateway::Gateway>> {
+    let upstreams = thinkus_gateway::Upstreams {
+        controller: required(&apis.controller, "the memory controller client")?,
+        retriever: required(&apis.retriever, "the retriever client")?,
+        knowledge: required(&apis.knowledge, "the knowledge manager client")?,
+        artifacts: None,
+        summaries: None,
+    };
+    let jobs: Arc<dyn thinkus_backends::sql::JobStore> = required(&backends.store, "the database")?;
+    Ok(Arc::new(thinkus_gateway::Gateway::new(
+        config.gateway.clone(),
+        upstreams,
+        jobs,
+        backends.tokens,
+        backends.llm.clone(),
+    )))
 }
 
 /// Reports SERVING while the backends answer, NOT_SERVING while they do not.

@@ -55,7 +55,7 @@ fn range_matches(decided: TimeRange, label: &Value) -> bool {
     }
 }
 
-pub async fn run(data: &Path, now: DateTime<Utc>) -> anyhow::Result<()> {
+pub async fn run(data: &Path, now: DateTime<Utc>, verbose: bool) -> anyhow::Result<()> {
     let text = std::fs::read_to_string(data).with_context(|| format!("cannot read {}", data.display()))?;
     let controller = MemoryController::new(ControllerConfig::default(), RuleEngine::new(), None);
     let mut confusion = [[0usize; 3]; 3];
@@ -93,6 +93,16 @@ pub async fn run(data: &Path, now: DateTime<Utc>) -> anyhow::Result<()> {
         latencies.push(started.elapsed());
         n += 1;
         confusion[need_index(label)][need_index(decision.need_memory)] += 1;
+        let wrong_need = match label {
+            NeedMemory::No => decision.need_memory != NeedMemory::No,
+            _ => decision.need_memory == NeedMemory::No,
+        };
+        if verbose && wrong_need {
+            say(format!(
+                "need {:?} -> {:?}: {message} ({})",
+                label, decision.need_memory, decision.reason
+            ));
+        }
         if label != NeedMemory::No {
             mode_total += 1;
             let expected = match item["mode"].as_str() {

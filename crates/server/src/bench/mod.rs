@@ -37,6 +37,9 @@ pub enum Bench {
         /// The reference time for relative dates in the labels (RFC 3339).
         #[arg(long)]
         now: Option<String>,
+        /// Print every disagreement on need and mode.
+        #[arg(long)]
+        verbose: bool,
     },
 }
 
@@ -57,7 +60,7 @@ pub async fn run(bench: Bench, config: Config) -> anyhow::Result<()> {
             limit,
             verbose,
         } => locomo::run(config, &data, data_dir, limit, verbose).await,
-        Bench::Controller { data, now } => controller::run(&data, dataset_now(now.as_deref())?).await,
+        Bench::Controller { data, now, verbose } => controller::run(&data, dataset_now(now.as_deref())?, verbose).await,
     }
 }
 

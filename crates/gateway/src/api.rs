@@ -1,0 +1,112 @@
+//! The gateway's domain types: a turn to prepare, the context it gets, a turn to complete.
+
+use std::collections::BTreeMap;
+
+use chrono::{DateTime, Utc};
+use thinkus_common::model::{ControlDecision, Scope};
+
+/// A user message about to be answered.
+#[derive(Debug, Clone, Default)]
+pub struct PrepareRequest {
+    pub scope: Scope,
+    pub message: String,
+    /// `None`: the configured default.
+    pub budget_tokens: Option<u32>,
+    pub recent_messages: Vec<String>,
+    pub now: Option<DateTime<Utc>>,
+}
+
+/// The sections of a prepared context, in the order they appear (seed 002 section 4.2).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum SectionKind {
+    Decisions,
+    Preferences,
+    Conclusions,
+    Insights,
+    Other,
+    Artifacts,
+    LastSession,
+}
+
+/// One section of the context.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Section {
+    pub kind: SectionKind,
+    pub title: String,
+    pub text: String,
+    pub tokens: u32,
+}
+
+/// What a trace item refers to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TraceKind {
+    Memory,
+    Artifact,
+    Summary,
+}
+
+/// One thing put into (or left out of) the context, and why.
+#[derive(Debug, Clone, PartialEq)]
+pub struct TraceItem {
+    pub kind: TraceKind,
+    pub id: String,
+    pub score: f64,
+    pub confidence: f64,
+    pub reason: String,
+    pub included: bool,
+    pub parts: Option<thinkus_retriever::api::ScoreParts>,
+    pub tokens: u32,
+}
+
+/// The context to answer a turn with.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Prepared {
+    pub context: String,
+    pub sections: Vec<Section>,
+    pub tokens_used: u32,
+    pub budget_tokens: u32,
+    pub decision: ControlDecision,
+    pub items: Vec<TraceItem>,
+    pub timings_ms: BTreeMap<String, f64>,
+}
+
+/// One tool call of the assistant's turn.
+#[derive(Debug, Clone, Default)]
+pub struct ToolCall {
+    pub id: String,
+    pub name: String,
+    pub output: String,
+    pub mime_type: String,
+    pub path: String,
+}
+
+/// What became of one tool output.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ToolCallResult {
+    pub id: String,
+    pub offloaded: bool,
+    pub artifact_id: Option<String>,
+    pub compact: Option<thinkus_proto::common::ArtifactCompact>,
+    pub replacement: String,
+    pub original_tokens: u32,
+}
+
+/// A finished exchange.
+#[derive(Debug, Clone, Default)]
+pub struct CompleteRequest {
+    pub scope: Scope,
+    pub user_message: String,
+    pub assistant_message: String,
+    pub tool_calls: Vec<ToolCall>,
+    pub not_memorable: bool,
+    pub request_id: Option<String>,
+    pub occurred_at: Option<DateTime<Utc>>,
+    pub injected_memory_ids: Vec<String>,
+}
+
+/// What completing a turn did.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Completed {
+    pub tool_calls: Vec<ToolCallResult>,
+    pub job_ids: Vec<String>,
+}

@@ -1,0 +1,93 @@
+//! The gateway's settings (`[gateway]` in the config file).
+
+use serde::{Deserialize, Serialize};
+
+/// How the gateway prepares and completes turns, runs its queue, and limits tenants.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[serde(default, deny_unknown_fields)]
+pub struct GatewayConfig {
+    /// The context budget when a PrepareTurn gives none.
+    pub default_budget_tokens: u32,
+    /// The largest budget a caller may ask for.
+    pub max_budget_tokens: u32,
+    /// The largest share of the budget artifact compacts may take.
+    pub artifacts_share: f64,
+    /// The largest share of the budget the last session's summary may take.
+    pub last_session_share: f64,
+    /// How many of the session's artifacts are considered for a turn.
+    pub artifacts_considered: usize,
+    /// Tool outputs above this many tokens are stored as artifacts and replaced by compacts.
+    pub offload_threshold_tokens: u32,
+    /// Requests per second per tenant when its key sets none (0 turns the limit off).
+    pub rate_per_second: f64,
+    /// Burst size of the per-tenant limit, in requests.
+    pub rate_burst: f64,
+    /// Background workers taking jobs from the queue.
+    pub workers: usize,
+    /// How often an idle worker looks for work, in milliseconds.
+    pub poll_interval_ms: u64,
+    /// How long a worker holds a job before another may take it, in seconds.
+    pub lease_seconds: u64,
+    /// Runs of a job before it is failed for good.
+    pub max_attempts: u32,
+    /// The first retry's delay in milliseconds; each later one doubles, up to `retry_max_ms`.
+    pub retry_base_ms: u64,
+    /// The longest retry delay in milliseconds.
+    pub retry_max_ms: u64,
+    /// The REST/JSON facade's listen address ("" turns it off).
+    pub rest_listen: String,
+    /// The system prompt of Converse when the caller gives none.
+    pub default_system_prompt: String,
+}
+
+impl Default for GatewayConfig {
+    fn default() -> Self {
+        Self {
+            default_budget_tokens: 2000,
+            max_budget_tokens: 32_000,
+            artifacts_share: 0.25,
+            last_session_share: 0.3,
+            artifacts_considered: 20,
+            offload_threshold_tokens: 500,
+            rate_per_second: 50.0,
+            rate_burst: 100.0,
+            workers: 2,
+            poll_interval_ms: 200,
+            lease_seconds: 120,
+            max_attempts: 5,
+            retry_base_ms: 2_000,
+            retry_max_ms: 300_000,
+            rest_listen: String::new(),
+            default_system_prompt: "You are a helpful executive assistant. Use the context when it is relevant; \
+                answer in the user's language."
+                .into(),
+        }
+    }
+}
+
+impl GatewayConfig {
+    /// Checks the settings, naming the first bad key.
+    pub fn validate(&self) -> Result<(), String> {
+        if self.default_budget_tokens == 0 || self.default_budget_tokens > self.max_budget_tokens {
+            return Err("gateway.default_budget_tokens: must be between 1 and gateway.max_budget_tokens".into());
+        }
+        for (key, share) in [
+            ("gateway.artifacts_share", self.artifacts_share),
+            ("gateway.last_session_share", self.last_session_share),
+        ] {
+            if !(0.0..=1.0).contains(&share) {
+                return Err(format!("{key}: must be between 0 and 1"));
+            }
+        }
+        if self.rate_per_second < 0.0 || self.rate_burst < 1.0 {
+            return Err("gateway.rate_per_second/rate_burst: rate must be >= 0 and burst >= 1".into());
+        }
+        if self.max_attempts == 0 {
+            return Err("gateway.max_attempts: must be at least 1".into());
+        }
+        if self.lease_seconds == 0 {
+            return Err("gateway.lease_seconds: must be at least 1".into());
+        }
+        Ok(())
+    }
+}

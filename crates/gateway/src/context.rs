@@ -1,0 +1,200 @@
+//! Assembling a turn's context: sections in the order of seed 002 section 4.2 (decisions,
+//! preferences, conclusions, insights, other memories), then artifacts, then the last session,
+//! packed into one token budget. Whole entries only: an entry that does not fit is left out
+//! and the trace says so.
+
+use thinkus_common::model::{Language, MemoryType};
+use thinkus_common::tokens::TokenCounter;
+
+use crate::api::{Section, SectionKind};
+
+impl SectionKind {
+    /// The section a memory type goes to.
+    pub fn of(memory_type: MemoryType) -> Self {
+        match memory_type {
+            MemoryType::ProjectDecision => Self::Decisions,
+            MemoryType::UserPreference | MemoryType::Feedback => Self::Preferences,
+            MemoryType::DiscussionConclusion => Self::Conclusions,
+            MemoryType::Insight | MemoryType::Learning | MemoryType::Pattern | MemoryType::Issue => Self::Insights,
+            _ => Self::Other,
+        }
+    }
+
+    /// The section's heading in the user's language.
+    pub fn title(self, language: Language) -> &'static str {
+        match (self, language) {
+            (Self::Decisions, Language::Zh) => "相关决策",
+            (Self::Decisions, Language::En) => "Related decisions",
+            (Self::Preferences, Language::Zh) => "用户偏好",
+            (Self::Preferences, Language::En) => "User preferences",
+            (Self::Conclusions, Language::Zh) => "讨论结论",
+            (Self::Conclusions, Language::En) => "Discussion conclusions",
+            (Self::Insights, Language::Zh) => "洞察与经验",
+            (Self::Insights, Language::En) => "Insights and lessons",
+            (Self::Other, Language::Zh) => "其他相关记忆",
+            (Self::Other, Language::En) => "Other relevant memories",
+            (Self::Artifacts, Language::Zh) => "相关产物",
+            (Self::Artifacts, Language::En) => "Relevant artifacts",
+            (Self::LastSession, Language::Zh) => "上次会话",
+            (Self::LastSession, Language::En) => "Last session",
+        }
+    }
+}
+
+/// One entry offered for the context.
+#[derive(Debug, Clone)]
+pub struct Entry {
+    pub kind: SectionKind,
+    pub text: String,
+    /// Index of the entry's trace item.
+    pub trace: usize,
+    /// The most this entry's section may take (artifacts and the last session have caps).
+    pub section_cap: Option<u32>,
+}
+
+/// The packed context.
+#[derive(Debug, Clone, Default)]
+pub struct Packed {
+    pub context: String,
+    pub sections: Vec<Section>,
+    pub tokens: u32,
+    /// Trace indexes of the entries that made it in, and their tokens.
+    pub included: Vec<(usize, u32)>,
+}
+
+fn heading(kind: SectionKind, language: Language) -> String {
+    format!("## {}\n", kind.title(language))
+}
+
+/// Packs `entries` (best first within each section) into `budget` tokens, sections in their
+/// order. The whole context, headings included, is counted with `tokens` and never exceeds
+/// the budget.
+pub fn pack(entries: &[Entry], budget: u32, language: Language, tokens: &TokenCounter) -> Packed {
+    let mut order: Vec<&Entry> = entries.iter().collect();
+    order.sort_by_key(|e| e.kind); // stable: keeps the rank order within a section
+    let mut chosen: Vec<(&Entry, u32)> = Vec::new();
+    let mut used: u32 = 0;
+    let mut section_used: std::collections::BTreeMap<SectionKind, u32> = Default::default();
+    for entry in order {
+        let entry_tokens = tokens.count(&entry.text) as u32 + 1;
+        let opens_section = !section_used.contains_key(&entry.kind);
+        // A heading and the blank line between sections.
+        let overhead = if opens_section {
+            tokens.count(&heading(entry.kind, language)) as u32 + 1
+        } else {
+            0
+        };
+        let in_section = section_used.get(&entry.kind).copied().unwrap_or(0);
+        if let Some(cap) = entry.section_cap
+            && in_section + overhead + entry_tokens > cap
+        {
+            continue;
+        }
+        if used + overhead + entry_tokens > budget {
+            continue;
+        }
+        used += overhead + entry_tokens;
+        *section_used.entry(entry.kind).or_insert(0) += overhead + entry_tokens;
+        chosen.push((entry, entry_tokens));
+    }
+    // Render, then make sure the exact count fits (token counts of joined text can differ
+    // slightly from the sum of the parts): drop the last entries until it does.
+    loop {
+        let packed = render(&chosen, language, tokens);
+        if packed.tokens <= budget || chosen.is_empty() {
+            return packed;
+        }
+        chosen.pop();
+    }
+}
+
+fn render(chosen: &[(&Entry, u32)], language: Language, tokens: &TokenCounter) -> Packed {
+    let mut sections: Vec<Section> = Vec::new();
+    let mut included = Vec::new();
+    for (entry, entry_tokens) in chosen {
+        if sections.last().is_none_or(|s| s.kind != entry.kind) {
+            sections.push(Section {
+                kind: entry.kind,
+                title: entry.kind.title(language).to_string(),
+                text: String::new(),
+                tokens: 0,
+            });
+        }
+        let section = sections.last_mut().expect("a section was just pushed");
+        section.text.push_str(&entry.text);
+        section.text.push('\n');
+        included.push((entry.trace, *entry_tokens));
+    }
+    let mut context = String::new();
+    for section in &mut sections {
+        section.tokens = tokens.count(&section.text) as u32;
+        if !context.is_empty() {
+            context.push('\n');
+        }
+        context.push_str(&heading(section.kind, language));
+        context.push_str(&section.text);
+    }
+    let total = tokens.count(&context) as u32;
+    Packed {
+        context,
+        sections,
+        tokens: total,
+        included,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn entry(kind: SectionKind, text: &str, trace: usize) -> Entry {
+        Entry {
+            kind,
+            text: text.into(),
+            trace,
+            section_cap: None,
+        }
+    }
+
+    #[test]
+    fn sections_come_in_order_and_the_budget_holds() {
+        let tokens = TokenCounter::default();
+        let entries = vec![
+            entry(SectionKind::Other, "- 预算上限是5万元", 0),
+            entry(SectionKind::Decisions, "- 前端用Next.js，因为团队熟悉React", 1),
+            entry(SectionKind::Preferences, "- 喜欢简约的设计风格", 2),
+            entry(SectionKind::Decisions, "- 支付用Stripe", 3),
+        ];
+        let packed = pack(&entries, 1000, Language::Zh, &tokens);
+        let kinds: Vec<SectionKind> = packed.sections.iter().map(|s| s.kind).collect();
+        assert_eq!(
+            kinds,
+            vec![SectionKind::Decisions, SectionKind::Preferences, SectionKind::Other]
+        );
+        assert!(packed.context.starts_with("## 相关决策\n- 前端用Next.js"));
+        assert_eq!(packed.tokens, tokens.count(&packed.context) as u32);
+
+        for budget in [5, 20, 35, 50] {
+            let packed = pack(&entries, budget, Language::Zh, &tokens);
+            assert!(packed.tokens <= budget, "{} > {budget}", packed.tokens);
+        }
+        let small = pack(&entries, 30, Language::Zh, &tokens);
+        assert!(small.included.len() < entries.len());
+    }
+
+    #[test]
+    fn section_caps_hold() {
+        let tokens = TokenCounter::default();
+        let long = "- ".to_string() + &"artifact line ".repeat(30);
+        let entries = vec![
+            Entry {
+                section_cap: Some(40),
+                ..entry(SectionKind::Artifacts, &long, 0)
+            },
+            entry(SectionKind::Decisions, "- use Postgres", 1),
+        ];
+        let packed = pack(&entries, 1000, Language::En, &tokens);
+        assert_eq!(packed.included.len(), 1);
+        assert_eq!(packed.included[0].0, 1);
+    }
+}

@@ -1,0 +1,310 @@
+//! The gRPC adapter of the gateway: authentication, per-tenant rate limits, deadlines carried to
+//! the services it calls, and the caller's credential forwarded to them.
+
+use std::future::Future;
+use std::sync::Arc;
+
+use thinkus_backends::sql::{JobRecord, JobStatus};
+use thinkus_common::auth::{Principal, principal, with_forwarded_credential};
+use thinkus_common::convert::{
+    ScopeRules, control_decision_to_proto, datetime_opt, next_page, page_from_proto, scope_from_proto, scope_to_proto,
+    timestamp,
+};
+use thinkus_common::model::Scope;
+use thinkus_common::{ApiError, deadline, to_status};
+use thinkus_proto::gateway as pb;
+use thinkus_proto::gateway::gateway_service_server::{GatewayService, GatewayServiceServer};
+use tonic::{Request, Response, Status};
+
+use crate::api::{CompleteRequest, Completed, PrepareRequest, Prepared, SectionKind, ToolCall, TraceKind};
+use crate::limits::RateLimiter;
+use crate::service::Gateway;
+
+/// Serves the [`Gateway`] over gRPC.
+pub struct GatewayGrpc {
+    gateway: Arc<Gateway>,
+    limiter: Arc<RateLimiter>,
+}
+
+impl GatewayGrpc {
+    pub fn new(gateway: Arc<Gateway>, limiter: Arc<RateLimiter>) -> Self {
+        Self { gateway, limiter }
+    }
+
+    pub fn into_server(self, max_message_bytes: usize) -> GatewayServiceServer<Self> {
+        GatewayServiceServer::new(self)
+            .max_decoding_message_size(max_message_bytes)
+            .max_encoding_message_size(max_message_bytes)
+    }
+
+    /// Checks the caller, its rights on `scope` and its rate, then runs `work` under the
+    /// request's deadline with the caller's credential forwarded.
+    async fn guarded<T, R, F>(
+        &self,
+        request: &Request<T>,
+        scope: Option<&thinkus_proto::common::Scope>,
+        rules: ScopeRules,
+        work: impl FnOnce(Scope) -> F,
+    ) -> Result<R, Status>
+    where
+        F: Future<Output = Result<R, ApiError>>,
+    {
+        let principal: Principal = principal(request)?;
+        let scope = scope_from_proto(scope, "scope", rules).map_err(|e| to_status(&e))?;
+        principal.authorize(&scope).map_err(|e| to_status(&e))?;
+        self.limiter
+            .check(&principal.tenant, principal.rate_per_second)
+            .map_err(|e| to_status(&e))?;
+        let deadline = deadline::from_metadata(request.metadata());
+        with_forwarded_credential(
+            principal.credential.clone(),
+            deadline::with_deadline(deadline, work(scope)),
+        )
+        .await
+        .map_err(|e| to_status(&e))
+    }
+}
+
+fn section_kind(kind: SectionKind) -> pb::SectionKind {
+    match kind {
+        SectionKind::Decisions => pb::SectionKind::Decisions,
+        SectionKind::Preferences => pb::SectionKind::Preferences,
+        SectionKind::Conclusions => pb::SectionKind::Conclusions,
+        SectionKind::Insights => pb::SectionKind::Insights,
+        SectionKind::Other => pb::SectionKind::Other,
+        SectionKind::Artifacts => pb::SectionKind::Artifacts,
+        SectionKind::LastSession => pb::SectionKind::LastSession,
+    }
+}
+
+/// The wire form of a prepared context.
+pub fn prepared_to_proto(prepared: &Prepared) -> pb::PrepareTurnResponse {
+    pb::PrepareTurnResponse {
+        context: prepared.context.clone(),
+        sections: prepared
+            .sections
+            .iter()
+            .map(|s| pb::ContextSection {
+                kind: section_kind(s.kind) as i32,
+                title: s.title.clone(),
+                text: s.text.clone(),
+                tokens: s.tokens as i32,
+            })
+            .collect(),
+        tokens_used: prepared.tokens_used as i32,
+        budget_tokens: prepared.budget_tokens as i32,
+        trace: Some(pb::ContextTrace {
+            decision: Some(control_decision_to_proto(&prepared.decision)),
+            items: prepared
+                .items
+                .iter()
+                .map(|item| pb::TraceItem {
+                    kind: match item.kind {
+                        TraceKind::Memory => pb::TraceItemKind::Memory,
+                        TraceKind::Artifact => pb::TraceItemKind::Artifact,
+                        TraceKind::Summary => pb::TraceItemKind::Summary,
+                    } as i32,
+                    id: item.id.clone(),
+                    score: item.score,
+                    confidence: item.confidence,
+                    reason: item.reason.clone(),
+                    included: item.included,
+                    score_breakdown: item.parts.as_ref().map(thinkus_retriever::convert::parts_to_proto),
+                    tokens: item.tokens as i32,
+                })
+                .collect(),
+            timings_ms: prepared.timings_ms.clone().into_iter().collect(),
+        }),
+    }
+}
+
+/// The wire form of a completed turn.
+pub fn completed_to_proto(completed: &Completed) -> pb::CompleteTurnResponse {
+    pb::CompleteTurnResponse {
+        tool_calls: completed
+            .tool_calls
+            .iter()
+            .map(|r| pb::ToolCallResult {
+                id: r.id.clone(),
+                offloaded: r.offloaded,
+                artifact_id: r.artifact_id.clone().unwrap_or_default(),
+                compact: r.compact.clone(),
+                replacement: r.replacement.clone(),
+                original_tokens: r.original_tokens as i32,
+            })
+            .collect(),
+        job_ids: completed.job_ids.clone(),
+    }
+}
+
+fn budget(value: i32) -> Result<Option<u32>, ApiError> {
+    match value {
+        0 => Ok(None),
+        v if v < 0 => Err(ApiError::invalid("budget_tokens", format!("{v} is negative"))),
+        v => Ok(Some(v as u32)),
+    }
+}
+
+fn optional(value: &str) -> Option<String> {
+    (!value.is_empty()).then(|| value.to_string())
+}
+
+fn job_status_to_proto(status: JobStatus) -> pb::JobStatus {
+    match status {
+        JobStatus::Pending => pb::JobStatus::Pending,
+        JobStatus::Running => pb::JobStatus::Running,
+        JobStatus::Succeeded => pb::JobStatus::Succeeded,
+        JobStatus::Failed => pb::JobStatus::Failed,
+    }
+}
+
+fn job_to_proto(job: &JobRecord) -> pb::Job {
+    pb::Job {
+        id: job.id.clone(),
+        kind: job.kind.clone(),
+        status: job_status_to_proto(job.status) as i32,
+        attempts: job.attempts as i32,
+        last_error: job.last_error.clone().unwrap_or_default(),
+        run_after: Some(timestamp(job.run_after)),
+        created_at: Some(timestamp(job.created_at)),
+        updated_at: Some(timestamp(job.updated_at)),
+        scope: Some(scope_to_proto(&Scope {
+            user_id: job.user_id.clone(),
+            role_id: String::new(),
+            project_id: None,
+            session_id: job.session_id.clone(),
+        })),
+    }
+}
+
+#[tonic::async_trait]
+impl GatewayService for GatewayGrpc {
+    async fn prepare_turn(
+        &self,
+        request: Request<pb::PrepareTurnRequest>,
+    ) -> Result<Response<pb::PrepareTurnResponse>, Status> {
+        let body = request.get_ref().clone();
+        let gateway = self.gateway.clone();
+        let prepared = self
+            .guarded(
+                &request,
+                body.scope.as_ref(),
+                ScopeRules::USER_ROLE_SESSION,
+                |scope| async move {
+                    gateway
+                        .prepare(PrepareRequest {
+                            scope,
+                            message: body.message,
+                            budget_tokens: budget(body.budget_tokens)?,
+                            recent_messages: body.recent_messages,
+                            now: datetime_opt(body.now.as_ref(), "now")?,
+                        })
+                        .await
+                },
+            )
+            .await?;
+        Ok(Response::new(prepared_to_proto(&prepared)))
+    }
+
+    async fn complete_turn(
+        &self,
+        request: Request<pb::CompleteTurnRequest>,
+    ) -> Result<Response<pb::CompleteTurnResponse>, Status> {
+        let body = request.get_ref().clone();
+        let gateway = self.gateway.clone();
+        let completed = self
+            .guarded(
+                &request,
+                body.scope.as_ref(),
+                ScopeRules::USER_ROLE_SESSION,
+                |scope| async move {
+                    gateway
+                        .complete(CompleteRequest {
+                            scope,
+                            user_message: body.user_message,
+                            assistant_message: body.assistant_message,
+                            tool_calls: body
+                                .tool_calls
+                                .into_iter()
+                                .map(|c| ToolCall {
+                                    id: c.id,
+                                    name: c.name,
+                                    output: c.output,
+                                    mime_type: c.mime_type,
+                                    path: c.path,
+                                })
+                                .collect(),
+                            not_memorable: body.not_memorable,
+                            request_id: optional(&body.request_id),
+                            occurred_at: datetime_opt(body.occurred_at.as_ref(), "occurred_at")?,
+                            injected_memory_ids: body.injected_memory_ids,
+                        })
+                        .await
+                },
+            )
+            .await?;
+        Ok(Response::new(completed_to_proto(&completed)))
+    }
+
+    async fn converse(&self, request: Request<pb::ConverseRequest>) -> Result<Response<pb::ConverseResponse>, Status> {
+        let body = request.get_ref().clone();
+        let gateway = self.gateway.clone();
+        let (reply, prepared, completed) = self
+            .guarded(
+                &request,
+                body.scope.as_ref(),
+                ScopeRules::USER_ROLE_SESSION,
+                |scope| async move {
+                    gateway
+                        .converse(
+                            PrepareRequest {
+                                scope,
+                                message: body.message,
+                                budget_tokens: budget(body.budget_tokens)?,
+                                recent_messages: Vec::new(),
+                                now: None,
+                            },
+                            optional(&body.system_prompt),
+                            optional(&body.request_id),
+                        )
+                        .await
+                },
+            )
+            .await?;
+        Ok(Response::new(pb::ConverseResponse {
+            reply,
+            prepared: Some(prepared_to_proto(&prepared)),
+            completed: Some(completed_to_proto(&completed)),
+        }))
+    }
+
+    async fn list_jobs(&self, request: Request<pb::ListJobsRequest>) -> Result<Response<pb::ListJobsResponse>, Status> {
+        let body = request.get_ref().clone();
+        let gateway = self.gateway.clone();
+        let rules = ScopeRules::USER;
+        let (jobs, size, offset) = self
+            .guarded(&request, body.scope.as_ref(), rules, |scope| async move {
+                let (size, offset) = page_from_proto(body.page.as_ref(), "page")?;
+                let status = match pb::JobStatus::try_from(body.status) {
+                    Ok(pb::JobStatus::Unspecified) => None,
+                    Ok(pb::JobStatus::Pending) => Some(JobStatus::Pending),
+                    Ok(pb::JobStatus::Running) => Some(JobStatus::Running),
+                    Ok(pb::JobStatus::Succeeded) => Some(JobStatus::Succeeded),
+                    Ok(pb::JobStatus::Failed) => Some(JobStatus::Failed),
+                    Err(_) => {
+                        return Err(ApiError::invalid(
+                            "status",
+                            format!("unknown job status {}", body.status),
+                        ));
+                    }
+                };
+                let jobs = gateway.list_jobs(&scope, status, size, offset).await?;
+                Ok((jobs, size, offset))
+            })
+            .await?;
+        Ok(Response::new(pb::ListJobsResponse {
+            page: Some(next_page(size, offset, jobs.len())),
+            jobs: jobs.iter().map(job_to_proto).collect(),
+        }))
+    }
+}

@@ -1,0 +1,620 @@
+//! The REST/JSON facade (seed 000 section 4): the design's HTTP routes over the same services,
+//! with the same API keys, the same validation, and gRPC codes mapped to HTTP statuses
+//! (INVALID_ARGUMENT 400, UNAUTHENTICATED 401, PERMISSION_DENIED 403, NOT_FOUND 404,
+//! RESOURCE_EXHAUSTED 429 with Retry-After, ...). Errors are `{"error": {"code", "message"}}`.
+//!
+//! Routes: POST /api/memory/control, /api/memory/retrieve, /api/memory/write,
+//! /api/memory/correct; POST /api/turn/prepare, /api/turn/complete; GET /api/jobs.
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+
+use axum::extract::{ConnectInfo, Query, State};
+use axum::http::{HeaderMap, HeaderValue, StatusCode};
+use axum::response::{IntoResponse, Response};
+use axum::routing::{get, post};
+use axum::{Json, Router};
+use serde::Deserialize;
+use serde_json::{Value, json};
+use thinkus_common::ApiError;
+use thinkus_common::auth::{Authenticator, Principal, with_forwarded_credential};
+use thinkus_common::model::{EngineChoice, MemoryType, Message, RetrievalMode, Scope, TimeRange};
+use thinkus_knowledge_manager::api::{CorrectRequest, CorrectionAction, LearnRequest};
+use thinkus_memory_controller::api::DecideRequest;
+use thinkus_retriever::api::RecallRequest;
+
+use crate::api::{CompleteRequest, PrepareRequest, ToolCall};
+use crate::limits::RateLimiter;
+use crate::service::Gateway;
+
+/// What the REST handlers share.
+#[derive(Clone)]
+pub struct RestState {
+    pub gateway: Arc<Gateway>,
+    pub authenticator: Arc<Authenticator>,
+    pub limiter: Arc<RateLimiter>,
+}
+
+/// An [`ApiError`] as an HTTP response.
+pub struct RestError(pub ApiError);
+
+impl From<ApiError> for RestError {
+    fn from(err: ApiError) -> Self {
+        Self(err)
+    }
+}
+
+impl IntoResponse for RestError {
+    fn into_response(self) -> Response {
+        let err = self.0;
+        let status = StatusCode::from_u16(err.code.http_status()).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
+        // Internal errors keep their cause in the logs, not in the answer.
+        let message = if status == StatusCode::INTERNAL_SERVER_ERROR {
+            tracing::error!(error = %err.message, "internal error on the REST facade");
+            "internal error".to_string()
+        } else {
+            err.message.clone()
+        };
+        let body = json!({"error": {"code": format!("{:?}", err.code), "message": message}});
+        let mut response = (status, Json(body)).into_response();
+        if let Some(after) = err.retry_after {
+            let seconds = after.as_secs_f64().ceil().max(1.0) as u64;
+            if let Ok(value) = HeaderValue::from_str(&seconds.to_string()) {
+                response.headers_mut().insert("retry-after", value);
+            }
+        }
+        response
+    }
+}
+
+type Answer = Result<Json<Value>, RestError>;
+
+/// The router of the facade.
+pub fn router(state: RestState) -> Router {
+    Router::new()
+        .route("/api/memory/control", post(control))
+        .route("/api/memory/retrieve", post(retrieve))
+        .route("/api/memory/write", post(write))
+        .route("/api/memory/correct", post(correct))
+        .route("/api/turn/prepare", post(prepare))
+        .route("/api/turn/complete", post(complete))
+        .route("/api/jobs", get(jobs))
+        .with_state(state)
+}
+
+/// Serves the facade on `listener` until `shutdown`.
+pub async fn serve(
+    listener: tokio::net::TcpListener,
+    state: RestState,
+    shutdown: tokio_util::sync::CancellationToken,
+) -> std::io::Result<()> {
+    axum::serve(
+        listener,
+        router(state).into_make_service_with_connect_info::<SocketAddr>(),
+    )
+    .with_graceful_shutdown(async move { shutdown.cancelled().await })
+    .await
+}
+
+fn bearer(headers: &HeaderMap) -> Option<&str> {
+    headers
+        .get("authorization")
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.strip_prefix("Bearer ").or_else(|| v.strip_prefix("bearer ")))
+        .map(str::trim)
+}
+
+/// Authenticates, authorises `scope` and takes one request from the tenant's rate.
+fn admit(state: &RestState, headers: &HeaderMap, peer: SocketAddr, scope: &Scope) -> Result<Principal, ApiError> {
+    let principal = state.authenticator.authenticate(bearer(headers), Some(peer))?;
+    principal.authorize(scope)?;
+    state.limiter.check(&principal.tenant, principal.rate_per_second)?;
+    Ok(principal)
+}
+
+fn scope_of(user: Option<String>, role: Option<String>, project: Option<String>, session: Option<String>) -> Scope {
+    let some = |v: Option<String>| v.filter(|s| !s.is_empty());
+    Scope {
+        user_id: user.unwrap_or_default(),
+        role_id: role.unwrap_or_default(),
+        project_id: some(project),
+        session_id: some(session),
+    }
+}
+
+fn required(value: &str, field: &str) -> Result<(), ApiError> {
+    if value.trim().is_empty() {
+        return Err(ApiError::invalid(field, "is required"));
+    }
+    Ok(())
+}
+
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+struct ControlBody {
+    user_id: String,
+    role_id: String,
+    project_id: Option<String>,
+    user_message: String,
+    #[serde(default)]
+    message_count: u32,
+    #[serde(default)]
+    recent_messages: Vec<String>,
+}
+
+async fn control(
+    State(state): State<RestState>,
+    ConnectInfo(peer): ConnectInfo<SocketAddr>,
+    headers: HeaderMap,
+    Json(body): Json<Value>,
+) -> Answer {
+    let body: ControlBody = serde_json::from_value(body).map_err(|e| ApiError::invalid("body", e))?;
+    required(&body.user_id, "userId")?;
+    required(&body.user_message, "userMessage")?;
+    let scope = scope_of(Some(body.user_id), Some(body.role_id), body.project_id, None);
+    let principal = admit(&state, &headers, peer, &scope)?;
+    let decision = with_forwarded_credential(principal.credential, async {
+        state
+            .gateway
+            .upstreams
+            .controller
+            .decide(DecideRequest {
+                scope,
+                message: body.user_message,
+                message_count: body.message_count,
+                recent_messages: body.recent_messages,
+                ..Default::default()
+            })
+            .await
+    })
+    .await?;
+    Ok(Json(json!({
+        "needMemory": decision.need_memory,
+        "memoryTypes": decision.memory_types.iter().map(|t| t.as_str()).collect::<Vec<_>>(),
+        "retrievalMode": decision.retrieval_mode,
+        "budgetTokens": decision.budget_tokens,
+        "timeRange": decision.time_range.label(),
+        "reason": decision.reason,
+    })))
+}
+
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+struct RetrieveBody {
+    user_id: String,
+    role_id: String,
+    project_id: Option<String>,
+    query: String,
+    mode: Option<String>,
+    #[serde(default)]
+    memory_types: Vec<String>,
+    time_range: Option<String>,
+    limit: Option<usize>,
+    budget_tokens: Option<u32>,
+}
+
+fn time_range(value: Option<&str>) -> Result<Option<TimeRange>, ApiError> {
+    match value {
+        None | Some("") => Ok(None),
+        Some("all") => Ok(Some(TimeRange::All)),
+        Some("last_7_days") => Ok(Some(TimeRange::Last7Days)),
+        Some("last_30_days") => Ok(Some(TimeRange::Last30Days)),
+        Some(other) => Err(ApiError::invalid(
+            "timeRange",
+            format!("{other:?} is not all, last_7_days or last_30_days"),
+        )),
+    }
+}
+
+async fn retrieve(
+    State(state): State<RestState>,
+    ConnectInfo(peer): ConnectInfo<SocketAddr>,
+    headers: HeaderMap,
+    Json(body): Json<Value>,
+) -> Answer {
+    let body: RetrieveBody = serde_json::from_value(body).map_err(|e| ApiError::invalid("body", e))?;
+    required(&body.user_id, "userId")?;
+    let mode = match body.mode.as_deref() {
+        None | Some("catalog") => RetrievalMode::Catalog,
+        Some("details") => RetrievalMode::Details,
+        Some(other) => return Err(ApiError::invalid("mode", format!("{other:?} is not catalog or details")).into()),
+    };
+    let types = body
+        .memory_types
+        .iter()
+        .map(|t| t.parse::<MemoryType>().map_err(|e| ApiError::invalid("memoryTypes", e)))
+        .collect::<Result<Vec<_>, _>>()?;
+    let scope = scope_of(Some(body.user_id), Some(body.role_id), body.project_id, None);
+    let principal = admit(&state, &headers, peer, &scope)?;
+    let result = with_forwarded_credential(principal.credential, async {
+        state
+            .gateway
+            .upstreams
+            .retriever
+            .recall(RecallRequest {
+                scope,
+                query: body.query,
+                mode,
+                types,
+                time_range: time_range(body.time_range.as_deref())?,
+                budget_tokens: body.budget_tokens,
+                limit: body.limit,
+                ..Default::default()
+            })
+            .await
+    })
+    .await?;
+    Ok(Json(json!({
+        "mode": result.mode,
+        "catalog": result.catalog.iter().map(|e| json!({
+            "id": e.id,
+            "summary": e.summary,
+            "type": e.memory_type.as_str(),
+            "importance": e.importance,
+            "date": e.relative_time,
+            "tags": e.tags,
+            "score": e.score.score,
+        })).collect::<Vec<_>>(),
+        "details": result.details.iter().map(|d| json!({
+            "id": d.id,
+            "content": d.content,
+            "context": d.context,
+            "relatedDecisions": d.decisions,
+            "artifactRefs": d.refs.iter().map(|r| json!({"ref": r.reference, "locator": r.locator, "desc": r.desc})).collect::<Vec<_>>(),
+        })).collect::<Vec<_>>(),
+        "tokensUsed": result.tokens_used,
+        "rendered": result.rendered,
+    })))
+}
+
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+struct WriteBody {
+    user_id: String,
+    role_id: String,
+    project_id: Option<String>,
+    session_id: Option<String>,
+    conversation: String,
+    request_id: Option<String>,
+}
+
+/// "user: ...\nassistant: ..." into messages; lines without a speaker continue the last one.
+fn conversation_messages(text: &str) -> Vec<Message> {
+    let now = chrono::Utc::now();
+    let mut messages: Vec<Message> = Vec::new();
+    for line in text.lines() {
+        let speaker = line
+            .split_once([':', '：'])
+            .filter(|(who, _)| {
+                let who = who.trim().to_lowercase();
+                matches!(who.as_str(), "user" | "assistant" | "用户" | "助手" | "ai" | "human")
+            })
+            .map(|(who, rest)| (who.trim().to_lowercase(), rest.trim().to_string()));
+        match (speaker, messages.last_mut()) {
+            (Some((who, rest)), _) => {
+                let role = if matches!(who.as_str(), "assistant" | "助手" | "ai") {
+                    "assistant"
+                } else {
+                    "user"
+                };
+                messages.push(Message {
+                    role: role.into(),
+                    content: rest,
+                    speaker: None,
+                    created_at: now,
+                    index: messages.len() as u32,
+                });
+            }
+            (None, Some(last)) => {
+                last.content.push('\n');
+                last.content.push_str(line);
+            }
+            (None, None) if !line.trim().is_empty() => messages.push(Message {
+                role: "user".into(),
+                content: line.trim().to_string(),
+                speaker: None,
+                created_at: now,
+                index: 0,
+            }),
+            (None, None) => {}
+        }
+    }
+    messages
+}
+
+async fn write(
+    State(state): State<RestState>,
+    ConnectInfo(peer): ConnectInfo<SocketAddr>,
+    headers: HeaderMap,
+    Json(body): Json<Value>,
+) -> Answer {
+    let body: WriteBody = serde_json::from_value(body).map_err(|e| ApiError::invalid("body", e))?;
+    required(&body.user_id, "userId")?;
+    required(&body.role_id, "roleId")?;
+    let messages = conversation_messages(&body.conversation);
+    if messages.is_empty() {
+        return Err(ApiError::invalid("conversation", "is empty").into());
+    }
+    let scope = scope_of(Some(body.user_id), Some(body.role_id), body.project_id, body.session_id);
+    let principal = admit(&state, &headers, peer, &scope)?;
+    let learned = with_forwarded_credential(principal.credential, async {
+        state
+            .gateway
+            .upstreams
+            .knowledge
+            .learn(LearnRequest {
+                scope,
+                messages,
+                engine: EngineChoice::Configured,
+                request_id: body.request_id,
+                ..Default::default()
+            })
+            .await
+    })
+    .await?;
+    Ok(Json(json!({
+        "memories": learned.results.iter().filter_map(|r| r.memory.as_ref()).map(|m| json!({
+            "id": m.id,
+            "type": m.memory_type.as_str(),
+            "content": m.content,
+            "summary": m.summary,
+            "importance": m.importance,
+            "confidence": m.confidence,
+            "evidenceCount": m.evidence_count,
+        })).collect::<Vec<_>>(),
+        "results": learned.results.iter().map(|r| json!({
+            "outcome": format!("{:?}", r.outcome).to_lowercase(),
+            "memoryId": r.memory.as_ref().map(|m| m.id.clone()),
+            "candidateId": r.candidate_id,
+            "reason": r.reason,
+            "score": r.score,
+        })).collect::<Vec<_>>(),
+    })))
+}
+
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+struct CorrectBody {
+    user_id: String,
+    role_id: Option<String>,
+    memory_id: String,
+    action: String,
+    evidence: Option<String>,
+    new_content: Option<String>,
+    request_id: Option<String>,
+}
+
+async fn correct(
+    State(state): State<RestState>,
+    ConnectInfo(peer): ConnectInfo<SocketAddr>,
+    headers: HeaderMap,
+    Json(body): Json<Value>,
+) -> Answer {
+    let body: CorrectBody = serde_json::from_value(body).map_err(|e| ApiError::invalid("body", e))?;
+    required(&body.user_id, "userId")?;
+    required(&body.memory_id, "memoryId")?;
+    let action = match body.action.as_str() {
+        "suppress" => CorrectionAction::Suppress,
+        "freeze" => CorrectionAction::Freeze,
+        "replace" => CorrectionAction::Replace,
+        "restore" => CorrectionAction::Restore,
+        other => {
+            return Err(ApiError::invalid(
+                "action",
+                format!("{other:?} is not suppress, freeze, replace or restore"),
+            )
+            .into());
+        }
+    };
+    let scope = scope_of(Some(body.user_id), body.role_id, None, None);
+    let principal = admit(&state, &headers, peer, &scope)?;
+    let corrected = with_forwarded_credential(principal.credential, async {
+        state
+            .gateway
+            .upstreams
+            .knowledge
+            .correct(CorrectRequest {
+                scope,
+                memory_id: body.memory_id,
+                action,
+                evidence: body.evidence.unwrap_or_default(),
+                new_content: body.new_content,
+                new_summary: None,
+                request_id: body.request_id,
+            })
+            .await
+    })
+    .await?;
+    Ok(Json(json!({
+        "memory": {"id": corrected.memory.id, "status": corrected.memory.status.as_str(),
+                   "confidence": corrected.memory.confidence,
+                   "supersededBy": corrected.memory.superseded_by},
+        "replacement": corrected.replacement.map(|m| json!({"id": m.id, "content": m.content})),
+    })))
+}
+
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+struct PrepareBody {
+    user_id: String,
+    role_id: String,
+    project_id: Option<String>,
+    session_id: String,
+    message: String,
+    budget_tokens: Option<u32>,
+    #[serde(default)]
+    recent_messages: Vec<String>,
+}
+
+async fn prepare(
+    State(state): State<RestState>,
+    ConnectInfo(peer): ConnectInfo<SocketAddr>,
+    headers: HeaderMap,
+    Json(body): Json<Value>,
+) -> Answer {
+    let body: PrepareBody = serde_json::from_value(body).map_err(|e| ApiError::invalid("body", e))?;
+    required(&body.user_id, "userId")?;
+    let scope = scope_of(
+        Some(body.user_id),
+        Some(body.role_id),
+        body.project_id,
+        Some(body.session_id),
+    );
+    let principal = admit(&state, &headers, peer, &scope)?;
+    let prepared = with_forwarded_credential(principal.credential, async {
+        state
+            .gateway
+            .prepare(PrepareRequest {
+                scope,
+                message: body.message,
+                budget_tokens: body.budget_tokens,
+                recent_messages: body.recent_messages,
+                now: None,
+            })
+            .await
+    })
+    .await?;
+    Ok(Json(json!({
+        "context": prepared.context,
+        "tokensUsed": prepared.tokens_used,
+        "budgetTokens": prepared.budget_tokens,
+        "needMemory": prepared.decision.need_memory,
+        "trace": prepared.items.iter().map(|i| json!({
+            "id": i.id, "score": i.score, "confidence": i.confidence,
+            "reason": i.reason, "included": i.included, "tokens": i.tokens,
+        })).collect::<Vec<_>>(),
+    })))
+}
+
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+struct ToolCallBody {
+    id: String,
+    #[serde(default)]
+    name: String,
+    output: String,
+    #[serde(default)]
+    mime_type: String,
+    #[serde(default)]
+    path: String,
+}
+
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+struct CompleteBody {
+    user_id: String,
+    role_id: String,
+    project_id: Option<String>,
+    session_id: String,
+    user_message: String,
+    #[serde(default)]
+    assistant_message: String,
+    #[serde(default)]
+    tool_calls: Vec<ToolCallBody>,
+    #[serde(default)]
+    not_memorable: bool,
+    request_id: Option<String>,
+}
+
+async fn complete(
+    State(state): State<RestState>,
+    ConnectInfo(peer): ConnectInfo<SocketAddr>,
+    headers: HeaderMap,
+    Json(body): Json<Value>,
+) -> Answer {
+    let body: CompleteBody = serde_json::from_value(body).map_err(|e| ApiError::invalid("body", e))?;
+    required(&body.user_id, "userId")?;
+    let scope = scope_of(
+        Some(body.user_id),
+        Some(body.role_id),
+        body.project_id,
+        Some(body.session_id),
+    );
+    let principal = admit(&state, &headers, peer, &scope)?;
+    let completed = with_forwarded_credential(principal.credential, async {
+        state
+            .gateway
+            .complete(CompleteRequest {
+                scope,
+                user_message: body.user_message,
+                assistant_message: body.assistant_message,
+                tool_calls: body
+                    .tool_calls
+                    .into_iter()
+                    .map(|c| ToolCall {
+                        id: c.id,
+                        name: c.name,
+                        output: c.output,
+                        mime_type: c.mime_type,
+                        path: c.path,
+                    })
+                    .collect(),
+                not_memorable: body.not_memorable,
+                request_id: body.request_id,
+                ..Default::default()
+            })
+            .await
+    })
+    .await?;
+    Ok(Json(json!({
+        "toolCalls": completed.tool_calls.iter().map(|r| json!({
+            "id": r.id, "offloaded": r.offloaded, "artifactId": r.artifact_id,
+            "replacement": r.replacement, "originalTokens": r.original_tokens,
+        })).collect::<Vec<_>>(),
+        "jobIds": completed.job_ids,
+    })))
+}
+
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+struct JobsQuery {
+    user_id: String,
+    session_id: Option<String>,
+    limit: Option<usize>,
+}
+
+async fn jobs(
+    State(state): State<RestState>,
+    ConnectInfo(peer): ConnectInfo<SocketAddr>,
+    headers: HeaderMap,
+    Query(query): Query<JobsQuery>,
+) -> Answer {
+    required(&query.user_id, "userId")?;
+    let scope = scope_of(Some(query.user_id), None, None, query.session_id);
+    admit(&state, &headers, peer, &scope)?;
+    let limit = query.limit.unwrap_or(50).clamp(1, 500);
+    let jobs = state.gateway.list_jobs(&scope, None, limit, 0).await?;
+    Ok(Json(json!({
+        "jobs": jobs.iter().map(|j| json!({
+            "id": j.id, "kind": j.kind, "status": j.status.as_str(), "attempts": j.attempts,
+            "lastError": j.last_error, "runAfter": j.run_after, "createdAt": j.created_at,
+        })).collect::<Vec<_>>(),
+    })))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn conversations_split_by_speaker() {
+        let messages = conversation_messages("user: 我们决定用Stripe\nassistant: 好的\n记下了\n用户：预算5万");
+        assert_eq!(messages.len(), 3);
+        assert_eq!(messages[0].role, "user");
+        assert_eq!(messages[1].content, "好的\n记下了");
+        assert_eq!(messages[2].content, "预算5万");
+    }
+
+    #[test]
+    fn errors_map_to_http_statuses() {
+        let response = RestError(ApiError::invalid("userId", "is required")).into_response();
+        assert_eq!(response.status(), StatusCode::BAD_REQUEST);
+        let limited = RestError(
+            ApiError::new(thinkus_common::ErrorCode::ResourceExhausted, "slow down")
+                .with_retry_after(std::time::Duration::from_millis(300)),
+        )
+        .into_response();
+        assert_eq!(limited.status(), StatusCode::TOO_MANY_REQUESTS);
+        assert_eq!(limited.headers()["retry-after"], "1");
+    }
+}

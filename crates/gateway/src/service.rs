@@ -1,0 +1,626 @@
+//! The gateway: prepares a turn's context within one budget and completes the turn through a
+//! durable job queue.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::Instant;
+
+use chrono::{DateTime, Utc};
+use serde::{Deserialize, Serialize};
+use thinkus_backends::llm::{ChatMessage, CompletionRequest, LanguageModel, LlmTask};
+use thinkus_backends::sql::{JobRecord, JobStatus, JobStore};
+use thinkus_common::ApiError;
+use thinkus_common::model::{ControlDecision, Language, Message, NeedMemory, RetrievalMode, Scope, Visibility};
+use thinkus_common::text::detect_language;
+use thinkus_common::tokens::TokenCounter;
+use thinkus_knowledge_manager::KnowledgeApi;
+use thinkus_knowledge_manager::api::{IngestTurnsRequest, LearnRequest, Turn};
+use thinkus_memory_controller::ControllerApi;
+use thinkus_memory_controller::api::DecideRequest;
+use thinkus_retriever::RetrieverApi;
+use thinkus_retriever::api::{CatalogEntry, RecallRequest, RecallResult, ScoreParts};
+
+use crate::api::{
+    CompleteRequest, Completed, PrepareRequest, Prepared, SectionKind, ToolCallResult, TraceItem, TraceKind,
+};
+use crate::config::GatewayConfig;
+use crate::context::{Entry, pack};
+use crate::extras::{ArtifactPort, SummaryPort};
+
+/// The longest message a turn may carry.
+pub const MAX_MESSAGE_BYTES: usize = 32 * 1024;
+/// The smallest and largest budgets a caller may ask for.
+pub const BUDGET_RANGE: std::ops::RangeInclusive<u32> = 100..=32_000;
+
+/// The kinds of background jobs.
+pub const LEARN_JOB: &str = "learn";
+pub const SUMMARIZE_JOB: &str = "summarize";
+
+/// The services the gateway calls.
+#[derive(Clone)]
+pub struct Upstreams {
+    pub controller: Arc<dyn ControllerApi>,
+    pub retriever: Arc<dyn RetrieverApi>,
+    pub knowledge: Arc<dyn KnowledgeApi>,
+    pub artifacts: Option<Arc<dyn ArtifactPort>>,
+    pub summaries: Option<Arc<dyn SummaryPort>>,
+}
+
+/// The gateway.
+pub struct Gateway {
+    pub(crate) config: GatewayConfig,
+    pub(crate) upstreams: Upstreams,
+    pub(crate) jobs: Arc<dyn JobStore>,
+    pub(crate) tokens: TokenCounter,
+    pub(crate) llm: Option<Arc<dyn LanguageModel>>,
+}
+
+/// The input of a "learn" job: one exchange to extract memories from.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct LearnJob {
+    pub scope: Scope,
+    pub user_message: String,
+    pub assistant_message: String,
+    pub occurred_at: DateTime<Utc>,
+    pub not_memorable: bool,
+    pub request_id: Option<String>,
+    pub injected_memory_ids: Vec<String>,
+}
+
+/// The input of a "summarize" job: messages to add to the session's trajectory.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct SummarizeJob {
+    pub scope: Scope,
+    pub messages: Vec<Message>,
+}
+
+fn require(value: &str, field: &str) -> Result<(), ApiError> {
+    if value.trim().is_empty() {
+        return Err(ApiError::invalid(field, "is required"));
+    }
+    Ok(())
+}
+
+fn check_scope(scope: &Scope) -> Result<(), ApiError> {
+    require(&scope.user_id, "scope.user_id")?;
+    require(&scope.role_id, "scope.role_id")?;
+    require(scope.session_id.as_deref().unwrap_or(""), "scope.session_id")
+}
+
+fn check_message(message: &str, field: &str) -> Result<(), ApiError> {
+    require(message, field)?;
+    if message.len() > MAX_MESSAGE_BYTES {
+        return Err(ApiError::invalid(
+            field,
+            format!("is {} bytes, more than {MAX_MESSAGE_BYTES}", message.len()),
+        ));
+    }
+    Ok(())
+}
+
+fn millis(started: Instant) -> f64 {
+    (started.elapsed().as_secs_f64() * 1_000_000.0).round() / 1000.0
+}
+
+impl Gateway {
+    pub fn new(
+        config: GatewayConfig,
+        upstreams: Upstreams,
+        jobs: Arc<dyn JobStore>,
+        tokens: TokenCounter,
+        llm: Option<Arc<dyn LanguageModel>>,
+    ) -> Self {
+        Self {
+            config,
+            upstreams,
+            jobs,
+            tokens,
+            llm,
+        }
+    }
+
+    pub fn config(&self) -> &GatewayConfig {
+        &self.config
+    }
+
+    fn budget(&self, asked: Option<u32>) -> Result<u32, ApiError> {
+        match asked {
+            None | Some(0) => Ok(self.config.default_budget_tokens),
+            Some(budget) if BUDGET_RANGE.contains(&budget) && budget <= self.config.max_budget_tokens => Ok(budget),
+            Some(budget) => Err(ApiError::invalid(
+                "budget_tokens",
+                format!(
+                    "{budget} is outside {}..={}",
+                    BUDGET_RANGE.start(),
+                    self.config.max_budget_tokens.min(*BUDGET_RANGE.end())
+                ),
+            )),
+        }
+    }
+
+    /// Prepares the context of one turn.
+    pub async fn prepare(&self, request: PrepareRequest) -> Result<Prepared, ApiError> {
+        check_scope(&request.scope)?;
+        check_message(&request.message, "message")?;
+        let budget = self.budget(request.budget_tokens)?;
+        let now = request.now.unwrap_or_else(Utc::now);
+        let language = detect_language(&request.message);
+        let mut timings = BTreeMap::new();
+
+        let started = Instant::now();
+        let decision = self
+            .upstreams
+            .controller
+            .decide(DecideRequest {
+                scope: request.scope.clone(),
+                message: request.message.clone(),
+                message_count: request.recent_messages.len() as u32,
+                recent_messages: request.recent_messages.clone(),
+                now: Some(now),
+                ..Default::default()
+            })
+            .await?;
+        timings.insert("controller".to_string(), millis(started));
+
+        let mut items: Vec<TraceItem> = Vec::new();
+        let mut entries: Vec<Entry> = Vec::new();
+
+        // The last session and the artifacts are gathered first: the memories get what is left.
+        let session_start = request.recent_messages.is_empty();
+        let mut reserved = 0u32;
+        if session_start && let Some(summaries) = &self.upstreams.summaries {
+            let started = Instant::now();
+            let cap = (budget as f64 * self.config.last_session_share) as u32;
+            if let Some(last) = summaries.last_summary(&request.scope, cap, language).await? {
+                let tokens = self.tokens.count(&last.text) as u32;
+                items.push(TraceItem {
+                    kind: TraceKind::Summary,
+                    id: last.id.clone(),
+                    score: 0.0,
+                    confidence: 0.0,
+                    reason: match language {
+                        Language::Zh => format!("新会话开始，附上项目上次会话（{}）的摘要", last.session_id),
+                        Language::En => format!(
+                            "a new session starts: the project's last session ({}) summary",
+                            last.session_id
+                        ),
+                    },
+                    included: false,
+                    parts: None,
+                    tokens,
+                });
+                entries.push(Entry {
+                    kind: SectionKind::LastSession,
+                    text: last.text,
+                    trace: items.len() - 1,
+                    section_cap: Some(cap),
+                });
+                reserved += tokens.min(cap);
+            }
+            timings.insert("summary".to_string(), millis(started));
+        }
+        if let Some(artifacts) = &self.upstreams.artifacts {
+            let started = Instant::now();
+            let cap = (budget as f64 * self.config.artifacts_share) as u32;
+            let relevant = artifacts
+                .relevant(
+                    &request.scope,
+                    &request.message,
+                    self.config.artifacts_considered,
+                    language,
+                )
+                .await?;
+            let mut artifact_tokens = 0;
+            for found in relevant {
+                let tokens = self.tokens.count(&found.text) as u32;
+                artifact_tokens += tokens;
+                items.push(TraceItem {
+                    kind: TraceKind::Artifact,
+                    id: found.id,
+                    score: found.score,
+                    confidence: 0.0,
+                    reason: found.reason,
+                    included: false,
+                    parts: None,
+                    tokens,
+                });
+                entries.push(Entry {
+                    kind: SectionKind::Artifacts,
+                    text: found.text,
+                    trace: items.len() - 1,
+                    section_cap: Some(cap),
+                });
+            }
+            reserved += artifact_tokens.min(cap);
+            timings.insert("artifacts".to_string(), millis(started));
+        }
+
+        if decision.need_memory != NeedMemory::No {
+            let started = Instant::now();
+            let memory_budget = decision
+                .budget_tokens
+                .max(1)
+                .min(budget.saturating_sub(reserved).max(budget / 2));
+            let recalled = self
+                .upstreams
+                .retriever
+                .recall(RecallRequest {
+                    scope: request.scope.clone(),
+                    query: request.message.clone(),
+                    mode: decision.retrieval_mode,
+                    types: decision.memory_types.clone(),
+                    time_range: Some(decision.time_range),
+                    budget_tokens: Some(memory_budget),
+                    language: Some(language),
+                    now: Some(now),
+                    ..Default::default()
+                })
+                .await?;
+            timings.insert("retriever".to_string(), millis(started));
+            memory_entries(&recalled, &decision, language, &mut items, &mut entries);
+        }
+
+        let packed = pack(&entries, budget, language, &self.tokens);
+        for (trace, tokens) in &packed.included {
+            items[*trace].included = true;
+            items[*trace].tokens = *tokens;
+        }
+        for item in items.iter_mut().filter(|i| !i.included) {
+            item.reason = match language {
+                Language::Zh => format!("{}（超出预算，未放入）", item.reason),
+                Language::En => format!("{} (left out: over budget)", item.reason),
+            };
+        }
+        Ok(Prepared {
+            context: packed.context,
+            sections: packed.sections,
+            tokens_used: packed.tokens,
+            budget_tokens: budget,
+            decision,
+            items,
+            timings_ms: timings,
+        })
+    }
+
+    /// Completes a turn: offloads large tool outputs, queues learning and the summary update.
+    pub async fn complete(&self, request: CompleteRequest) -> Result<Completed, ApiError> {
+        check_scope(&request.scope)?;
+        check_message(&request.user_message, "user_message")?;
+        if request.assistant_message.len() > 4 * MAX_MESSAGE_BYTES {
+            return Err(ApiError::invalid("assistant_message", "is more than 128 KiB"));
+        }
+        for (i, call) in request.tool_calls.iter().enumerate() {
+            require(&call.id, &format!("tool_calls[{i}].id"))?;
+        }
+        if let Some(id) = &request.request_id
+            && (id.len() > 128 || id.chars().any(|c| c.is_control()))
+        {
+            return Err(ApiError::invalid(
+                "request_id",
+                "must be at most 128 printable characters",
+            ));
+        }
+        let occurred_at = request.occurred_at.unwrap_or_else(Utc::now);
+
+        let mut results = Vec::with_capacity(request.tool_calls.len());
+        for call in &request.tool_calls {
+            let original_tokens = self.tokens.count(&call.output) as u32;
+            let offload = original_tokens > self.config.offload_threshold_tokens;
+            match (&self.upstreams.artifacts, offload) {
+                (Some(artifacts), true) => {
+                    let stored = artifacts.store_tool_output(&request.scope, call).await?;
+                    results.push(ToolCallResult {
+                        id: call.id.clone(),
+                        offloaded: true,
+                        artifact_id: Some(stored.artifact_id),
+                        replacement: stored.compact.rendered.clone(),
+                        compact: Some(stored.compact),
+                        original_tokens,
+                    });
+                }
+                _ => results.push(ToolCallResult {
+                    id: call.id.clone(),
+                    offloaded: false,
+                    artifact_id: None,
+                    compact: None,
+                    replacement: call.output.clone(),
+                    original_tokens,
+                }),
+            }
+        }
+
+        let mut job_ids = Vec::new();
+        let dedupe = |kind: &str| {
+            request
+                .request_id
+                .as_ref()
+                .map(|id| format!("{kind}:{}:{id}", request.scope.user_id))
+        };
+        let learn = LearnJob {
+            scope: request.scope.clone(),
+            user_message: request.user_message.clone(),
+            assistant_message: request.assistant_message.clone(),
+            occurred_at,
+            not_memorable: request.not_memorable,
+            request_id: request.request_id.clone(),
+            injected_memory_ids: request.injected_memory_ids.clone(),
+        };
+        job_ids.push(
+            self.enqueue(LEARN_JOB, &request.scope, &learn, dedupe(LEARN_JOB))
+                .await?,
+        );
+        if self.upstreams.summaries.is_some() {
+            let mut assistant = request.assistant_message.clone();
+            for result in results.iter().filter(|r| r.offloaded) {
+                assistant.push_str("\n\n");
+                assistant.push_str(&result.replacement);
+            }
+            let message = |role: &str, content: String| Message {
+                role: role.to_string(),
+                content,
+                speaker: None,
+                created_at: occurred_at,
+                index: 0,
+            };
+            let summarize = SummarizeJob {
+                scope: request.scope.clone(),
+                messages: vec![
+                    message("user", request.user_message.clone()),
+                    message("assistant", assistant),
+                ],
+            };
+            job_ids.push(
+                self.enqueue(SUMMARIZE_JOB, &request.scope, &summarize, dedupe(SUMMARIZE_JOB))
+                    .await?,
+            );
+        }
+        Ok(Completed {
+            tool_calls: results,
+            job_ids,
+        })
+    }
+
+    async fn enqueue<T: Serialize>(
+        &self,
+        kind: &str,
+        scope: &Scope,
+        payload: &T,
+        dedupe_key: Option<String>,
+    ) -> Result<String, ApiError> {
+        let now = Utc::now();
+        let payload = serde_json::to_string(payload).map_err(|err| ApiError::internal(err.to_string()))?;
+        let job = JobRecord {
+            id: thinkus_common::ids::new_id(thinkus_common::ids::IdKind::Job),
+            kind: kind.to_string(),
+            user_id: scope.user_id.clone(),
+            session_id: scope.session_id.clone(),
+            payload,
+            status: JobStatus::Pending,
+            attempts: 0,
+            max_attempts: self.config.max_attempts,
+            last_error: None,
+            run_after: now,
+            lease_until: None,
+            dedupe_key,
+            created_at: now,
+            updated_at: now,
+        };
+        Ok(self.jobs.enqueue(&job).await?)
+    }
+
+    /// Runs one job's work.
+    pub(crate) async fn run_job(&self, job: &JobRecord) -> Result<(), ApiError> {
+        match job.kind.as_str() {
+            LEARN_JOB => {
+                let input: LearnJob = serde_json::from_str(&job.payload)
+                    .map_err(|err| ApiError::invalid("payload", format!("not a learn job: {err}")))?;
+                self.learn(input).await
+            }
+            SUMMARIZE_JOB => {
+                let input: SummarizeJob = serde_json::from_str(&job.payload)
+                    .map_err(|err| ApiError::invalid("payload", format!("not a summarize job: {err}")))?;
+                match &self.upstreams.summaries {
+                    Some(summaries) => summaries.record(&input.scope, input.messages).await,
+                    None => Err(ApiError::failed_precondition(
+                        "endpoints.summary: no summary service is reachable from the gateway",
+                    )),
+                }
+            }
+            other => Err(ApiError::invalid("kind", format!("unknown job kind {other:?}"))),
+        }
+    }
+
+    /// Stores the exchange as raw turns (recallable word for word) and extracts memories.
+    async fn learn(&self, input: LearnJob) -> Result<(), ApiError> {
+        if input.not_memorable {
+            return Ok(());
+        }
+        let turn_id = |speaker: &str| input.request_id.as_ref().map(|id| format!("{id}:{speaker}"));
+        let mut turns = vec![Turn {
+            speaker: "user".into(),
+            text: input.user_message.clone(),
+            occurred_at: Some(input.occurred_at),
+            external_id: turn_id("user"),
+            caption: None,
+        }];
+        if !input.assistant_message.trim().is_empty() {
+            turns.push(Turn {
+                speaker: "assistant".into(),
+                text: input.assistant_message.clone(),
+                occurred_at: Some(input.occurred_at),
+                external_id: turn_id("assistant"),
+                caption: None,
+            });
+        }
+        self.upstreams
+            .knowledge
+            .ingest_turns(IngestTurnsRequest {
+                scope: input.scope.clone(),
+                turns,
+                visibility: Visibility::Project,
+            })
+            .await?;
+        let message = |role: &str, content: &str, index: u32| Message {
+            role: role.to_string(),
+            content: content.to_string(),
+            speaker: None,
+            created_at: input.occurred_at,
+            index,
+        };
+        self.upstreams
+            .knowledge
+            .learn(LearnRequest {
+                scope: input.scope.clone(),
+                messages: vec![
+                    message("user", &input.user_message, 0),
+                    message("assistant", &input.assistant_message, 1),
+                ],
+                request_id: input.request_id.clone(),
+                injected_memories: input.injected_memory_ids.clone(),
+                ..Default::default()
+            })
+            .await?;
+        Ok(())
+    }
+
+    /// Answers a message end to end with the configured LLM.
+    pub async fn converse(
+        &self,
+        request: PrepareRequest,
+        system_prompt: Option<String>,
+        request_id: Option<String>,
+    ) -> Result<(String, Prepared, Completed), ApiError> {
+        let Some(llm) = self.llm.clone() else {
+            return Err(ApiError::failed_precondition(
+                "llm.uri: Converse needs a configured LLM (an OpenAI-compatible or Anthropic endpoint)",
+            ));
+        };
+        let prepared = self.prepare(request.clone()).await?;
+        let mut system = system_prompt
+            .filter(|s| !s.trim().is_empty())
+            .unwrap_or_else(|| self.config.default_system_prompt.clone());
+        if !prepared.context.is_empty() {
+            system.push_str("\n\n# Context\n");
+            system.push_str(&prepared.context);
+        }
+        let completion = llm
+            .complete(CompletionRequest {
+                system: Some(system),
+                messages: vec![ChatMessage::user(request.message.clone())],
+                max_tokens: 1024,
+                temperature: 0.3,
+                json: false,
+                ..CompletionRequest::task(LlmTask::Converse, String::new(), serde_json::Value::Null)
+            })
+            .await
+            .map_err(|err| ApiError::unavailable(format!("the LLM did not answer: {err}")))?;
+        let injected = prepared
+            .items
+            .iter()
+            .filter(|i| i.included && i.kind == TraceKind::Memory)
+            .map(|i| i.id.clone())
+            .collect();
+        let completed = self
+            .complete(CompleteRequest {
+                scope: request.scope,
+                user_message: request.message,
+                assistant_message: completion.text.clone(),
+                request_id,
+                injected_memory_ids: injected,
+                ..Default::default()
+            })
+            .await?;
+        Ok((completion.text, prepared, completed))
+    }
+
+    /// A user's jobs, newest first.
+    pub async fn list_jobs(
+        &self,
+        scope: &Scope,
+        status: Option<JobStatus>,
+        limit: usize,
+        offset: usize,
+    ) -> Result<Vec<JobRecord>, ApiError> {
+        require(&scope.user_id, "scope.user_id")?;
+        Ok(self
+            .jobs
+            .list_jobs(&scope.user_id, scope.session_id.as_deref(), status, limit, offset)
+            .await?)
+    }
+}
+
+/// Turns recalled memories into context entries and trace items, best first.
+fn memory_entries(
+    recalled: &RecallResult,
+    decision: &ControlDecision,
+    language: Language,
+    items: &mut Vec<TraceItem>,
+    entries: &mut Vec<Entry>,
+) {
+    let why = |parts: &ScoreParts| match language {
+        Language::Zh => format!(
+            "相关度{:.2}，重要性{:.2}，新鲜度{:.2}（{}）",
+            parts.relevance, parts.importance, parts.freshness, decision.reason
+        ),
+        Language::En => format!(
+            "relevance {:.2}, importance {:.2}, freshness {:.2} ({})",
+            parts.relevance, parts.importance, parts.freshness, decision.reason
+        ),
+    };
+    let scores: BTreeMap<&str, &CatalogEntry> = recalled.catalog.iter().map(|e| (e.id.as_str(), e)).collect();
+    match recalled.mode {
+        RetrievalMode::Details if !recalled.details.is_empty() => {
+            for detail in &recalled.details {
+                let entry = scores.get(detail.id.as_str());
+                let parts = entry.map(|e| e.score.clone()).unwrap_or_default();
+                let mut text = format!("- {} ({})", detail.content.trim(), detail.relative_time);
+                if let Some(speaker) = &detail.speaker {
+                    text = format!("- {speaker}: {} ({})", detail.content.trim(), detail.relative_time);
+                }
+                if !detail.context.trim().is_empty() {
+                    text.push_str(&format!("\n  {}", detail.context.trim()));
+                }
+                items.push(TraceItem {
+                    kind: TraceKind::Memory,
+                    id: detail.id.clone(),
+                    score: parts.score,
+                    confidence: detail.confidence,
+                    reason: why(&parts),
+                    included: false,
+                    parts: Some(parts),
+                    tokens: 0,
+                });
+                entries.push(Entry {
+                    kind: SectionKind::of(detail.memory_type),
+                    text,
+                    trace: items.len() - 1,
+                    section_cap: None,
+                });
+            }
+        }
+        _ => {
+            for entry in &recalled.catalog {
+                let text = match &entry.speaker {
+                    Some(speaker) => format!("- {speaker}: {} ({})", entry.summary, entry.relative_time),
+                    None => format!("- {} ({})", entry.summary, entry.relative_time),
+                };
+                items.push(TraceItem {
+                    kind: TraceKind::Memory,
+                    id: entry.id.clone(),
+                    score: entry.score.score,
+                    confidence: entry.confidence,
+                    reason: why(&entry.score),
+                    included: false,
+                    parts: Some(entry.score.clone()),
+                    tokens: 0,
+                });
+                entries.push(Entry {
+                    kind: SectionKind::of(entry.memory_type),
+                    text,
+                    trace: items.len() - 1,
+                    section_cap: None,
+                });
+            }
+        }
+    }
+}

@@ -1,0 +1,360 @@
+//! The gateway end to end (issue 8): a turn completed through the durable queue is recalled in
+//! the next turn's context within budget, with a trace; retries are safe; bad input names the
+//! field; tenants are rate limited; queued work survives a restart; failing jobs retry with
+//! backoff and stay visible; the REST facade maps codes to HTTP statuses.
+
+use std::time::Duration;
+
+use thinkus_proto::common::Scope;
+use thinkus_proto::gateway::gateway_service_client::GatewayServiceClient;
+use thinkus_proto::gateway::{
+    CompleteTurnRequest, ConverseRequest, JobStatus, ListJobsRequest, PrepareTurnRequest, PrepareTurnResponse,
+};
+use thinkus_server::{Config, ServiceKind};
+use tonic::Code;
+use tonic::transport::Channel;
+
+use crate::nodes;
+
+fn scope(user: &str, session: &str) -> Scope {
+    Scope {
+        user_id: user.into(),
+        role_id: "cto".into(),
+        project_id: "shop".into(),
+        session_id: session.into(),
+    }
+}
+
+fn config(dir: &std::path::Path) -> Config {
+    let mut config = nodes::embedded_config(dir);
+    config.gateway.poll_interval_ms = 20;
+    config
+}
+
+/// Waits until every job of `user` has left the queue; returns them.
+async fn drained(client: &mut GatewayServiceClient<Channel>, user: &str) -> Vec<thinkus_proto::gateway::Job> {
+    for _ in 0..600 {
+        let jobs = client
+            .list_jobs(ListJobsRequest {
+                scope: Some(scope(user, "")),
+                ..Default::default()
+            })
+            .await
+            .expect("list jobs")
+            .into_inner()
+            .jobs;
+        let open = jobs
+            .iter()
+            .any(|j| j.status == JobStatus::Pending as i32 || j.status == JobStatus::Running as i32);
+        if !jobs.is_empty() && !open {
+            return jobs;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    panic!("the jobs of {user} did not finish within 30 s");
+}
+
+async fn prepare(
+    client: &mut GatewayServiceClient<Channel>,
+    user: &str,
+    message: &str,
+    budget: i32,
+) -> PrepareTurnResponse {
+    client
+        .prepare_turn(PrepareTurnRequest {
+            scope: Some(scope(user, "s2")),
+            message: message.into(),
+            budget_tokens: budget,
+            recent_messages: vec!["好的".into()],
+            ..Default::default()
+        })
+        .await
+        .expect("prepare a turn")
+        .into_inner()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_completed_turn_is_in_the_next_context_within_budget() {
+    let dir = tempfile::tempdir().unwrap();
+    let node = nodes::start(config(dir.path()), &ServiceKind::ALL, None).await;
+    let mut client = GatewayServiceClient::new(nodes::channel(&node).await);
+
+    let turn = CompleteTurnRequest {
+        scope: Some(scope("dana", "s1")),
+        user_message: "我们决定前端用Next.js，因为团队熟悉React。预算上限是5万元。".into(),
+        assistant_message: "好的，我记下了：前端采用Next.js，预算5万元。".into(),
+        request_id: "turn-1".into(),
+        ..Default::default()
+    };
+    let first = client.complete_turn(turn.clone()).await.unwrap().into_inner();
+    assert!(!first.job_ids.is_empty());
+    // A retry of the same turn queues nothing new.
+    let again = client.complete_turn(turn).await.unwrap().into_inner();
+    assert_eq!(again.job_ids, first.job_ids);
+    let jobs = drained(&mut client, "dana").await;
+    assert!(jobs.iter().all(|j| j.status == JobStatus::Succeeded as i32), "{jobs:?}");
+
+    let context = prepare(&mut client, "dana", "我们之前定的前端框架是什么？", 0).await;
+    let trace = context.trace.clone().unwrap();
+    let decision = trace.decision.unwrap();
+    assert_eq!(decision.need_memory, thinkus_proto::common::NeedMemory::Yes as i32);
+    assert!(context.context.contains("Next.js"), "{}", context.context);
+    assert_eq!(context.budget_tokens, 2000);
+    assert!(context.tokens_used > 0 && context.tokens_used <= context.budget_tokens);
+    let included: Vec<_> = trace.items.iter().filter(|i| i.included).collect();
+    assert!(!included.is_empty());
+    assert!(
+        included
+            .iter()
+            .all(|i| i.id.starts_with("mem_") && i.score > 0.0 && !i.reason.is_empty())
+    );
+    assert!(trace.timings_ms.contains_key("controller") && trace.timings_ms.contains_key("retriever"));
+
+    // A tight budget is held, whole entries only.
+    let tight = prepare(&mut client, "dana", "我们之前定的前端框架和预算是什么？", 100).await;
+    assert!(tight.tokens_used <= 100, "{}", tight.tokens_used);
+
+    // Small talk needs no memory: an empty context.
+    let thanks = prepare(&mut client, "dana", "谢谢！", 0).await;
+    assert!(thanks.context.is_empty());
+    assert_eq!(thanks.tokens_used, 0);
+
+    // Another user sees none of it.
+    let other = prepare(&mut client, "erin", "我们之前定的前端框架是什么？", 0).await;
+    assert!(!other.context.contains("Next.js"), "{}", other.context);
+
+    node.shutdown().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bad_turns_name_the_field() {
+    let dir = tempfile::tempdir().unwrap();
+    let node = nodes::start(config(dir.path()), &ServiceKind::ALL, None).await;
+    let mut client = GatewayServiceClient::new(nodes::channel(&node).await);
+    let good = PrepareTurnRequest {
+        scope: Some(scope("dana", "s1")),
+        message: "hello".into(),
+        ..Default::default()
+    };
+    let cases = [
+        (
+            PrepareTurnRequest {
+                message: String::new(),
+                ..good.clone()
+            },
+            "message",
+        ),
+        (
+            PrepareTurnRequest {
+                budget_tokens: 50,
+                ..good.clone()
+            },
+            "budget_tokens",
+        ),
+        (
+            PrepareTurnRequest {
+                budget_tokens: -5,
+                ..good.clone()
+            },
+            "budget_tokens",
+        ),
+        (
+            PrepareTurnRequest {
+                scope: Some(scope("dana", "")),
+                ..good.clone()
+            },
+            "scope.session_id",
+        ),
+        (
+            PrepareTurnRequest {
+                message: "x".repeat(40_000),
+                ..good.clone()
+            },
+            "message",
+        ),
+    ];
+    for (request, field) in cases {
+        let err = client.prepare_turn(request).await.unwrap_err();
+        assert_eq!(err.code(), Code::InvalidArgument, "{field}: {err:?}");
+        assert!(err.message().starts_with(field), "{field}: {}", err.message());
+    }
+    let err = client
+        .complete_turn(CompleteTurnRequest {
+            scope: Some(scope("dana", "s1")),
+            user_message: String::new(),
+            ..Default::default()
+        })
+        .await
+        .unwrap_err();
+    assert_eq!(err.code(), Code::InvalidArgument);
+    assert!(err.message().starts_with("user_message"), "{}", err.message());
+
+    // Without an LLM, Converse says which setting is missing.
+    let err = client
+        .converse(ConverseRequest {
+            scope: Some(scope("dana", "s1")),
+            message: "hi".into(),
+            ..Default::default()
+        })
+        .await
+        .unwrap_err();
+    assert_eq!(err.code(), Code::FailedPrecondition);
+    assert!(err.message().contains("llm.uri"), "{}", err.message());
+    node.shutdown().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_tenant_over_its_rate_is_told_when_to_retry() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut config = config(dir.path());
+    config.gateway.rate_per_second = 0.5;
+    config.gateway.rate_burst = 2.0;
+    let node = nodes::start(config, &ServiceKind::ALL, None).await;
+    let mut client = GatewayServiceClient::new(nodes::channel(&node).await);
+    let request = PrepareTurnRequest {
+        scope: Some(scope("dana", "s1")),
+        message: "谢谢".into(),
+        ..Default::default()
+    };
+    client.prepare_turn(request.clone()).await.unwrap();
+    client.prepare_turn(request.clone()).await.unwrap();
+    let err = client.prepare_turn(request).await.unwrap_err();
+    assert_eq!(err.code(), Code::ResourceExhausted);
+    let retry_after = err.metadata().get("retry-after").expect("a retry-after hint");
+    assert!(!retry_after.to_str().unwrap().is_empty());
+    node.shutdown().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn queued_work_survives_a_restart_and_failures_stay_visible() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut stopped = config(dir.path());
+    stopped.gateway.workers = 0;
+    let node = nodes::start(stopped, &ServiceKind::ALL, None).await;
+    let mut client = GatewayServiceClient::new(nodes::channel(&node).await);
+    let queued = client
+        .complete_turn(CompleteTurnRequest {
+            scope: Some(scope("frank", "s1")),
+            user_message: "I prefer short bullet-point reports over long essays.".into(),
+            assistant_message: "Noted.".into(),
+            ..Default::default()
+        })
+        .await
+        .unwrap()
+        .into_inner();
+    // A job whose input is broken: it must fail visibly after its retries, not vanish.
+    let store = node.backends.store.clone().unwrap();
+    let now = chrono::Utc::now();
+    let broken = thinkus_backends::sql::JobRecord {
+        id: thinkus_common::ids::new_id(thinkus_common::ids::IdKind::Job),
+        kind: "learn".into(),
+        user_id: "frank".into(),
+        session_id: Some("s1".into()),
+        payload: "{not json".into(),
+        status: thinkus_backends::sql::JobStatus::Pending,
+        attempts: 0,
+        max_attempts: 2,
+        last_error: None,
+        run_after: now,
+        lease_until: None,
+        dedupe_key: None,
+        created_at: now,
+        updated_at: now,
+    };
+    thinkus_backends::sql::JobStore::enqueue(store.as_ref(), &broken)
+        .await
+        .unwrap();
+    drop(store);
+    node.shutdown().await.unwrap();
+
+    let mut running = config(dir.path());
+    running.gateway.retry_base_ms = 10;
+    let node = nodes::start(running, &ServiceKind::ALL, None).await;
+    let mut client_after = GatewayServiceClient::new(nodes::channel(&node).await);
+    let jobs = drained(&mut client_after, "frank").await;
+    for id in &queued.job_ids {
+        let job = jobs
+            .iter()
+            .find(|j| &j.id == id)
+            .expect("the queued job is still there");
+        assert_eq!(job.status, JobStatus::Succeeded as i32, "{job:?}");
+    }
+    let failed = jobs
+        .iter()
+        .find(|j| j.id == broken.id)
+        .expect("the broken job is listed");
+    assert_eq!(failed.status, JobStatus::Failed as i32);
+    assert_eq!(failed.attempts, 2);
+    assert!(failed.last_error.contains("payload"), "{}", failed.last_error);
+    drop(client);
+    node.shutdown().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_rest_facade_validates_and_maps_codes() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut config = config(dir.path());
+    let port = crate::support::free_port();
+    config.gateway.rest_listen = format!("127.0.0.1:{port}");
+    let node = nodes::start(config, &ServiceKind::ALL, None).await;
+    let http = reqwest::Client::new();
+    let base = format!("http://127.0.0.1:{port}");
+
+    let decided: serde_json::Value = http
+        .post(format!("{base}/api/memory/control"))
+        .json(&serde_json::json!({"userId": "gina", "roleId": "cfo", "userMessage": "上次我们定的预算是多少？", "messageCount": 3}))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(decided["needMemory"], "yes", "{decided}");
+
+    let missing = http
+        .post(format!("{base}/api/memory/retrieve"))
+        .json(&serde_json::json!({"userId": "", "roleId": "cfo", "query": "预算"}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(missing.status(), 400);
+    let body: serde_json::Value = missing.json().await.unwrap();
+    assert!(
+        body["error"]["message"].as_str().unwrap().starts_with("userId"),
+        "{body}"
+    );
+
+    let wrong_mode = http
+        .post(format!("{base}/api/memory/retrieve"))
+        .json(&serde_json::json!({"userId": "gina", "roleId": "cfo", "query": "预算", "mode": "everything"}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(wrong_mode.status(), 400);
+
+    let written: serde_json::Value = http
+        .post(format!("{base}/api/memory/write"))
+        .json(
+            &serde_json::json!({"userId": "gina", "roleId": "cfo", "projectId": "shop",
+            "conversation": "user: 预算上限定为5万元，必须在下个月15号前上线\nassistant: 好的"}),
+        )
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert!(!written["memories"].as_array().unwrap().is_empty(), "{written}");
+
+    let recalled: serde_json::Value = http
+        .post(format!("{base}/api/memory/retrieve"))
+        .json(&serde_json::json!({"userId": "gina", "roleId": "cfo", "projectId": "shop", "query": "预算是多少", "mode": "details"}))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert!(recalled["rendered"].as_str().unwrap().contains("5万"), "{recalled}");
+    node.shutdown().await.unwrap();
+}
