@@ -6,3 +6,4 @@ mod foundation;
 mod gateway;
 mod nodes;
 mod support;
+mod tracing;

@@ -16,5 +16,6 @@ pub mod conformance;
 
 mod errors;
 mod open;
+pub mod traced;
 
 pub use open::{Backends, BackendsConfig, Needs, OpenError, open_blobs, open_embedder, open_vectors};

@@ -95,7 +95,10 @@ impl Backends {
         })?;
         let llm = crate::llm::from_config(&config.llm).map_err(|err| OpenError::new("llm", err))?;
         let embedder = if needs.embedder {
-            Some(open_embedder(&config.embedder, &config.models_dir)?)
+            Some(crate::traced::embedder(open_embedder(
+                &config.embedder,
+                &config.models_dir,
+            )?))
         } else {
             None
         };
@@ -116,12 +119,12 @@ impl Backends {
                     .await
                     .map_err(|err| OpenError::new("storage.vectors", err))?;
             }
-            Some(index)
+            Some(crate::traced::vectors(index))
         } else {
             None
         };
         let blobs = if needs.blobs {
-            Some(open_blobs(&config.storage.blobs).await?)
+            Some(crate::traced::blobs(open_blobs(&config.storage.blobs).await?))
         } else {
             None
         };

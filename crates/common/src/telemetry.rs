@@ -70,15 +70,19 @@ pub fn init(service_name: &str, config: &TelemetryConfig) -> anyhow::Result<Tele
     );
     let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new(default_filter));
 
+    // The log filter applies to the logs only: quieting the logs (RUST_LOG=warn) must not
+    // silence the traces.
     let fmt_layer = match config.log_format.as_str() {
         "json" => tracing_subscriber::fmt::layer()
             .json()
             .with_current_span(true)
             .with_writer(std::io::stderr)
+            .with_filter(filter)
             .boxed(),
         _ => tracing_subscriber::fmt::layer()
             .with_target(false)
             .with_writer(std::io::stderr)
+            .with_filter(filter)
             .boxed(),
     };
 
@@ -110,19 +114,39 @@ pub fn init(service_name: &str, config: &TelemetryConfig) -> anyhow::Result<Tele
             let tracer = provider.tracer("thinkus");
             global::set_tracer_provider(provider.clone());
             (
-                Some(tracing_opentelemetry::layer().with_tracer(tracer).boxed()),
+                Some(
+                    tracing_opentelemetry::layer()
+                        .with_tracer(tracer)
+                        .with_filter(trace_filter())
+                        .boxed(),
+                ),
                 Some(provider),
             )
         }
         None => (None, None),
     };
 
-    Registry::default()
-        .with(filter)
-        .with(fmt_layer)
-        .with(otel_layer)
-        .try_init()?;
+    Registry::default().with(fmt_layer).with(otel_layer).try_init()?;
     Ok(TelemetryGuard { provider })
+}
+
+/// What becomes a span in the exported traces: this product's spans at info level, not the
+/// transport's internals (nor the exporter's own calls, which would trace themselves).
+fn trace_filter() -> tracing_subscriber::filter::Targets {
+    use tracing::level_filters::LevelFilter;
+    tracing_subscriber::filter::Targets::new()
+        .with_default(LevelFilter::INFO)
+        .with_target("h2", LevelFilter::OFF)
+        .with_target("hyper", LevelFilter::OFF)
+        .with_target("hyper_util", LevelFilter::OFF)
+        .with_target("tower", LevelFilter::OFF)
+        .with_target("tonic", LevelFilter::OFF)
+        .with_target("opentelemetry", LevelFilter::OFF)
+        .with_target("opentelemetry_sdk", LevelFilter::OFF)
+        .with_target("opentelemetry_otlp", LevelFilter::OFF)
+        .with_target("sqlx", LevelFilter::OFF)
+        .with_target("aws_smithy_runtime", LevelFilter::OFF)
+        .with_target("qdrant_edge", LevelFilter::OFF)
 }
 
 struct MetadataExtractor<'a>(&'a http::HeaderMap);
@@ -161,6 +185,36 @@ pub fn inject_current(metadata: &mut MetadataMap) {
     TraceContextPropagator::new().inject_context(&context, &mut MetadataInjector(metadata));
 }
 
+/// The Thinkus service a gRPC service belongs to ("thinkus.retriever.v1.RetrieverService" ->
+/// "retriever"), so that spans name their service even when several run in one process.
+pub fn thinkus_service(grpc_service: &str) -> &'static str {
+    match grpc_service.split('.').nth(1) {
+        Some("controller") => "memory-controller",
+        Some("retriever") => "retriever",
+        Some("knowledge") => "knowledge-manager",
+        Some("artifact") => "artifact",
+        Some("summary") => "summary",
+        Some("gateway") => "gateway",
+        _ => "other",
+    }
+}
+
+/// The W3C `traceparent` of the current span, to carry a trace through a queue.
+pub fn current_traceparent() -> Option<String> {
+    let mut carrier = std::collections::HashMap::new();
+    TraceContextPropagator::new().inject_context(&Span::current().context(), &mut carrier);
+    carrier.remove("traceparent")
+}
+
+/// Makes `span` a child of the trace a queued job carried (see [`current_traceparent`]).
+pub fn continue_trace(span: &Span, traceparent: Option<&str>) {
+    if let Some(parent) = traceparent {
+        let carrier: std::collections::HashMap<String, String> =
+            [("traceparent".to_string(), parent.to_string())].into_iter().collect();
+        let _ = span.set_parent(TraceContextPropagator::new().extract(&carrier));
+    }
+}
+
 /// The span of one incoming gRPC request, child of the caller's span when the request carries
 /// a trace context. Used as tonic's `trace_fn`.
 pub fn server_span(request: &http::Request<()>) -> Span {
@@ -176,6 +230,7 @@ pub fn server_span(request: &http::Request<()>) -> Span {
         rpc.system = "grpc",
         rpc.service = %service,
         rpc.method = %method,
+        thinkus.service = thinkus_service(service),
         otel.status_code = tracing::field::Empty,
     );
     let _ = span.set_parent(extract_context(request.headers()));

@@ -19,6 +19,7 @@ use thinkus_memory_controller::ControllerApi;
 use thinkus_memory_controller::api::DecideRequest;
 use thinkus_retriever::RetrieverApi;
 use thinkus_retriever::api::{CatalogEntry, RecallRequest, RecallResult, ScoreParts};
+use tracing::Instrument;
 
 use crate::api::{
     CompleteRequest, Completed, PrepareRequest, Prepared, SectionKind, ToolCallResult, TraceItem, TraceKind,
@@ -65,6 +66,9 @@ pub struct LearnJob {
     pub not_memorable: bool,
     pub request_id: Option<String>,
     pub injected_memory_ids: Vec<String>,
+    /// The trace of the CompleteTurn that queued it: the job's spans continue that trace.
+    #[serde(default)]
+    pub traceparent: Option<String>,
 }
 
 /// The input of a "summarize" job: messages to add to the session's trajectory.
@@ -72,6 +76,8 @@ pub struct LearnJob {
 pub struct SummarizeJob {
     pub scope: Scope,
     pub messages: Vec<Message>,
+    #[serde(default)]
+    pub traceparent: Option<String>,
 }
 
 fn require(value: &str, field: &str) -> Result<(), ApiError> {
@@ -344,6 +350,7 @@ impl Gateway {
             not_memorable: request.not_memorable,
             request_id: request.request_id.clone(),
             injected_memory_ids: request.injected_memory_ids.clone(),
+            traceparent: thinkus_common::telemetry::current_traceparent(),
         };
         job_ids.push(
             self.enqueue(LEARN_JOB, &request.scope, &learn, dedupe(LEARN_JOB))
@@ -368,6 +375,7 @@ impl Gateway {
                     message("user", request.user_message.clone()),
                     message("assistant", assistant),
                 ],
+                traceparent: thinkus_common::telemetry::current_traceparent(),
             };
             job_ids.push(
                 self.enqueue(SUMMARIZE_JOB, &request.scope, &summarize, dedupe(SUMMARIZE_JOB))
@@ -408,8 +416,21 @@ impl Gateway {
         Ok(self.jobs.enqueue(&job).await?)
     }
 
-    /// Runs one job's work.
+    /// Runs one job's work, in a span that continues the trace of the turn that queued it.
     pub(crate) async fn run_job(&self, job: &JobRecord) -> Result<(), ApiError> {
+        #[derive(Deserialize)]
+        struct Traced {
+            traceparent: Option<String>,
+        }
+        let span = tracing::info_span!("job.run", otel.name = format!("job {}", job.kind), job.id = %job.id, job.kind = %job.kind, job.attempt = job.attempts);
+        let parent = serde_json::from_str::<Traced>(&job.payload)
+            .ok()
+            .and_then(|t| t.traceparent);
+        thinkus_common::telemetry::continue_trace(&span, parent.as_deref());
+        self.run_job_inner(job).instrument(span).await
+    }
+
+    async fn run_job_inner(&self, job: &JobRecord) -> Result<(), ApiError> {
         match job.kind.as_str() {
             LEARN_JOB => {
                 let input: LearnJob = serde_json::from_str(&job.payload)
