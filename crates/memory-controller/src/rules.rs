@@ -1,15 +1,24 @@
 //! The built-in decision rules, for Chinese and English (seed 000 section 3.1, seed 001 section
 //! 3.1). In order:
-//! 1. small talk and thanks -> no;
-//! 2. references to shared history (之前, 上次, 我说过, 刚才提到, as I said, last time, we
-//!    decided, remember...) -> yes;
-//! 3. questions about the project's own decisions, constraints or status -> yes;
-//! 4. personalised advice and anything touching the user's preferences -> yes;
-//! 5. general knowledge and new self-contained tasks -> no;
-//! 6. anything else -> maybe (a cheap catalog look).
+//! 1. small talk, thanks and chit-chat about the assistant -> no;
+//! 2. references to shared history (之前说, 上次, 我说过, 刚才提到, as I said, last time, we
+//!    decided, remember...) -> yes, unless the phrase is a figure of speech before a general
+//!    question ("as I said, just curious: how does TCP work?");
+//! 3. a new session that asks to pick up where it stopped -> yes;
+//! 4. questions about the project's own decisions, constraints or status, with or without a
+//!    pronoun ("支付模块上线了吗", "is the vendor contract signed yet?") -> yes;
+//! 5. personalised advice and anything touching the user's preferences -> yes;
+//! 6. talk about the outside world (news, an article, another company's history) -> no;
+//! 7. general knowledge and new self-contained tasks -> no, when nothing points at the user's
+//!    own world; the content of a task (what follows "翻译：" or a quote) is not read for cues,
+//!    so "translate: our team decided..." stays no;
+//! 8. a message with no pointer to the user's world and no follow-up wording -> no;
+//! 9. anything else -> maybe (a cheap catalog look).
 //!
-//! Overview questions get the catalog mode; specific content and decision support get
-//! details. Budgets follow the design's tiers; time phrases become ranges.
+//! Overview questions (lists, progress, patterns, "where were we") get the catalog mode;
+//! specific content and decision support get details. Budgets follow the design's tiers
+//! (simple reference 200-500, deep 500-1500, full review 1500-3000); time phrases become
+//! ranges.
 
 use std::sync::LazyLock;
 
@@ -37,56 +46,142 @@ fn set(patterns: &[&str]) -> RegexSet {
     RegexSet::new(patterns).expect("valid rule patterns")
 }
 
+/// Messages made only of greetings, thanks, acknowledgements and goodbyes, in any number.
 static SMALL_TALK: LazyLock<Regex> = LazyLock::new(|| {
     re(
-        r"(?i)^\s*(你好|您好|嗨|哈喽|早上好|早安|晚上好|晚安|谢谢|多谢|感谢|好的|好|嗯|哦|收到|明白了?|了解|ok|okay|k|thanks|thank you|thx|cool|great|nice|hi|hello|hey|good (morning|night|evening)|bye|see you|got it|sounds good|perfect)[\s!！。.,，~～😊🙏👍]*$",
+        r"(?i)^[\s\W_]*((你好|您好|嗨|哈喽|早上好|早安|中午好|下午好|晚上好|晚安|谢谢你?|多谢|感谢|辛苦了?|好的|好滴|好嘞|好吧|好|嗯+|哦+|噢|喔|收到|明白了?|了解了?|懂了|知道了|没问题|行吧?|可以|妥|哈+|呵呵|嘿嘿|太棒了|棒|赞|牛|周末愉快|节日快乐|新年快乐|明天见|回头见|再见|拜拜|先这样吧?|那就先这样吧?|明天继续|下次聊|ok|okay|k|kk|thanks( a lot| so much)?|thank you( so much)?|thx|ty|cool|great|nice|awesome|perfect|amazing|hi|hello|hey( there)?|yo|good (morning|night|evening|afternoon)|morning|night|bye|goodbye|see (you|ya)|talk (to you )?(tomorrow|later|soon)|got it|sounds good|lol|lmao|haha+|hehe|happy (friday|monday|weekend|holidays?|new year)|have a (good|nice|great) (day|weekend|one)|that'?s (super |very |really )?(helpful|great|useful)|you'?re (the best|awesome)|much appreciated|no worries|all good|will do|noted|cheers)[\s\W_]*)+$",
     )
 });
 
+/// Chit-chat about the assistant or the mood, which needs no memory.
+static SOCIAL: LazyLock<Regex> = LazyLock::new(|| {
+    re(
+        r"(?i)^(你是谁|你叫什么|你今天(忙不忙|怎么样|好吗)|最近怎么样|在吗|who are you|what'?s your name|how'?s it going|how are you|what'?s up|are you there)|哈哈|这个梗|that'?s (all|it) for (today|now)|先到这|今天就到这|心情不错|太好笑",
+    )
+});
+
+/// References to shared history: a time word tied to a speaker or a verb of discussion, a
+/// remembered thing, an earlier statement.
 static HISTORY: LazyLock<RegexSet> = LazyLock::new(|| {
     set(&[
-        r"之前|以前(说|讨论|定|聊|提|的方案)|上次|上回|那次|我说过|我提过|我讲过|你说过|你提过|刚才(提到|说的|那个|那段|那份|讲的|写的)|刚刚(说|提到|写)|我们(讨论|聊|谈|商量|定|决定|说好|约定)(过|了|的)|说好的|我们定的|咱们(定|说)的|按(我们|之前|上次|原来)(定|说|聊|商量)的|记得(吗|我|我们|那)|还记得|老规矩|跟上次一样|继续(上次|之前|昨天)|接着(上次|之前|昨天)|回顾一下|复盘|那个(方案|决定|预算|报价|设计稿|需求)",
-        r"(?i)\b(earlier|last time|as i (said|mentioned|told)|i (told|mentioned to) you|you (said|mentioned|suggested|told me)|we (discussed|talked about|decided|agreed|chose|picked|settled|went over|planned|covered)|remember (when|what|that|the)|do you remember|previously|the (one|plan|option|design|draft|budget|deadline|version) we|where were we|pick up where|as before|like last time|we left off|our (plan|decision|budget|deadline|pricing|roadmap|strategy|agreement|launch date|stack|tone|guidelines?|criteria|numbers|policy|positioning|persona|kpis?)|what did (we|i|you) (decide|say|pick|agree|choose)|recap|catch me up|remind me)\b",
+        r"(之前|以前|先前|当初|当时|上次|上回|那次|前(两|几|一)天|那天|昨天|前天|上周|上礼拜|上个?月|早上|上午|下午|刚才|刚刚)(我|你|咱|我们|你们|他|她|大家)?(跟\S{1,6})?(说|讲|聊|谈|讨论|商量|定|决定|约定|答应|承诺|提|提到|提过|提醒|评估|统计|算|整理|总结|设|选|用|踩|做|写|发|给|对|改|砍|否|拍板|确认|同意|列|报|签|约|面试|复盘|开会|帮)",
+        r"(之前|以前|上次|上回|当初)(的|那|这)(个|份|次|几|调性|风格|方案|计划|预算|设计|决定|结论|思路|需求|候选人|会议|讨论|话题)",
+        r"(上次|上回)(的|那|你|我)|那版|来着|帮我回忆|回忆一?下|想不起来|照旧|老样子|跟以前一样|(和|跟)之前一样|(提|踩|做|试|聊|定|用|说|砍|否|谈|问)过(的|哪|什么|几)|我(是不是|好像|应该)?(说|提|讲)过",
+        r"我说过|我提过|我讲过|我跟你说|你说过|你提过|你之前|你上次|刚才(提到|说|那|讲|写|你|我)|刚刚(说|提到|写|那)|我们(讨论|聊|谈|商量|定|决定|说好|约定)(过|了|的)|说好的|我们定的|咱们(定|说)的|按(我们|之前|上次|原来)(定|说|聊|商量)?的|记得(吗|我|我们|那)|还记得|老规矩|跟上次一样|继续(上次|之前|昨天)|接着(上次|之前|昨天)|回顾一下|复盘|后来(怎么|决定|定|选|呢|处理)|(那个|那件|那次)(方案|决定|预算|报价|设计稿|需求|事|bug|问题|合作|候选人|投诉)",
+        r"我们.{0,12}(定|选|用|签|设|花|做|砍|承诺|答应|学到|总结|试)(的|了|过)|我们(当时|那时|已经|最后)",
+        r"(CEO|CTO|CFO|CMO|COO|HR|设计师|律师|法务|财务|投资人|猎头|供应商|外包)(之前|上次|当时|那边)?.{0,6}(说的|提的|建议的|定的|拍的|给的|报的|承诺的|答应的|提醒)|落下来的|当时拍",
+        r"(?i)\bthe (ceo|cto|cfo|cmo|coo|designer|lawyer|pm|board|investors?|recruiter|contractor|agency|vendor|supplier)\b.{0,30}\b(said|suggested|proposed|concluded?|flagged|recommended|landed on|decided|agreed|promised|offered|quoted)\b",
+        r"(?i)\b(did|had) we\b|\bhave we (\w+ )?\w+(ed|en|t)\b|\bwe('ve| have)? (\w+ )?(\w+ed|set|chose|went|spent|built|made|said|told|landed|won|lost|ran|sent|paid|hit|got|put|found|learnt|learned|drew|wrote|took|gave|held)\b( \w+)* (before|earlier|already|back then|in the end)\b|\bdid we\b|\bwhat \w+ (did|have) we\b",
+        r"(?i)\b(earlier you|you (said|mentioned|suggested|told me|recommended|proposed|promised|flagged|wrote)|earlier,? (you|we|i)|mentioned .* earlier|last time|as i (said|mentioned|told)|i (told|mentioned to) you|we (discussed|talked about|decided|agreed|chose|picked|settled|went over|planned|covered|ruled out|rejected|signed|hired|shipped|launched)|remember (when|what|that|the)|do you remember|the (one|plan|option|design|draft|budget|deadline|version) we|where were we|pick up where|as before|like last time|we left off|what did (we|i|you) (decide|say|pick|agree|choose|think)|what you just (wrote|said)|recap|catch me up|remind me|did (i|we|you) (say|mention|decide|agree|pick|choose|like)|we'?ve (agreed|decided|discussed|covered)|our (agreed|usual|standard|chosen|established)|as usual|same as (before|always|usual)|the last (launch|release|campaign|sprint|meeting|review|round|call|sync|retro|time)|(i|we)'?ve (\w+ )?(liked|said|told you|used|picked|chosen|mentioned|shared|tried)\b.*\b(before|already)|what i'?ve (liked|said|told you|picked|chosen)|ever get (written|done|sorted|fixed|signed|decided)|get sorted)\b",
     ])
 });
 
+/// Nostalgia about the world ("remember when every website used Flash?"), not about the user.
+static REMINISCE: LazyLock<Regex> =
+    LazyLock::new(|| re(r"(?i)(\bremember when\b|\bback in the day\b|还记得.{0,10}(那时|那会|年代)|当年)"));
+
+/// Phrases that mark what follows as a detour, so a history phrase before it is a figure of
+/// speech.
+static ASIDE: LazyLock<Regex> = LazyLock::new(|| {
+    re(
+        r"(?i)(不用管了|不管了|换个问题|问个别的|随便问问|just curious|unrelated|random question|anyway|btw|by the way|never mind|quick one)",
+    )
+});
+
+/// Questions about the project's decisions, constraints or status; the last two patterns
+/// catch status questions without a pronoun ("合同签了吗", "is the redesign done yet?").
 static PROJECT_STATE: LazyLock<RegexSet> = LazyLock::new(|| {
     set(&[
-        r"我们(的|这个)?(项目|产品|公司)?(的)?(预算|技术栈|架构|定价|价格|截止|上线|进度|计划|路线图|目标|方案|设计|风格|品牌|需求|决定|决策|里程碑|排期|kpi|KPI|数据|指标|合同|供应商|团队|招聘)|(项目|产品)(进度|状态|现在|目前)|现在(做|进行)到哪|进展(如何|怎么样)|定下来(没|了吗)|定了(吗|没)|确定了吗|方案是什么|预算(是多少|还剩|够不够)|什么时候上线",
-        r"(?i)\b(what('s| is| was| are| were) (our|the current|the agreed|the final)|status of (our|the)|how far (along|are we)|where (are|do) we stand|our (current )?(budget|stack|pricing|roadmap|deadline|timeline|plan|metrics|runway|burn|mrr|kpis?|goals?|positioning|hiring plan|vendor|contract)|did we (decide|settle|agree|finalize|sign|ship|launch|hire)|have we (decided|settled|agreed|finalized|shipped|launched)|which (vendor|option|plan|stack|framework|tool) did we)\b",
+        r"我们(的|这个)?(项目|产品|公司|团队)?(的)?(预算|技术栈|架构|定价|价格|截止|上线|进度|计划|路线图|目标|方案|设计|风格|品牌|需求|决定|决策|里程碑|排期|kpi|KPI|数据|指标|合同|供应商|团队|招聘|用户|客户|目标用户)|(项目|产品)(进度|状态|现在|目前)|现在(做|进行|推进)到哪|(推进|进行|跟进|谈)到哪(一步|了)|进展(如何|怎么样)|进度(怎么样|如何)|怎么样了|定下来(没|了吗)|定了(吗|没)|确定了吗|改好了?没|写好没|处理完了?(吗|没)|还有(哪些|什么)(事|待办)?没|有哪些待办|完成了哪些|对过的|方案是什么|预算(是多少|还剩|够不够)|超预算|什么时候上线|最后(选|定|用|是|怎么|拍)|(定|选|砍|签)(下来)?的(事|方案|东西|那)|(选|定)(在|了)哪",
+        r"(?i)\b(what('s| is| was| are| were) (our|the current|the agreed|the final)|status of|what'?s the status|how far (along|are we)|where (are|do) we stand|our (current )?(budget|stack|pricing|roadmap|deadline|timeline|plan|metrics|runway|burn|mrr|kpis?|goals?|positioning|hiring plan|vendor|contract|tech debt|backlog|cap|infra)|did we (decide|settle|agree|finalize|sign|ship|launch|hire)|have we (decided|settled|agreed|finalized|shipped|launched)|which (vendor|option|plan|stack|framework|tool)s? did we|update on|still (open|pending)|what'?s (still )?(pending|open)|(is|has) the .* (resolved|fixed|done|shipped|signed)|how'?s the .* (tracking|going)|how did (it|the .*) go|what got done|what went wrong with|takeaways from|came out of|keep popping up|recurring|walk me through|the gist|feedback from|runway|burn rate|where are we (on|with)|any (news|progress|word) on)\b|\b(hr|cfo|cto|ceo|cmo|coo|designer|lawyer|pm)'s\b",
+        r"(风险|待办|问题)清单|过一遍|结论(是|呢)|(?i)\b(conclusion|outcome|action items|takeaways?) (from|of)\b",
+        r"(完|好|出来|下来|定|上线|发布|发出去|签|批|审|到位|落地|搞定|落实|跑通|通|修好|修复|谈妥|交付|开始|回复|付|到)(了)?(吗|没|没有|么)[?？]?\s*$|(上限|预算|截止日期|排期|报价|账期|薪资|定价)(是|定|拍|定的|拍的)?(了)?(多少|几号|哪天)|(还)?(作数|算数|有效|生效)(吗|么)|(还)?(能|赶得上|来得及)(按时|如期)",
+        r"(?i)\b(done|finished|signed|shipped|live|ready|approved|merged|fixed|resolved|sent|published|deployed|closed|wrapped up|sorted) yet\b|^(is|are|has|have|did) (the|that|this) .*\b(yet|already|still (on|happening|a thing|valid))\b|\b(still on track|on schedule|behind schedule)\b|^(hey,? |so,? |btw,? )?(did|has|have) the \w+|\bever (send|sign|get|reply|respond|come|pay)|\b(go|come) through\b|keeps? (coming|popping|showing|cropping) up|keeps? (happening|failing|breaking)|\bthe (hard |soft |monthly |annual )?(budget|cap|deadline|launch date|price point|salary band|headcount)\b",
     ])
 });
 
+/// Personalised advice and the user's preferences.
 static PERSONAL: LazyLock<RegexSet> = LazyLock::new(|| {
     set(&[
-        r"适合我|根据我的|按我的|我的(偏好|习惯|风格|口味|情况|需求|预算|团队|公司|客户|产品)|我喜欢的|我不喜欢的|我习惯|给我推荐|帮我选|我该(选|用|怎么)|你觉得我|以我|对我(来说)?(最|更)|我(们)?(应该|该不该)|我(的|们的)风格|按我们定的|用我们的",
-        r"(?i)\b(for me|fits? (me|us|how we)|suits? (me|us)|my (preference|style|taste|situation|team|company|budget|customers|product|startup|goals?)|based on what you know|knowing me|how i like|the way i like|what i usually|should i|should we|would you recommend for (me|us)|in my case|for our (team|company|startup|product|case)|our (style|tone|brand|voice|customers|users))\b",
+        r"适合我|根据我的|按我的|我的(偏好|习惯|风格|口味|情况|需求|预算|团队|公司|客户|产品)|我喜欢的|我不喜欢的|我习惯|给我推荐|帮我选|我该(选|用|怎么)|你觉得我|以我|对我(来说)?(最|更)|我(们)?(应该|该不该)|我(的|们的)风格|按我们定的|用我们的|我们的(目标用户|用户|客户|调性|品牌)|按品牌规范|(品牌|设计)规范",
+        r"(?i)\bour (target )?(audience|users|customers|persona)\b",
+        r"(?i)\b(for me|fits? (me|us|how we)|suits? (me|us)|my (preference|style|taste|situation|team|company|budget|customers|product|startup|goals?)|based on what you know|knowing me|how i like|the way i like|what i usually|should i|should we|would you recommend for (me|us)|in my case|for our (team|company|startup|product|case)|our (style|tone|brand|voice|customers|users)|keep that in mind|i should|keep in mind for)\b",
     ])
 });
 
+/// General knowledge, matched clause by clause (the English pattern is anchored at a
+/// clause's start).
 static GENERAL: LazyLock<RegexSet> = LazyLock::new(|| {
     set(&[
-        r"什么是|是什么意思|是什么原理|原理是|的原理|的区别|有什么区别|哪个(更|比较)好|怎么(写|用|实现|配置|安装|计算|理解)|如何(写|用|实现|配置|安装|计算|理解)|为什么(会|要)|解释(一下)?|举个例子|定义|概念|英文(怎么|是)|全称",
-        r"(?i)^(what is|what's|what are|what does .* mean|define|explain|how does|how do (i|you|we)|how to|why (is|does|do)|difference between|compare|is it true|who (is|was|invented)|when (was|did) .* (invented|founded|released))\b|\b(vs\.?|versus)\b",
+        r"什么是|什么叫|是什么意思|啥意思|是什么原理|原理|的区别|有什么区别|有啥区别|有什么不同|哪个(更|比较)好|怎么(写|用|实现|配置|设置|安装|计算|理解|计税)|如何(写|用|实现|配置|安装|计算|理解)|为什么(会|要)|解释(一下)?|讲讲|举个例子|定义|概念|英文(怎么|是)|怎么说|全称|一般(在|怎么|包含|是|要|需要)|通常|行业(平均|惯例|标准)|是多少|多少倍|等于多少|有哪几种|有效期多久|最长|现在还流行|有什么用意|有什么要求|法律规定|法律上|怎么规定|有什么影响|一般有|合法吗|是不是太",
+        r"(?i)^(what is|what's|what are|what does|what was|define|explain|how does|how do (i|you)|how is|how to|how many|how much|why (is|does|do|did)|difference between|compare|is it (true|legal|worth)|is \w+ better|who (is|was|invented|founded)|when (was|did)|worst case|in the old days|in older versions)\b|\b(vs\.?|versus|difference|typically|typical|in general|general tips|generic|rule of thumb|industry (standard|average|benchmark)|like i'?m (five|5))\b",
     ])
 });
 
+/// New self-contained tasks; their content follows a colon or a quote.
 static TASK: LazyLock<RegexSet> = LazyLock::new(|| {
     set(&[
-        r"翻译|润色|改写|校对|纠正语法|帮我把(这|下面|以下)|下面这段|以下(内容|文字|代码|这段)|这段(话|文字|代码)|计算一下|算一下|写一个(正则|函数|脚本|sql|SQL|查询|公式|正则表达式)|生成一个(表格|列表|正则)|转成|转换成|格式化",
-        r"(?i)\b(translate|proofread|rephrase|rewrite this|fix the grammar|convert (this|the following)|format (this|the following)|calculate|compute|write (a|me a) (regex|function|script|sql|query|formula|haiku|poem|joke)|generate a (regex|table|list of)|summarize (this|the following)|here is (a|the) (text|code|paragraph|article)|the following (text|code))\b",
+        r"翻译|翻成|润色|改写|校对|语病|纠正语法|帮我把(这|下面|以下)|下面这段|以下(内容|文字|代码|这段)|这段(话|文字|代码|英文|SQL)|计算一下|算一下|写(一|个|一个|一首)(正则|函数|脚本|sql|SQL|查询|公式|正则表达式|bash|Python|小诗|诗)|写个|生成一个|起\d*个名字|转成|转换成|格式化|统一成|模板",
+        r"(?i)^(translate|proofread|rephrase|rewrite|fix the grammar|convert|format|calculate|compute|write|draft|generate|summarize|turn this|give me \d+|pls|please)\b|\b(translate|template|snippet|haiku|limerick|regex|script)\b",
     ])
 });
 
+/// Anything pointing at the user's own world.
+static ANCHOR: LazyLock<Regex> = LazyLock::new(|| {
+    re(
+        r"(我们|咱们|咱|我的|我(在|想|要|打算|觉得|准备|正在|上次|之前|说|提|们)|你(之前|上次|当时|帮我)|(?i:\b(we|our|ours|my|we're|we've)\b)|\bus\b)",
+    )
+});
+
+/// Talk about the outside world: news, an article, hearsay.
+static EXTERNAL: LazyLock<Regex> = LazyLock::new(|| {
+    re(
+        r"(?i)(看到一篇|看到一个|听说|新闻|行业趋势|据说|\bi (read|saw|heard)\b|\bnews\b|\barticle\b|\bblog post\b|\bapparently\b)",
+    )
+});
+
+/// Continuations and decision talk that a catalog look may help with.
+static FOLLOWUP: LazyLock<Regex> = LazyLock::new(|| {
+    re(
+        r"(?i)^(那|和|还有|and\b|what about|how about)|呢[？?]?$|下一步|继续|展开|再(改|来|想)|换个|建议|要不要|该不该|纠结|这个(方案|bug|问题|设计|版本)|这块|那块|\b(next steps?|continue|keep going|expand|alternatives|ideas|thoughts|should (the|we|i)|good time to|let'?s|revisit|recheck|tighten|prioriti[sz]e|try)\b",
+    )
+});
+
+/// Words that point at the team's own people, work and periods without a pronoun.
+static HINT: LazyLock<Regex> = LazyLock::new(|| {
+    re(
+        r"(那个|那件|那次|那份|那几|那版|这周|上周|本周|这个月|上个月|本月|最近(几天|一个月|一周)|(CEO|CTO|CFO|CMO|COO|HR|PM|设计师|律师|法务|财务|运营|产品经理|猎头|投资人|候选人|销售|客服)(之前|上次|说|提|提醒|给|评|改|对|这边|那边)|这边|那边|项目|到目前为止|目前为止|(客户|用户)(反馈|投诉|评价)|供应商|账期|工单|复盘|评审|发版|上线|路线图|否了|(?i:roadmap|\bthe (cfo|cto|ceo|cmo|designer|lawyer|pm|team|investors?|candidates?|pilot|retro|deploy|release|review|launch|campaign|interviews?)\b|\b(this|last|past) (week|month|quarter)\b|\bfrom (monday|tuesday|wednesday|thursday|friday)\b|\bproposal\b|\brisks?\b|\bretro\b|\brejected\b|\bside\b|\bpending\b|\bstill\b|\bso far\b))",
+    )
+});
+
+/// Overview questions: lists, progress, patterns, "where were we".
 static OVERVIEW: LazyLock<Regex> = LazyLock::new(|| {
     re(
-        r"(?i)(哪些|有哪几|列一下|列出|列个|清单|汇总|概览|都(讨论|聊|定|做)了(什么|啥|哪些)|讨论过(什么|哪些)|聊过(什么|哪些)|有什么(没|还)|还有(哪些|什么)没|回顾一下|复盘|总结一下(我们|之前|上次|目前)|(what|which) (have|did) we (discuss|decide|cover|talk about|agree)|what have we|list (all|the|every|our)|overview|summary of|recap|catch me up|what'?s (still )?open|open (items|questions|issues)|remind me what|everything we|all (the|our) (decisions|notes|action items|tasks|risks))",
+        r"(?i)(哪些|哪几|列一下|列出|列个|清单|汇总|概览|梳理|规律|共性|反复|老出|待办|进度|怎么样了|推进到|到哪|聊到哪|都(讨论|聊|定|做)了(什么|啥|哪些)|讨论过(什么|哪些)|聊过(什么|哪些)|有什么(没|还)|还有(哪些|什么)没|回顾一下|复盘|总结(过|一下)|做什么的|(what|which) have we (discussed|decided|covered|talked about|agreed|tried)|what have we|\bwhich \w+ have we|list (all|the|every|our)|\blist\b|overview|summary of|summari[sz]e everything|recap|catch me up|(still|what'?s) (open|pending)|open (items|questions|issues|risks)|remind me what|everything we|all (the|our) (decisions|notes|action items|tasks|risks)|patterns?\b|recurring|keep popping up|what got done|\btracking\b|so far|where were we|what do you know about|walk me through the .* list|what feedback|have we written up)",
+    )
+});
+
+/// Asks for one specific thing or its reasons, which overrides an overview word.
+static SPECIFIC: LazyLock<Regex> =
+    LazyLock::new(|| re(r"(?i)(为什么|原因|具体|细节|\bwhy\b|\bexactly\b|\bin detail\b)"));
+
+/// Decision support, which needs the details of what is known.
+static DECISION_SUPPORT: LazyLock<Regex> = LazyLock::new(|| {
+    re(
+        r"(?i)(要不要|该不该|需不需要|怎么办|怎么(定|解决|改|选)|该怎么|如何(定|选|改)|比较(好|合理)|纠结|值不值|还需要(准备)?|帮我(写|准备)|\bshould (we|i|the)\b|\bdo we need\b|\bthoughts\b|\bgood time to\b|\bhow should\b|\bworth it\b|\bany ideas\b|\brecheck\b|\bwhat should (i|we) do\b|\bhelp me write\b|\bprep\b|\bwhat should the\b|\brevisit\b)",
     )
 });
 
 static FULL_REVIEW: LazyLock<Regex> = LazyLock::new(|| {
     re(
-        r"(?i)(全面回顾|完整回顾|所有的?(决定|讨论|记录|信息)|全部(决定|讨论|记录|历史)|从头到尾|everything we (discussed|decided|did)|full (review|recap|history)|all of our (decisions|history|discussions)|the whole history)",
+        r"(?i)(全面回顾|完整回顾|所有的?(决定|讨论|记录|信息)|全部(决定|讨论|记录|历史)|从头到尾|everything we('ve)? (discussed|decided|did|agreed)|full (review|recap|history)|all of our (decisions|history|discussions)|the whole history)",
+    )
+});
+
+/// A new session asking to pick up where it stopped.
+static PICKUP: LazyLock<Regex> = LazyLock::new(|| {
+    re(
+        r"(?i)(继续|接着|我们到哪了|进行到哪|聊到哪|从哪开始|where were we|let'?s continue|continue|pick (it )?up|carry on|resume)",
     )
 });
 
@@ -157,12 +252,12 @@ fn time_range(message: &str, now: DateTime<Utc>) -> Option<(TimeRange, &'static 
         LazyLock::new(|| re(r"(?i)(今天|今早|今天上午|今天下午|\btoday\b|\bthis morning\b|\bearlier today\b)"));
     static WEEK: LazyLock<Regex> = LazyLock::new(|| {
         re(
-            r"(?i)(上周|上星期|上个星期|这周|本周|这星期|这个星期|最近几天|前几天|这几天|过去一周|最近一周|一周内|\blast week\b|\bthis week\b|\bpast (few|couple of) days\b|\bpast week\b|\bfew days ago\b|\bthe other day\b|\bearlier this week\b)",
+            r"(?i)(上周|上星期|上个星期|这周|本周|这星期|这个星期|最近几天|(^|[^提])前几天|这几天|过去一周|最近一周|一周内|\blast week\b|\bthis week\b|\bpast (few|couple of) days\b|\bpast week\b|\bfew days ago\b|\bthe other day\b|\bearlier this week\b)",
         )
     });
     static MONTH: LazyLock<Regex> = LazyLock::new(|| {
         re(
-            r"(?i)(上个月|上月|这个月|本月|最近一个月|过去一个月|近一个月|这一个月|\blast month\b|\bthis month\b|\bpast month\b|\bpast (30|thirty) days\b|\blast (30|thirty) days\b|\bfew weeks ago\b|\blast few weeks\b)",
+            r"(?i)(上个月|上月|这个月|本月|最近一个月|过去一个月|近一个月|这一个月|\blast month\b|\bthis month\b|\bpast month\b|\bpast (30|thirty) days\b|\blast (30|thirty) days\b|\bfew weeks ago\b|\b(last|past) (few|couple( of)?) weeks\b|\ba couple( of)? weeks (back|ago)\b)",
         )
     });
     static CN_DATE: LazyLock<Regex> = LazyLock::new(|| re(r"(\d{1,2})月(\d{1,2})[日号]"));
@@ -268,6 +363,14 @@ fn reason(language: Language, signal: &str) -> String {
             "独立的新任务，信息已在消息中",
             "Self-contained task, everything is in the message",
         ),
+        "outside_world" => (
+            "谈的是外部世界的事，不需要记忆",
+            "About the outside world, no memory needed",
+        ),
+        "self_contained" => (
+            "消息本身是完整的，不涉及之前的内容",
+            "Self-contained, nothing points at earlier work",
+        ),
         "time_phrase" => (
             "提到了时间范围，可能涉及之前的内容",
             "Names a period, may concern earlier work",
@@ -281,6 +384,36 @@ fn reason(language: Language, signal: &str) -> String {
     }
 }
 
+/// The part of a message the cues are read from: for a task, what comes before its content
+/// (a colon or a quote), so words inside the text to translate or polish are not cues.
+fn instruction(message: &str, task: bool) -> &str {
+    if !task {
+        return message;
+    }
+    message.split([':', '：', '"', '“', '「']).next().unwrap_or(message)
+}
+
+/// Whether any clause is a general-knowledge question; "ok, what is churn?" starts its
+/// question after a comma.
+fn is_general(message: &str) -> bool {
+    GENERAL.is_match(message)
+        || message
+            .split([':', '：', ';', '；', ',', '，', '.', '。', '?', '？', '!', '！'])
+            .map(str::trim)
+            .any(|clause| !clause.is_empty() && GENERAL.is_match(clause))
+}
+
+/// A question about something of the user's own ("what tagline did we land on?", "我们的客单价是多少"),
+/// which asks for specific content.
+fn own_question(head: &str) -> bool {
+    static QUESTION: LazyLock<Regex> = LazyLock::new(|| {
+        re(
+            r"(?i)([?？]\s*$|吗|呢|多少|哪个|什么|^(what|which|how|when|where|who|why|is|are|do|does|did|was|were|can)\b)",
+        )
+    });
+    (ANCHOR.is_match(head) || HINT.is_match(head)) && QUESTION.is_match(head)
+}
+
 /// The rules' decision.
 pub fn decide(input: &RuleInput<'_>) -> ControlDecision {
     let message = input.message.trim();
@@ -291,33 +424,54 @@ pub fn decide(input: &RuleInput<'_>) -> ControlDecision {
         signals.push((*signal).to_string());
     }
 
-    let history = HISTORY.is_match(message);
-    let project_state = PROJECT_STATE.is_match(message);
-    let personal = PERSONAL.is_match(message);
-    let general = GENERAL.is_match(message);
     let task = TASK.is_match(message);
-    let small_talk = SMALL_TALK.is_match(message);
-    let new_session_pickup = input.message_count == 0 && message.chars().count() <= 40 && re_pickup().is_match(message);
+    let general = is_general(message);
+    let head = instruction(message, task);
+    let aside_general = general && ASIDE.is_match(message);
 
-    let (need, main_signal) = if small_talk && !history {
-        (NeedMemory::No, "small_talk")
-    } else if history && !(general && is_general_aside(message)) {
-        (NeedMemory::Yes, "history_reference")
-    } else if new_session_pickup {
-        (NeedMemory::Yes, "new_session")
-    } else if project_state {
-        (NeedMemory::Yes, "project_state")
-    } else if personal && !task {
-        (NeedMemory::Yes, "personal")
-    } else if task {
-        (NeedMemory::No, "self_contained_task")
-    } else if general {
-        (NeedMemory::No, "general_knowledge")
-    } else if time.is_some() {
-        (NeedMemory::Maybe, "time_phrase")
-    } else {
-        (NeedMemory::Maybe, "unclear")
+    let need_and_signal = || -> (NeedMemory, &'static str) {
+        if SMALL_TALK.is_match(message) || SOCIAL.is_match(message) {
+            return (NeedMemory::No, "small_talk");
+        }
+        let reminiscing = general && REMINISCE.is_match(head) && !ANCHOR.is_match(head);
+        if HISTORY.is_match(head) && !aside_general && !reminiscing {
+            return (NeedMemory::Yes, "history_reference");
+        }
+        if input.message_count == 0 && message.chars().count() <= 40 && PICKUP.is_match(message) {
+            return (NeedMemory::Yes, "new_session");
+        }
+        if PROJECT_STATE.is_match(head) {
+            return (NeedMemory::Yes, "project_state");
+        }
+        if PERSONAL.is_match(head) {
+            return (NeedMemory::Yes, "personal");
+        }
+        if EXTERNAL.is_match(message) {
+            return (NeedMemory::No, "outside_world");
+        }
+        let anchor = ANCHOR.is_match(head);
+        let hint = HINT.is_match(head);
+        if (task || general) && !hint && (task || !anchor) {
+            return if task {
+                (NeedMemory::No, "self_contained_task")
+            } else {
+                (NeedMemory::No, "general_knowledge")
+            };
+        }
+        if aside_general {
+            return (NeedMemory::No, "general_knowledge");
+        }
+        let past_period = time.as_ref().is_some_and(|(_, signal)| *signal != "time:today");
+        if !anchor && !hint && !past_period && !FOLLOWUP.is_match(message) {
+            return (NeedMemory::No, "self_contained");
+        }
+        if time.is_some() {
+            (NeedMemory::Maybe, "time_phrase")
+        } else {
+            (NeedMemory::Maybe, "unclear")
+        }
     };
+    let (need, main_signal) = need_and_signal();
     signals.insert(0, main_signal.to_string());
 
     let mut memory_types = if need == NeedMemory::No {
@@ -334,15 +488,22 @@ pub fn decide(input: &RuleInput<'_>) -> ControlDecision {
         }
     }
 
-    let overview = OVERVIEW.is_match(message);
+    let overview = OVERVIEW.is_match(message) && !SPECIFIC.is_match(message);
     let full_review = FULL_REVIEW.is_match(message);
     let retrieval_mode = match need {
         NeedMemory::Yes if !overview => RetrievalMode::Details,
+        NeedMemory::Maybe if !overview && (DECISION_SUPPORT.is_match(message) || own_question(head)) => {
+            RetrievalMode::Details
+        }
         _ => RetrievalMode::Catalog,
     };
+    if retrieval_mode == RetrievalMode::Details && need == NeedMemory::Maybe {
+        signals.push("decision_support".into());
+    }
     let budget_tokens = match (need, retrieval_mode) {
         (NeedMemory::No, _) => 0,
-        (NeedMemory::Maybe, _) => 300,
+        (NeedMemory::Maybe, RetrievalMode::Catalog) => 300,
+        (NeedMemory::Maybe, RetrievalMode::Details) => 600,
         _ if full_review => 2000,
         (_, RetrievalMode::Catalog) => 400,
         (_, RetrievalMode::Details) => 1000,
@@ -365,24 +526,32 @@ pub fn decide(input: &RuleInput<'_>) -> ControlDecision {
     }
 }
 
-/// "As I said, I'm just curious: how does TCP work?" uses a history phrase as a figure of
-/// speech before a general question.
-fn is_general_aside(message: &str) -> bool {
-    static ASIDE: LazyLock<Regex> = LazyLock::new(|| {
-        re(
-            r"(?i)(不用管了|不管了|换个问题|问个别的|随便问问|just curious|unrelated|random question|anyway,|btw,|by the way,)",
-        )
+/// Compiles every rule now, so the first request does not pay for it.
+pub fn warm_up() {
+    let _ = decide(&RuleInput {
+        message: "warm up",
+        now: Utc::now(),
+        ..Default::default()
     });
-    ASIDE.is_match(message)
-}
-
-fn re_pickup() -> &'static Regex {
-    static PICKUP: LazyLock<Regex> = LazyLock::new(|| {
-        re(
-            r"(?i)(继续|接着|我们到哪了|进行到哪|从哪开始|where were we|let'?s continue|continue|pick (it )?up|carry on|resume)",
-        )
-    });
-    &PICKUP
+    for pattern in [
+        &*SMALL_TALK,
+        &*SOCIAL,
+        &*ASIDE,
+        &*ANCHOR,
+        &*EXTERNAL,
+        &*FOLLOWUP,
+        &*HINT,
+        &*OVERVIEW,
+        &*SPECIFIC,
+        &*DECISION_SUPPORT,
+        &*FULL_REVIEW,
+        &*PICKUP,
+    ] {
+        let _ = pattern.is_match("");
+    }
+    for patterns in [&*HISTORY, &*PROJECT_STATE, &*PERSONAL, &*GENERAL, &*TASK] {
+        let _ = patterns.is_match("");
+    }
 }
 
 #[cfg(test)]
@@ -469,5 +638,143 @@ mod tests {
         assert_eq!(d.need_memory, NeedMemory::Maybe);
         assert_eq!(d.retrieval_mode, RetrievalMode::Catalog);
         assert_eq!(d.budget_tokens, 300);
+    }
+
+    fn assert_need(need: NeedMemory, texts: &[&str]) {
+        for text in texts {
+            let d = decide_text(text);
+            assert_eq!(d.need_memory, need, "{text}: {:?}", d.signals);
+        }
+    }
+
+    #[test]
+    fn small_talk_variants_do_not() {
+        assert_need(
+            NeedMemory::No,
+            &[
+                "好的，谢谢！",
+                "收到，辛苦了~",
+                "哈哈哈 这个梗太好笑了",
+                "周末愉快 🎉",
+                "thanks, that's super helpful!",
+                "haha nice 👍",
+                "ok cool, talk tomorrow",
+                "Who are you?",
+            ],
+        );
+    }
+
+    #[test]
+    fn history_words_about_the_outside_world_do_not() {
+        assert_need(
+            NeedMemory::No,
+            &[
+                "之前的版本里React的生命周期是怎么写的？",
+                "以前的诺基亚为什么会衰落",
+                "What was Twitter's previous logo?",
+                "In older versions of Django, how did you define URL patterns?",
+                "Remember when every website used Flash? Why did it die out?",
+                "As I said, I'm just curious: how does the TCP handshake work?",
+                "I read last week that Google is killing third-party cookies",
+            ],
+        );
+    }
+
+    #[test]
+    fn quoted_task_content_is_not_a_cue() {
+        assert_need(
+            NeedMemory::No,
+            &[
+                "翻译成英文：我们上次讨论的方案已经定了",
+                "润色一下这段：我们的产品帮助用户节省时间",
+                "Translate into Chinese: \"our team decided to ship next week\"",
+                "Proofread: We agreed with our investors on the terms.",
+            ],
+        );
+    }
+
+    #[test]
+    fn status_questions_without_pronouns_need_memory() {
+        assert_need(
+            NeedMemory::Yes,
+            &[
+                "支付模块上线了吗",
+                "合同法务审完了吗",
+                "新官网的设计稿出来了没",
+                "Q3的招聘计划还作数吗",
+                "服务器的预算上限是多少来着",
+                "Is the vendor contract signed yet?",
+                "landing page redesign done yet?",
+                "did the contractor ever send over the invoice",
+                "any update on the Series A term sheet?",
+                "What problems keep coming up with checkout?",
+            ],
+        );
+    }
+
+    #[test]
+    fn general_knowledge_stays_general() {
+        assert_need(
+            NeedMemory::No,
+            &[
+                "Explain RAG like I'm five",
+                "What's the difference between a contractor and an employee for US tax purposes?",
+                "期权和限制性股票有什么区别",
+                "员工主动离职要提前几天通知，法律上是怎么规定的",
+                "How do I set up a GitHub Actions cache?",
+                "Write a haiku about Mondays",
+            ],
+        );
+    }
+
+    #[test]
+    fn team_members_words_and_recall_markers_need_memory() {
+        assert_need(
+            NeedMemory::Yes,
+            &[
+                "the CMO said Meta ROAS was bad - what were the actual numbers?",
+                "律师之前提醒的那几个合规风险还记得吗",
+                "帮我写个运营专员的JD，风格照旧",
+                "Pick a font that fits what I've liked before",
+                "What tagline did we land on?",
+            ],
+        );
+    }
+
+    #[test]
+    fn modes_follow_the_question() {
+        let d = decide_text("我们试过哪些获客渠道？");
+        assert_eq!(
+            (d.need_memory, d.retrieval_mode),
+            (NeedMemory::Yes, RetrievalMode::Catalog)
+        );
+        let d = decide_text("What's still pending on the finance side?");
+        assert_eq!(d.retrieval_mode, RetrievalMode::Catalog);
+        let d = decide_text("Which of the vendors did we rule out, and why?");
+        assert_eq!(
+            (d.need_memory, d.retrieval_mode),
+            (NeedMemory::Yes, RetrievalMode::Details)
+        );
+        let d = decide_text("Should we localize into German?");
+        assert_ne!(d.need_memory, NeedMemory::No);
+        assert_eq!(d.retrieval_mode, RetrievalMode::Details);
+        let d = decide_text("next steps?");
+        assert_eq!(
+            (d.need_memory, d.retrieval_mode),
+            (NeedMemory::Maybe, RetrievalMode::Catalog)
+        );
+        assert_eq!(d.budget_tokens, 300);
+    }
+
+    #[test]
+    fn a_new_session_picks_up() {
+        let d = decide(&RuleInput {
+            message: "where were we?",
+            message_count: 0,
+            now: Utc::now(),
+            ..Default::default()
+        });
+        assert_eq!(d.need_memory, NeedMemory::Yes);
+        assert_eq!(d.retrieval_mode, RetrievalMode::Catalog);
     }
 }

@@ -226,6 +226,8 @@ impl MemoryController {
     pub fn new(config: ControllerConfig, rules: RuleEngine, llm: Option<Arc<dyn LanguageModel>>) -> Self {
         let handler: Arc<dyn RuleHandler> = Arc::new(rules_answer);
         rules.register(LlmTask::Decide, handler);
+        // Compiles the rule patterns now rather than on the first message.
+        rules::warm_up();
         Self { config, rules, llm }
     }
 
@@ -329,6 +331,8 @@ impl ControllerApi for MemoryController {
 
 #[cfg(test)]
 mod tests {
+    use thinkus_backends::llm::{Completion, LlmError};
+
     use super::*;
 
     #[test]
@@ -348,6 +352,107 @@ mod tests {
         );
         assert!(parse_decision(&good.replace("800", "\"lots\"")).is_err());
         assert!(parse_decision("sure, you need memory").is_err());
+    }
+
+    /// A language model that answers with fixed text, fails, or never answers in time.
+    #[derive(Debug)]
+    enum FakeModel {
+        Answer(&'static str),
+        Fail,
+        Hang,
+    }
+
+    #[async_trait]
+    impl LanguageModel for FakeModel {
+        fn name(&self) -> String {
+            "fake".into()
+        }
+
+        async fn complete(&self, _request: CompletionRequest) -> Result<Completion, LlmError> {
+            match self {
+                Self::Answer(text) => Ok(Completion {
+                    text: (*text).to_string(),
+                    model: "fake".into(),
+                    input_tokens: 0,
+                    output_tokens: 0,
+                }),
+                Self::Fail => Err(LlmError::Timeout),
+                Self::Hang => {
+                    tokio::time::sleep(Duration::from_secs(30)).await;
+                    Err(LlmError::Timeout)
+                }
+            }
+        }
+    }
+
+    const GOOD: &str = r#"{"need_memory":"yes","memory_types":["project_decision"],"retrieval_mode":"details","budget_tokens":800,"time_range":"last_7_days","notes":"refers to last week's decision"}"#;
+
+    fn failures() -> u64 {
+        thinkus_common::metrics::METRICS
+            .llm_failures
+            .with_label_values(&["decide"])
+            .get()
+    }
+
+    async fn decide_with(model: FakeModel) -> ControlDecision {
+        let config = ControllerConfig {
+            use_llm: true,
+            llm_timeout_ms: 50,
+            ..Default::default()
+        };
+        let controller = MemoryController::new(config, RuleEngine::new(), Some(Arc::new(model)));
+        controller
+            .decide(DecideRequest {
+                message: "What did we decide last week about the database?".into(),
+                message_count: 4,
+                ..Default::default()
+            })
+            .await
+            .expect("the controller answers")
+    }
+
+    fn assert_conservative(decision: &ControlDecision) {
+        assert_eq!(decision.need_memory, NeedMemory::Maybe);
+        assert_eq!(decision.retrieval_mode, RetrievalMode::Catalog);
+        assert_eq!(decision.budget_tokens, 300);
+        assert_eq!(decision.time_range, TimeRange::Last30Days);
+        assert_eq!(decision.engine, "default");
+    }
+
+    #[tokio::test]
+    async fn the_llm_engine_takes_good_json() {
+        let decision = decide_with(FakeModel::Answer(GOOD)).await;
+        assert_eq!(decision.engine, "llm");
+        assert_eq!(decision.need_memory, NeedMemory::Yes);
+        assert_eq!(decision.memory_types, vec![MemoryType::ProjectDecision]);
+        assert_eq!(decision.retrieval_mode, RetrievalMode::Details);
+        assert_eq!(decision.budget_tokens, 800);
+        assert_eq!(decision.time_range, TimeRange::Last7Days);
+    }
+
+    #[tokio::test]
+    async fn the_llm_engine_takes_fenced_json() {
+        let fenced = Box::leak(format!("Here you go:\n```json\n{GOOD}\n```").into_boxed_str());
+        let decision = decide_with(FakeModel::Answer(fenced)).await;
+        assert_eq!(decision.engine, "llm");
+        assert_eq!(decision.budget_tokens, 800);
+    }
+
+    #[tokio::test]
+    async fn garbage_errors_and_timeouts_fall_back_and_are_counted() {
+        for model in [
+            FakeModel::Answer("I think you should probably look at memory, yes"),
+            FakeModel::Answer(r#"{"need_memory":"definitely"}"#),
+            FakeModel::Fail,
+            FakeModel::Hang,
+        ] {
+            let label = format!("{model:?}");
+            let before = failures();
+            let decision = decide_with(model).await;
+            assert_conservative(&decision);
+            // The counter is process-wide and other tests may bump it too.
+            assert!(failures() > before, "{label}: the failure is counted");
+        }
     }
 
     #[test]

@@ -111,6 +111,11 @@ pub async fn run(data: &Path, now: DateTime<Utc>, verbose: bool) -> anyhow::Resu
             };
             if expected == decision.retrieval_mode {
                 mode_right += 1;
+            } else if verbose {
+                say(format!(
+                    "mode {expected:?} -> {:?} (need {label:?} -> {:?}): {message}",
+                    decision.retrieval_mode, decision.need_memory
+                ));
             }
             range_total += 1;
             if range_matches(decision.time_range, &item["time_range"]) {
