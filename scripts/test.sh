@@ -37,5 +37,9 @@ if [ -z "${TEST_S3_URI:-}" ]; then
   eval "$(./scripts/start-s3.sh "$work/s3")"
 fi
 
+say "Helm charts and protobuf contracts"
+./scripts/check-charts.sh
+./scripts/check-protos.sh
+
 say "cargo test"
 cargo test --workspace --locked "$@"
