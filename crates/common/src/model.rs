@@ -230,7 +230,17 @@ pub struct Memory {
     pub version: i64,
 }
 
+/// The longest line of a conversation turn carried as the next turn's context, in characters.
+pub const TURN_LINE_CHARS: usize = 300;
+
 impl Memory {
+    /// A conversation turn as one line, "Speaker: what was said", cut to [`TURN_LINE_CHARS`]:
+    /// the context stored with the turn after it, and how the retriever recognises neighbours.
+    pub fn turn_line(&self) -> String {
+        let speaker = self.speaker.as_deref().unwrap_or("");
+        crate::text::summarize_to(&format!("{speaker}: {}", self.content), TURN_LINE_CHARS)
+    }
+
     /// The text that is embedded and indexed for search: summary, content and, for turns, the
     /// speaker, so that "what did Caroline say about..." finds her turns.
     pub fn index_text(&self) -> String {

@@ -13,9 +13,6 @@ use tracing::Instrument;
 use crate::api::{IngestResult, IngestTurnsRequest, Turn};
 use crate::service::{KnowledgeManager, actor_of};
 
-/// The longest context carried from the previous turn, in characters.
-const CONTEXT_CHARS: usize = 300;
-
 fn validate(turns: &[Turn], max_chars: usize) -> Result<(), ApiError> {
     if turns.is_empty() || turns.len() > 1000 {
         return Err(ApiError::invalid("turns", "must hold 1-1000 turns"));
@@ -76,12 +73,6 @@ fn content_of(turn: &Turn) -> String {
     }
 }
 
-fn context_line(memory: &Memory) -> String {
-    let speaker = memory.speaker.as_deref().unwrap_or("");
-    let line = format!("{speaker}: {}", memory.content);
-    summarize_to(&line, CONTEXT_CHARS)
-}
-
 /// Stores turns; a repeated external id returns the stored turn instead.
 pub(crate) async fn ingest(km: &KnowledgeManager, request: IngestTurnsRequest) -> Result<IngestResult, ApiError> {
     validate(&request.turns, km.config.max_turn_chars)?;
@@ -127,7 +118,7 @@ pub(crate) async fn ingest(km: &KnowledgeManager, request: IngestTurnsRequest) -
             memory_type: MemoryType::ConversationTurn,
             summary: summarize_to(&content, 50),
             language: detect_language(&content),
-            context: previous.as_ref().map(context_line).unwrap_or_default(),
+            context: previous.as_ref().map(Memory::turn_line).unwrap_or_default(),
             content,
             importance: 3,
             confidence: 1.0,

@@ -1,12 +1,26 @@
 //! Retriever settings. The ranking weights were chosen on the LoCoMo development set (see the
-//! README's retrieval section for the measurements).
+//! measurements in docs/retrieval.md).
 
 use serde::{Deserialize, Serialize};
+
+/// How the dense and keyword rankings are combined into one relevance.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Fusion {
+    /// Reciprocal rank fusion: weight / (k + rank), scores ignored.
+    Rrf,
+    /// Distribution-based score fusion (Qdrant's DBSF): each list's scores are scaled by their
+    /// mean +- 3 standard deviations to 0-1, then added with their weights. Keeps how far
+    /// apart the hits are, which ranks alone lose.
+    Dbsf,
+}
 
 /// How candidates are fused and ranked.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct RankingConfig {
+    /// How the two rankings are combined.
+    pub fusion: Fusion,
     /// The rank offset of reciprocal rank fusion: 1 / (k + rank).
     pub rrf_k: f64,
     /// Weight of the dense (embedding) ranking in the fusion.
@@ -19,24 +33,27 @@ pub struct RankingConfig {
     pub importance: f64,
     /// Weight of freshness (freshness / 5) in the final score.
     pub freshness: f64,
-    /// Share of a conversation turn's neighbours' relevance it inherits: a reply is often only
-    /// understandable with the question before it.
+    /// Share of the relevance of a conversation turn's best neighbour (the turn before or after
+    /// it in its session) that it inherits: an answer is often only found through its question.
     pub neighbor: f64,
     /// Extra relevance for memories said by a person the query names.
     pub speaker: f64,
 }
 
 impl Default for RankingConfig {
+    /// Chosen on the LoCoMo development half (docs/retrieval.md): BM25 carries more signal
+    /// than multilingual-e5-small on conversational recall, so it weighs twice the dense list.
     fn default() -> Self {
         Self {
+            fusion: Fusion::Dbsf,
             rrf_k: 60.0,
-            dense_weight: 1.0,
+            dense_weight: 0.5,
             keyword_weight: 1.0,
             relevance: 1.0,
             importance: 0.05,
             freshness: 0.05,
-            neighbor: 0.0,
-            speaker: 0.0,
+            neighbor: 0.4,
+            speaker: 0.13,
         }
     }
 }

@@ -5,7 +5,7 @@ use std::collections::HashMap;
 
 use thinkus_backends::vector::VectorHit;
 
-use crate::config::RankingConfig;
+use crate::config::{Fusion, RankingConfig};
 
 /// A candidate's evidence from both searches.
 #[derive(Debug, Clone, Default, PartialEq)]
@@ -19,10 +19,9 @@ pub struct Evidence {
     pub relevance: f64,
 }
 
-/// Weighted reciprocal rank fusion, normalised so that the top of both lists scores 1.
+/// Fuses the two rankings as configured; the relevance of the best possible candidate is 1.
 pub fn fuse(dense: &[VectorHit], keyword: &[VectorHit], config: &RankingConfig) -> HashMap<String, Evidence> {
     let mut out: HashMap<String, Evidence> = HashMap::new();
-    let k = config.rrf_k.max(0.0);
     for (i, hit) in dense.iter().enumerate() {
         let entry = out.entry(hit.id.clone()).or_default();
         entry.dense_rank = i as u32 + 1;
@@ -35,20 +34,79 @@ pub fn fuse(dense: &[VectorHit], keyword: &[VectorHit], config: &RankingConfig) 
     }
     // Only the lists that exist count towards the maximum: a query without keywords is not
     // penalised for an empty keyword list.
-    let dense_weight = if dense.is_empty() { 0.0 } else { config.dense_weight };
-    let keyword_weight = if keyword.is_empty() { 0.0 } else { config.keyword_weight };
-    let max = (dense_weight + keyword_weight) / (k + 1.0);
-    for evidence in out.values_mut() {
-        let mut fused = 0.0;
-        if evidence.dense_rank > 0 {
-            fused += dense_weight / (k + f64::from(evidence.dense_rank));
+    let dense_weight = if dense.is_empty() {
+        0.0
+    } else {
+        config.dense_weight.max(0.0)
+    };
+    let keyword_weight = if keyword.is_empty() {
+        0.0
+    } else {
+        config.keyword_weight.max(0.0)
+    };
+    match config.fusion {
+        Fusion::Rrf => {
+            let k = config.rrf_k.max(0.0);
+            let max = (dense_weight + keyword_weight) / (k + 1.0);
+            for evidence in out.values_mut() {
+                let mut fused = 0.0;
+                if evidence.dense_rank > 0 {
+                    fused += dense_weight / (k + f64::from(evidence.dense_rank));
+                }
+                if evidence.keyword_rank > 0 {
+                    fused += keyword_weight / (k + f64::from(evidence.keyword_rank));
+                }
+                evidence.relevance = if max > 0.0 { fused / max } else { 0.0 };
+            }
         }
-        if evidence.keyword_rank > 0 {
-            fused += keyword_weight / (k + f64::from(evidence.keyword_rank));
+        Fusion::Dbsf => {
+            let dense_scale = Scale::of(dense);
+            let keyword_scale = Scale::of(keyword);
+            let max = dense_weight + keyword_weight;
+            for evidence in out.values_mut() {
+                let mut fused = 0.0;
+                if evidence.dense_rank > 0 {
+                    fused += dense_weight * dense_scale.apply(evidence.dense_similarity);
+                }
+                if evidence.keyword_rank > 0 {
+                    fused += keyword_weight * keyword_scale.apply(evidence.keyword_score);
+                }
+                evidence.relevance = if max > 0.0 { fused / max } else { 0.0 };
+            }
         }
-        evidence.relevance = if max > 0.0 { fused / max } else { 0.0 };
     }
     out
+}
+
+/// Maps a list's scores to 0-1 by their mean +- 3 standard deviations (DBSF).
+struct Scale {
+    low: f64,
+    width: f64,
+}
+
+impl Scale {
+    fn of(hits: &[VectorHit]) -> Self {
+        if hits.len() < 2 {
+            // One hit: nothing to compare it with, it is the best.
+            return Self { low: 0.0, width: 0.0 };
+        }
+        let n = hits.len() as f64;
+        let mean = hits.iter().map(|h| f64::from(h.score)).sum::<f64>() / n;
+        let variance = hits.iter().map(|h| (f64::from(h.score) - mean).powi(2)).sum::<f64>() / n;
+        let sd = variance.sqrt();
+        Self {
+            low: mean - 3.0 * sd,
+            width: 6.0 * sd,
+        }
+    }
+
+    fn apply(&self, score: f64) -> f64 {
+        if self.width <= f64::EPSILON {
+            1.0
+        } else {
+            ((score - self.low) / self.width).clamp(0.0, 1.0)
+        }
+    }
 }
 
 /// The final score of a memory.
@@ -72,9 +130,18 @@ mod tests {
             .collect()
     }
 
+    fn rrf() -> RankingConfig {
+        RankingConfig {
+            fusion: Fusion::Rrf,
+            dense_weight: 1.0,
+            keyword_weight: 1.0,
+            ..RankingConfig::default()
+        }
+    }
+
     #[test]
     fn agreement_wins_and_top_of_both_is_one() {
-        let config = RankingConfig::default();
+        let config = rrf();
         let fused = fuse(&hits(&["a", "b", "c"]), &hits(&["a", "c"]), &config);
         assert!((fused["a"].relevance - 1.0).abs() < 1e-9);
         assert!(
@@ -87,9 +154,31 @@ mod tests {
 
     #[test]
     fn a_missing_list_does_not_cap_relevance() {
+        for config in [rrf(), RankingConfig::default()] {
+            let fused = fuse(&hits(&["a"]), &[], &config);
+            assert!((fused["a"].relevance - 1.0).abs() < 1e-9, "{:?}", config.fusion);
+        }
+    }
+
+    #[test]
+    fn dbsf_keeps_score_gaps_and_weights() {
         let config = RankingConfig::default();
-        let fused = fuse(&hits(&["a"]), &[], &config);
-        assert!((fused["a"].relevance - 1.0).abs() < 1e-9);
+        let scored = |pairs: &[(&str, f32)]| -> Vec<VectorHit> {
+            pairs
+                .iter()
+                .map(|(id, score)| VectorHit {
+                    id: id.to_string(),
+                    score: *score,
+                })
+                .collect()
+        };
+        // "k" leads the keyword list by far; "d" leads the dense list by a hair.
+        let dense = scored(&[("d", 0.86), ("k", 0.85), ("x", 0.84), ("y", 0.70)]);
+        let keyword = scored(&[("k", 12.0), ("d", 2.0), ("x", 1.9), ("y", 1.8)]);
+        let fused = fuse(&dense, &keyword, &config);
+        assert!(fused["k"].relevance > fused["d"].relevance);
+        assert!(fused.values().all(|e| (0.0..=1.0).contains(&e.relevance)));
+        assert_eq!(fused["d"].dense_rank, 1);
     }
 
     #[test]

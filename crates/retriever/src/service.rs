@@ -10,7 +10,7 @@ use thinkus_backends::embed::Embedder;
 use thinkus_backends::sql::{MemoryOrder, MemoryQuery, MemoryStore};
 use thinkus_backends::vector::{Bm25Encoder, Reader, VectorFilter, VectorHit, VectorIndex};
 use thinkus_common::ApiError;
-use thinkus_common::model::{Language, Memory, MemoryStatus, RetrievalMode};
+use thinkus_common::model::{Language, Memory, MemoryStatus, MemoryType, RetrievalMode};
 use thinkus_common::text::detect_language;
 use thinkus_common::time::relative;
 use thinkus_common::tokens::TokenCounter;
@@ -224,7 +224,7 @@ impl Retriever {
     ) -> Vec<Ranked> {
         let ranking = &self.config.ranking;
         let query_lower = query.to_lowercase();
-        let mut ranked: Vec<Ranked> = memories
+        let memories: Vec<(Memory, &Evidence, f64)> = memories
             .into_iter()
             // The index is updated with the store, but a memory corrected between the search
             // and this read must not slip through.
@@ -240,13 +240,22 @@ impl Retriever {
                         relevance += ranking.speaker;
                     }
                 }
+                Some((memory, e, relevance))
+            })
+            .collect();
+        let inherited = neighbour_relevance(&memories, ranking.neighbor);
+        let mut ranked: Vec<Ranked> = memories
+            .into_iter()
+            .zip(inherited)
+            .map(|((memory, e, relevance), inherited)| {
+                let relevance = relevance + inherited;
                 let score = final_score(relevance, memory.importance, memory.freshness, ranking);
                 let layer = if memory.scope.project_id.is_some() {
                     "project"
                 } else {
                     "cross_project"
                 };
-                Some(Ranked {
+                Ranked {
                     parts: ScoreParts {
                         score,
                         relevance,
@@ -259,7 +268,7 @@ impl Retriever {
                         layer,
                     },
                     memory,
-                })
+                }
             })
             .collect();
         ranked.sort_by(|a, b| {
@@ -337,6 +346,50 @@ impl Retriever {
             }
         }
     }
+}
+
+/// What each candidate inherits from its neighbours: `share` of the relevance of the best of
+/// the conversation turns just before and just after it, when they are candidates too. A turn
+/// stores the line of the turn before it as its context, which is how neighbours are
+/// recognised without another read.
+fn neighbour_relevance(candidates: &[(Memory, &Evidence, f64)], share: f64) -> Vec<f64> {
+    let mut inherited = vec![0.0; candidates.len()];
+    if share <= 0.0 {
+        return inherited;
+    }
+    let is_turn = |m: &Memory| m.memory_type == MemoryType::ConversationTurn && m.scope.session_id.is_some();
+    // (session, line of a turn) -> index, for the turn before; (session, context) -> index,
+    // for the turn after.
+    let mut by_line: HashMap<(&str, String), usize> = HashMap::new();
+    let mut by_context: HashMap<(&str, &str), usize> = HashMap::new();
+    for (i, (memory, _, _)) in candidates.iter().enumerate() {
+        if !is_turn(memory) {
+            continue;
+        }
+        let session = memory.scope.session_id.as_deref().unwrap_or_default();
+        by_line.insert((session, memory.turn_line()), i);
+        if !memory.context.is_empty() {
+            by_context.insert((session, memory.context.as_str()), i);
+        }
+    }
+    for (i, (memory, _, _)) in candidates.iter().enumerate() {
+        if !is_turn(memory) {
+            continue;
+        }
+        let session = memory.scope.session_id.as_deref().unwrap_or_default();
+        let before = by_line
+            .get(&(session, memory.context.clone()))
+            .filter(|&&j| j != i)
+            .map(|&j| candidates[j].2);
+        let line = memory.turn_line();
+        let after = by_context
+            .get(&(session, line.as_str()))
+            .filter(|&&j| j != i)
+            .map(|&j| candidates[j].2);
+        let best = before.unwrap_or(0.0).max(after.unwrap_or(0.0));
+        inherited[i] = share * best;
+    }
+    inherited
 }
 
 /// Ids in a stable order: dense hits first, then keyword-only hits.
@@ -560,5 +613,75 @@ impl RetrieverApi for Retriever {
             omitted_for_budget: omitted,
             rendered,
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use chrono::TimeZone;
+    use thinkus_common::model::{MemorySource, Scope, Visibility};
+
+    use super::*;
+
+    fn turn(session: &str, speaker: &str, content: &str, previous: Option<&Memory>) -> Memory {
+        let at = Utc.with_ymd_and_hms(2023, 5, 8, 13, 56, 0).unwrap();
+        Memory {
+            id: thinkus_common::ids::new_id(thinkus_common::ids::IdKind::Memory),
+            scope: Scope::new("u1", "assistant").with_session(session),
+            memory_type: MemoryType::ConversationTurn,
+            summary: content.into(),
+            content: content.into(),
+            context: previous.map(Memory::turn_line).unwrap_or_default(),
+            language: Language::En,
+            importance: 3,
+            confidence: 1.0,
+            freshness: 3.0,
+            evidence_count: 1,
+            visibility: Visibility::Private,
+            status: MemoryStatus::Active,
+            superseded_by: None,
+            source: MemorySource::Conversation,
+            tags: Vec::new(),
+            created_at: at,
+            updated_at: at,
+            last_accessed_at: None,
+            access_count: 0,
+            related_decision_ids: Vec::new(),
+            artifact_refs: Vec::new(),
+            speaker: Some(speaker.into()),
+            occurred_at: at,
+            subject: None,
+            iteration_id: None,
+            external_id: None,
+            version: 0,
+        }
+    }
+
+    #[test]
+    fn turns_inherit_from_their_neighbours_only() {
+        let question = turn("s1", "Mel", "Which book did you like?", None);
+        let answer = turn("s1", "Caroline", "Becoming Nicole, by Amy Ellis Nutt.", Some(&question));
+        let later = turn("s1", "Mel", "Nice!", Some(&answer));
+        // Same words, other session: not a neighbour.
+        let elsewhere = turn("s2", "Caroline", "Becoming Nicole, by Amy Ellis Nutt.", Some(&question));
+        let evidence = Evidence::default();
+        let candidates = vec![
+            (question, &evidence, 0.9),
+            (answer, &evidence, 0.1),
+            (later, &evidence, 0.0),
+            (elsewhere, &evidence, 0.2),
+        ];
+        let inherited = neighbour_relevance(&candidates, 0.5);
+        assert!(
+            (inherited[0] - 0.05).abs() < 1e-9,
+            "the question inherits from its answer"
+        );
+        assert!(
+            (inherited[1] - 0.45).abs() < 1e-9,
+            "the answer inherits from its question"
+        );
+        assert!((inherited[2] - 0.05).abs() < 1e-9, "from the turn before only");
+        assert_eq!(inherited[3], 0.0, "another session is no neighbour");
+        assert!(neighbour_relevance(&candidates, 0.0).iter().all(|&v| v == 0.0));
     }
 }
