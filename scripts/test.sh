@@ -27,8 +27,13 @@ trap cleanup EXIT
 if [ -z "${TEST_DATABASE_URL:-}" ]; then
   say "PostgreSQL (throwaway, $work/pg)"
   if ! command -v initdb >/dev/null && ! ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1; then
-    echo "PostgreSQL is not installed: apt-get install -y postgresql" >&2
-    exit 1
+    if [ "$(id -u)" = "0" ] && command -v apt-get >/dev/null; then
+      say "installing PostgreSQL (apt-get)"
+      DEBIAN_FRONTEND=noninteractive apt-get install -y -q postgresql >/dev/null
+    else
+      echo "PostgreSQL is not installed: apt-get install -y postgresql" >&2
+      exit 1
+    fi
   fi
   eval "$(./scripts/start-postgres.sh "$work/pg")"
 fi
@@ -43,3 +48,6 @@ say "Helm charts and protobuf contracts"
 
 say "cargo test"
 cargo test --workspace --locked "$@"
+
+say "Python client generated from proto/, against the all-in-one server"
+THINKUS_BIN=target/debug/thinkus ./scripts/check-python-client.sh

@@ -65,6 +65,20 @@ pub enum WriteOutcome {
     DuplicateRequest,
 }
 
+impl WriteOutcome {
+    /// The outcome as people read it ("replaced older").
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Created => "created",
+            Self::Reinforced => "reinforced",
+            Self::ReplacedOlder => "replaced older",
+            Self::Queued => "queued",
+            Self::Rejected => "rejected",
+            Self::DuplicateRequest => "duplicate request",
+        }
+    }
+}
+
 /// The result of writing one draft.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct WriteResult {

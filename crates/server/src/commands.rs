@@ -161,7 +161,7 @@ pub async fn remember(args: RememberArgs) -> anyhow::Result<()> {
         })
         .await?;
     let id = result.memory.as_ref().map(|m| m.id.as_str()).unwrap_or("-");
-    out(&format!("{:?} {id} ({})", result.outcome, result.reason).to_lowercase());
+    out(&format!("{} {id} ({})", result.outcome.as_str(), result.reason));
     Ok(())
 }
 

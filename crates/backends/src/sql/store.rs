@@ -525,10 +525,21 @@ impl SqlStore {
             Backend::Sqlite => &MIGRATOR_SQLITE,
             Backend::Postgres => &MIGRATOR_POSTGRES,
         };
-        migrator
-            .run(&self.pool)
-            .await
-            .map_err(|err| StoreError::Backend(format!("migrations failed: {err}")))
+        // PostgreSQL serialises concurrent migrators with an advisory lock; SQLite has none, so
+        // when several processes open a fresh database at once, the losers of the race see a
+        // rolled-back attempt and retry: by then the winner's migrations are recorded.
+        let mut attempt = 0;
+        loop {
+            match migrator.run(&self.pool).await {
+                Ok(()) => return Ok(()),
+                Err(err) if self.backend == Backend::Sqlite && attempt < 20 => {
+                    attempt += 1;
+                    tracing::debug!(%err, attempt, "another process is migrating the database; retrying");
+                    tokio::time::sleep(std::time::Duration::from_millis(100 * attempt)).await;
+                }
+                Err(err) => return Err(StoreError::Backend(format!("migrations failed: {err}"))),
+            }
+        }
     }
 
     pub fn backend(&self) -> Backend {
