@@ -5,5 +5,6 @@ mod conformance;
 mod foundation;
 mod gateway;
 mod nodes;
+mod summary;
 mod support;
 mod tracing;

@@ -30,6 +30,7 @@ pub struct Config {
     pub controller: ControllerConfig,
     pub retriever: RetrieverConfig,
     pub knowledge: KnowledgeConfig,
+    pub summary: thinkus_summary::SummaryConfig,
     pub gateway: thinkus_gateway::GatewayConfig,
 }
 
@@ -128,6 +129,12 @@ impl Config {
                 "use seed, growth, scale or enterprise",
             ));
         }
+        self.summary
+            .validate()
+            .map_err(|message| match message.split_once(": ") {
+                Some((key, why)) => ConfigError::invalid(key, why),
+                None => ConfigError::invalid("summary", message),
+            })?;
         thinkus_common::auth::Authenticator::from_config(&self.auth)?;
         Ok(())
     }

@@ -14,6 +14,7 @@ use thinkus_common::grpc::{Health, ServeOptions, channel, client_channel};
 use thinkus_knowledge_manager::{KnowledgeApi, KnowledgeClient, KnowledgeGrpc, KnowledgeManager};
 use thinkus_memory_controller::{ControllerApi, ControllerClient, MemoryController};
 use thinkus_retriever::{Retriever, RetrieverApi, RetrieverClient, RetrieverGrpc};
+use thinkus_summary::{Summarizer, SummaryApi, SummaryClient, SummaryGrpc};
 use tokio::net::TcpListener;
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
@@ -29,6 +30,7 @@ pub struct Apis {
     pub controller: Option<Arc<dyn ControllerApi>>,
     pub retriever: Option<Arc<dyn RetrieverApi>>,
     pub knowledge: Option<Arc<dyn KnowledgeApi>>,
+    pub summary: Option<Arc<dyn SummaryApi>>,
 }
 
 /// A running node.
@@ -180,6 +182,32 @@ pub async fn start(
             (None, Some(channel)) => Some(Arc::new(RetrieverClient::grpc(channel, max)) as Arc<dyn RetrieverApi>),
             (None, None) => None,
         },
+        summary: None,
+    };
+    // The summary service offers decisions to the knowledge manager, wherever that runs.
+    let summarizer: Option<Summarizer> = if services.contains(&ServiceKind::Summary) {
+        let store = required(&backends.store, "the database")?;
+        Some(Summarizer::new(
+            config.summary.clone(),
+            store.clone(),
+            backends.rules.clone(),
+            backends.llm.clone(),
+            backends.tokens,
+            Some(store),
+            apis.knowledge.clone(),
+        ))
+    } else {
+        None
+    };
+    let apis = Apis {
+        summary: match (&summarizer, remote(ServiceKind::Summary)?) {
+            (Some(local), _) => Some(
+                Arc::new(SummaryClient::Local(Arc::new(local.clone()) as Arc<dyn SummaryApi>)) as Arc<dyn SummaryApi>,
+            ),
+            (None, Some(channel)) => Some(Arc::new(SummaryClient::grpc(channel, max)) as Arc<dyn SummaryApi>),
+            (None, None) => None,
+        },
+        ..apis
     };
 
     let authenticator = Arc::new(Authenticator::from_config(&config.auth)?);
@@ -218,7 +246,8 @@ pub async fn start(
             }
             ServiceKind::Summary => {
                 builder.add_service(InterceptedService::new(
-                    thinkus_summary::SummaryGrpc.into_server(),
+                    SummaryGrpc::new(Arc::new(required(&summarizer, "the summary service")?) as Arc<dyn SummaryApi>)
+                        .into_server(max),
                     interceptor.clone(),
                 ));
             }
@@ -292,6 +321,12 @@ pub async fn start(
             Duration::from_secs(config.knowledge.decay_interval_hours * 3600),
             shutdown.clone(),
         )));
+    }
+    if let Some(summarizer) = &summarizer
+        && config.summary.sweep_interval_secs > 0
+    {
+        // Idle, ended and flagged sessions get their summary from this sweep.
+        tasks.push(tokio::spawn(summarizer.clone().run_sweeper(shutdown.clone())));
     }
     tracing::info!(%addr, services = ?services.iter().map(|k| k.name()).collect::<Vec<_>>(), "node started");
     Ok(NodeHandle {

@@ -1,17 +1,23 @@
-//! The summary service: structured session summaries. Not built yet: every RPC answers
-//! UNIMPLEMENTED.
+//! The summary service: a structured summary per session (goal, constraints, decisions with
+//! their reasons, progress, artifacts, next actions, risks, open questions) that a new session
+//! or another role of the project starts from. Updated incrementally from the messages after
+//! the summary's end, by the configured LLM or the built-in rules for Chinese and English, in
+//! the background when a session asks for it, completes a phase, ends or goes idle. Rendered
+//! as Markdown within a token budget; decisions are offered to the knowledge manager.
 
-use thinkus_proto::summary::summary_service_server::{SummaryService, SummaryServiceServer};
+pub mod api;
+pub mod client;
+pub mod config;
+pub mod convert;
+pub mod grpc;
+pub mod parse;
+pub mod prompts;
+pub mod render;
+pub mod rules;
+pub mod service;
 
-/// The gRPC service; its RPCs answer UNIMPLEMENTED until the summary service lands.
-#[derive(Debug, Default)]
-pub struct SummaryGrpc;
-
-#[tonic::async_trait]
-impl SummaryService for SummaryGrpc {}
-
-impl SummaryGrpc {
-    pub fn into_server(self) -> SummaryServiceServer<Self> {
-        SummaryServiceServer::new(self)
-    }
-}
+pub use api::SummaryApi;
+pub use client::SummaryClient;
+pub use config::SummaryConfig;
+pub use grpc::SummaryGrpc;
+pub use service::Summarizer;

@@ -5,6 +5,7 @@ mod controller;
 mod locomo;
 pub mod locomo_data;
 pub mod stats;
+mod summary;
 
 use std::path::PathBuf;
 
@@ -29,6 +30,29 @@ pub enum Bench {
         /// Print every miss (question, evidence, top turns).
         #[arg(long)]
         verbose: bool,
+    },
+    /// The summary rules on a LoCoMo file: coverage of the annotated events, summary tokens as a
+    /// share of the session's, time per session.
+    Summary {
+        /// The LoCoMo JSON file (e.g. ../shared/bench/locomo/locomo-dev.json).
+        #[arg(long)]
+        data: PathBuf,
+        /// Only the first N samples.
+        #[arg(long)]
+        limit: Option<usize>,
+        /// Print every summary that missed an event.
+        #[arg(long)]
+        verbose: bool,
+    },
+    /// The artifact service on every file under a folder: compact tokens vs full tokens, and
+    /// partial-read latency on a generated 10 MB artifact (local blob folder).
+    Artifacts {
+        /// The folder whose files are stored (sources, cargo JSON output, logs).
+        #[arg(long)]
+        data: PathBuf,
+        /// Keep the state here instead of a temporary folder.
+        #[arg(long)]
+        data_dir: Option<PathBuf>,
     },
     /// The memory controller's rules on a labelled JSONL file (datasets/controller.jsonl).
     Controller {
@@ -60,6 +84,7 @@ pub async fn run(bench: Bench, config: Config) -> anyhow::Result<()> {
             limit,
             verbose,
         } => locomo::run(config, &data, data_dir, limit, verbose).await,
+        Bench::Summary { data, limit, verbose } => summary::run(config, &data, limit, verbose).await,
         Bench::Controller { data, now, verbose } => controller::run(&data, dataset_now(now.as_deref())?, verbose).await,
     }
 }

@@ -1,0 +1,125 @@
+//! The gRPC adapter: authenticates, validates and converts, then calls the domain API.
+
+use std::sync::Arc;
+
+use thinkus_common::auth::principal;
+use thinkus_common::convert::{ScopeRules, scope_from_proto};
+use thinkus_common::{ApiError, to_status};
+use thinkus_proto::summary as pb;
+use thinkus_proto::summary::summary_service_server::{SummaryService, SummaryServiceServer};
+use tonic::{Request, Response, Status};
+
+use crate::api::SummaryApi;
+use crate::convert;
+
+/// Serves [`SummaryApi`] over gRPC.
+pub struct SummaryGrpc {
+    api: Arc<dyn SummaryApi>,
+}
+
+impl SummaryGrpc {
+    pub fn new(api: Arc<dyn SummaryApi>) -> Self {
+        Self { api }
+    }
+
+    /// The tonic service, with message size limits.
+    pub fn into_server(self, max_message_bytes: usize) -> SummaryServiceServer<Self> {
+        SummaryServiceServer::new(self)
+            .max_decoding_message_size(max_message_bytes)
+            .max_encoding_message_size(max_message_bytes)
+    }
+}
+
+fn status(err: ApiError) -> Status {
+    to_status(&err)
+}
+
+#[tonic::async_trait]
+impl SummaryService for SummaryGrpc {
+    async fn record_messages(
+        &self,
+        request: Request<pb::RecordMessagesRequest>,
+    ) -> Result<Response<pb::RecordMessagesResponse>, Status> {
+        let principal = principal(&request)?;
+        let body = convert::record_from_proto(request.get_ref()).map_err(status)?;
+        principal.authorize(&body.scope).map_err(status)?;
+        let result = self.api.record(body).await.map_err(status)?;
+        Ok(Response::new(pb::RecordMessagesResponse {
+            first_index: result.first_index as i32,
+            message_count: result.message_count as i32,
+            summary_scheduled: result.summary_scheduled,
+        }))
+    }
+
+    async fn generate_summary(
+        &self,
+        request: Request<pb::GenerateSummaryRequest>,
+    ) -> Result<Response<pb::GenerateSummaryResponse>, Status> {
+        let principal = principal(&request)?;
+        let body = convert::generate_from_proto(request.get_ref()).map_err(status)?;
+        principal.authorize(&body.scope).map_err(status)?;
+        let result = self.api.generate(body).await.map_err(status)?;
+        Ok(Response::new(pb::GenerateSummaryResponse {
+            summary: Some(convert::summary_to_proto(&result.summary)),
+            messages_read: result.messages_read as i32,
+        }))
+    }
+
+    async fn get_summary(
+        &self,
+        request: Request<pb::GetSummaryRequest>,
+    ) -> Result<Response<pb::GetSummaryResponse>, Status> {
+        let principal = principal(&request)?;
+        let body = request.get_ref();
+        let scope = scope_from_proto(body.scope.as_ref(), "scope", ScopeRules::USER).map_err(status)?;
+        principal.authorize(&scope).map_err(status)?;
+        if body.session_id.is_empty() {
+            return Err(status(ApiError::invalid("session_id", "is required")));
+        }
+        let summary = self.api.get(scope, body.session_id.clone()).await.map_err(status)?;
+        Ok(Response::new(pb::GetSummaryResponse {
+            summary: Some(convert::summary_to_proto(&summary)),
+        }))
+    }
+
+    async fn list_summaries(
+        &self,
+        request: Request<pb::ListSummariesRequest>,
+    ) -> Result<Response<pb::ListSummariesResponse>, Status> {
+        let principal = principal(&request)?;
+        let body = convert::list_from_proto(request.get_ref()).map_err(status)?;
+        principal.authorize(&body.scope).map_err(status)?;
+        let summaries = self.api.list(body).await.map_err(status)?;
+        Ok(Response::new(pb::ListSummariesResponse {
+            summaries: summaries.iter().map(convert::summary_to_proto).collect(),
+        }))
+    }
+
+    async fn render_summary(
+        &self,
+        request: Request<pb::RenderSummaryRequest>,
+    ) -> Result<Response<pb::RenderSummaryResponse>, Status> {
+        let principal = principal(&request)?;
+        let body = convert::render_from_proto(request.get_ref()).map_err(status)?;
+        principal.authorize(&body.scope).map_err(status)?;
+        let rendered = self.api.render(body).await.map_err(status)?;
+        Ok(Response::new(pb::RenderSummaryResponse {
+            markdown: rendered.markdown,
+            tokens: rendered.tokens as i32,
+        }))
+    }
+
+    async fn end_session(
+        &self,
+        request: Request<pb::EndSessionRequest>,
+    ) -> Result<Response<pb::EndSessionResponse>, Status> {
+        let principal = principal(&request)?;
+        let scope =
+            scope_from_proto(request.get_ref().scope.as_ref(), "scope", ScopeRules::USER_SESSION).map_err(status)?;
+        principal.authorize(&scope).map_err(status)?;
+        let scheduled = self.api.end_session(scope).await.map_err(status)?;
+        Ok(Response::new(pb::EndSessionResponse {
+            summary_scheduled: scheduled,
+        }))
+    }
+}
