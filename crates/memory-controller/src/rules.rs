@@ -358,6 +358,10 @@ fn reason(language: Language, signal: &str) -> String {
             "需要结合用户偏好给出个性化建议",
             "Needs the user's preferences for personal advice",
         ),
+        "person" => (
+            "问到用户身边某个人的经历或说法，需要回忆",
+            "Asks about someone in the user's life: only the history knows",
+        ),
         "general_knowledge" => ("通用知识问答，不需要记忆", "General knowledge, no memory needed"),
         "self_contained_task" => (
             "独立的新任务，信息已在消息中",
@@ -414,6 +418,225 @@ fn own_question(head: &str) -> bool {
     (ANCHOR.is_match(head) || HINT.is_match(head)) && QUESTION.is_match(head)
 }
 
+/// Capitalised words that name no one in the user's life: companies, products, technologies,
+/// days and months, pronouns.
+const NOT_A_PERSON: &[&str] = &[
+    "i",
+    "we",
+    "you",
+    "they",
+    "he",
+    "she",
+    "it",
+    "the",
+    "this",
+    "that",
+    "there",
+    "what",
+    "who",
+    "when",
+    "where",
+    "how",
+    "why",
+    "which",
+    "whose",
+    "whom",
+    "is",
+    "are",
+    "was",
+    "were",
+    "do",
+    "does",
+    "did",
+    "can",
+    "could",
+    "should",
+    "would",
+    "will",
+    "has",
+    "have",
+    "had",
+    "my",
+    "our",
+    "your",
+    "their",
+    "his",
+    "her",
+    "any",
+    "some",
+    "twitter",
+    "netflix",
+    "google",
+    "apple",
+    "amazon",
+    "microsoft",
+    "meta",
+    "facebook",
+    "instagram",
+    "tiktok",
+    "youtube",
+    "linkedin",
+    "uber",
+    "airbnb",
+    "stripe",
+    "paypal",
+    "shopify",
+    "slack",
+    "notion",
+    "figma",
+    "react",
+    "vue",
+    "svelte",
+    "angular",
+    "django",
+    "rails",
+    "node",
+    "python",
+    "rust",
+    "java",
+    "docker",
+    "kubernetes",
+    "aws",
+    "azure",
+    "gcp",
+    "openai",
+    "chatgpt",
+    "claude",
+    "anthropic",
+    "tesla",
+    "spacex",
+    "nvidia",
+    "intel",
+    "amd",
+    "samsung",
+    "huawei",
+    "xiaomi",
+    "alibaba",
+    "tencent",
+    "baidu",
+    "bytedance",
+    "wechat",
+    "alipay",
+    "taobao",
+    "excel",
+    "word",
+    "powerpoint",
+    "salesforce",
+    "hubspot",
+    "zoom",
+    "github",
+    "gitlab",
+    "vercel",
+    "netlify",
+    "heroku",
+    "supabase",
+    "firebase",
+    "postgres",
+    "postgresql",
+    "mysql",
+    "redis",
+    "mongodb",
+    "kafka",
+    "tailwind",
+    "bootstrap",
+    "next",
+    "ios",
+    "android",
+    "windows",
+    "mac",
+    "macos",
+    "linux",
+    "iphone",
+    "ipad",
+    "gmail",
+    "outlook",
+    "canva",
+    "adobe",
+    "photoshop",
+    "sketch",
+    "jira",
+    "trello",
+    "asana",
+    "mailchimp",
+    "webflow",
+    "wordpress",
+    "wix",
+    "squarespace",
+    "bitcoin",
+    "ethereum",
+    "visa",
+    "mastercard",
+    "costco",
+    "walmart",
+    "ikea",
+    "monday",
+    "tuesday",
+    "wednesday",
+    "thursday",
+    "friday",
+    "saturday",
+    "sunday",
+    "january",
+    "february",
+    "march",
+    "april",
+    "may",
+    "june",
+    "july",
+    "august",
+    "september",
+    "october",
+    "november",
+    "december",
+    "christmas",
+    "easter",
+    "europe",
+    "america",
+    "china",
+    "california",
+    "london",
+    "paris",
+    "berlin",
+    "tokyo",
+    "us",
+    "uk",
+    "eu",
+    "gdpr",
+    "seo",
+    "sem",
+    "saas",
+    "api",
+    "ceo",
+    "cto",
+    "cfo",
+    "cmo",
+    "coo",
+    "hr",
+    "pm",
+];
+
+/// A question about what someone in the user's life did, said or likes ("When did Caroline go
+/// to the support group?", "What is Melanie's favourite book?", "Did Jon talk to Gina?"):
+/// general knowledge cannot answer it. Well-known companies, products and places do not count.
+fn about_a_person(head: &str) -> bool {
+    static NAMED: LazyLock<Regex> = LazyLock::new(|| {
+        re(
+            r"\b(?:[Dd]id|[Dd]oes|[Dd]o|[Hh]as|[Hh]ave|[Hh]ad|[Ii]s|[Ww]as|[Ww]ere|[Ww]ould|[Ww]ill|[Cc]an|[Cc]ould|[Ss]hould|[Mm]ight|to|for|about|from|and|help|helps|helped|supports?|told|tell|asked|meet|met)\s+([A-Z][a-z]+)\b|\b([A-Z][a-z]+)'s\b|\b([A-Z][a-z]+)\s+(?:has|had|is|was|got|faced|attended|mentioned|said|felt|went|made|took|shared|organi[sz]ed|supports?|likes?|loves?|wants?|plans?|misses|needs?|thinks?|considers?|considering|planning|working|doing)\b",
+        )
+    });
+    static QUESTION: LazyLock<Regex> = LazyLock::new(|| {
+        re(r"(?i)([?]\s*$|^(what|which|how|when|where|who|why|is|are|do|does|did|was|were|would|has|have)\b)")
+    });
+    QUESTION.is_match(head)
+        && NAMED.captures_iter(head).any(|c| {
+            let name = (1..=3)
+                .find_map(|i| c.get(i))
+                .map(|m| m.as_str().to_lowercase())
+                .unwrap_or_default();
+            !name.is_empty() && !NOT_A_PERSON.contains(&name.as_str())
+        })
+}
+
 /// The rules' decision.
 pub fn decide(input: &RuleInput<'_>) -> ControlDecision {
     let message = input.message.trim();
@@ -445,6 +668,9 @@ pub fn decide(input: &RuleInput<'_>) -> ControlDecision {
         }
         if PERSONAL.is_match(head) {
             return (NeedMemory::Yes, "personal");
+        }
+        if about_a_person(head) {
+            return (NeedMemory::Yes, "person");
         }
         if EXTERNAL.is_match(message) {
             return (NeedMemory::No, "outside_world");
@@ -776,5 +1002,24 @@ mod tests {
         });
         assert_eq!(d.need_memory, NeedMemory::Yes);
         assert_eq!(d.retrieval_mode, RetrievalMode::Catalog);
+    }
+    #[test]
+    fn questions_about_people_in_the_users_life_need_memory() {
+        for text in [
+            "When did Caroline go to the LGBTQ support group?",
+            "What is Melanie's favourite book?",
+            "What career path has Caroline decided to pursue?",
+        ] {
+            let d = decide_text(text);
+            assert_eq!(d.need_memory, NeedMemory::Yes, "{text}");
+            assert!(d.signals.contains(&"person".to_string()), "{text}: {:?}", d.signals);
+        }
+        for text in [
+            "What was Twitter's previous logo?",
+            "How do Stripe webhooks work?",
+            "Is Tailwind better than Bootstrap?",
+        ] {
+            assert_eq!(decide_text(text).need_memory, NeedMemory::No, "{text}");
+        }
     }
 }
