@@ -1,17 +1,18 @@
-//! The artifact service: tool outputs stored whole, compacts injected instead, partial reads.
-//! Not built yet: every RPC answers UNIMPLEMENTED.
+//! The artifact service: tool outputs stored whole (content-addressed per user, in the blob
+//! store, streamed in and out in chunks), a compact of fewer than 500 tokens injected instead,
+//! and partial reads by lines, bytes, JSONPath or keyword on demand.
 
-use thinkus_proto::artifact::artifact_service_server::{ArtifactService, ArtifactServiceServer};
+pub mod api;
+pub mod client;
+pub mod compact;
+pub mod config;
+pub mod convert;
+pub mod grpc;
+pub mod locator;
+pub mod service;
 
-/// The gRPC service; its RPCs answer UNIMPLEMENTED until the artifact service lands.
-#[derive(Debug, Default)]
-pub struct ArtifactGrpc;
-
-#[tonic::async_trait]
-impl ArtifactService for ArtifactGrpc {}
-
-impl ArtifactGrpc {
-    pub fn into_server(self) -> ArtifactServiceServer<Self> {
-        ArtifactServiceServer::new(self)
-    }
-}
+pub use api::ArtifactApi;
+pub use client::ArtifactClient;
+pub use config::ArtifactConfig;
+pub use grpc::ArtifactGrpc;
+pub use service::ArtifactService;

@@ -30,6 +30,7 @@ pub struct Config {
     pub controller: ControllerConfig,
     pub retriever: RetrieverConfig,
     pub knowledge: KnowledgeConfig,
+    pub artifact: thinkus_artifact::ArtifactConfig,
     pub summary: thinkus_summary::SummaryConfig,
     pub gateway: thinkus_gateway::GatewayConfig,
 }
@@ -134,6 +135,12 @@ impl Config {
             .map_err(|message| match message.split_once(": ") {
                 Some((key, why)) => ConfigError::invalid(key, why),
                 None => ConfigError::invalid("summary", message),
+            })?;
+        self.artifact
+            .validate()
+            .map_err(|message| match message.split_once(": ") {
+                Some((key, why)) => ConfigError::invalid(key, why),
+                None => ConfigError::invalid("artifact", message),
             })?;
         thinkus_common::auth::Authenticator::from_config(&self.auth)?;
         Ok(())

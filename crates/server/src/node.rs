@@ -8,6 +8,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::Context;
+use thinkus_artifact::{ArtifactApi, ArtifactClient, ArtifactGrpc, ArtifactService};
 use thinkus_backends::{Backends, BackendsConfig, Needs};
 use thinkus_common::auth::{AuthInterceptor, Authenticator};
 use thinkus_common::grpc::{Health, ServeOptions, channel, client_channel};
@@ -30,6 +31,7 @@ pub struct Apis {
     pub controller: Option<Arc<dyn ControllerApi>>,
     pub retriever: Option<Arc<dyn RetrieverApi>>,
     pub knowledge: Option<Arc<dyn KnowledgeApi>>,
+    pub artifact: Option<Arc<dyn ArtifactApi>>,
     pub summary: Option<Arc<dyn SummaryApi>>,
 }
 
@@ -166,7 +168,23 @@ pub async fn start(
     } else {
         None
     };
+    let artifact_local: Option<Arc<ArtifactService>> = if services.contains(&ServiceKind::Artifact) {
+        Some(Arc::new(ArtifactService::new(
+            config.artifact.clone(),
+            required(&backends.store, "the database")?,
+            required(&backends.blobs, "the blob store")?,
+            backends.llm.clone(),
+            backends.tokens,
+        )))
+    } else {
+        None
+    };
     let apis = Apis {
+        artifact: match (&artifact_local, remote(ServiceKind::Artifact)?) {
+            (Some(local), _) => Some(Arc::new(ArtifactClient::Local(local.clone())) as Arc<dyn ArtifactApi>),
+            (None, Some(channel)) => Some(Arc::new(ArtifactClient::grpc(channel, max)) as Arc<dyn ArtifactApi>),
+            (None, None) => None,
+        },
         controller: match (&controller_local, remote(ServiceKind::MemoryController)?) {
             (Some(local), _) => Some(Arc::new(ControllerClient::Local(local.clone())) as Arc<dyn ControllerApi>),
             (None, Some(channel)) => Some(Arc::new(ControllerClient::grpc(channel, max)) as Arc<dyn ControllerApi>),
@@ -240,7 +258,7 @@ pub async fn start(
             }
             ServiceKind::Artifact => {
                 builder.add_service(InterceptedService::new(
-                    thinkus_artifact::ArtifactGrpc.into_server(),
+                    ArtifactGrpc::new(required(&artifact_local, "the artifact service")?).into_server(max),
                     interceptor.clone(),
                 ));
             }
@@ -327,6 +345,10 @@ pub async fn start(
     {
         // Idle, ended and flagged sessions get their summary from this sweep.
         tasks.push(tokio::spawn(summarizer.clone().run_sweeper(shutdown.clone())));
+    }
+    if let Some(artifacts) = &artifact_local {
+        // Expired artifacts are removed on the schedule of artifact.purge_interval_secs.
+        tasks.push(tokio::spawn(artifacts.clone().run_expiry(shutdown.clone())));
     }
     tracing::info!(%addr, services = ?services.iter().map(|k| k.name()).collect::<Vec<_>>(), "node started");
     Ok(NodeHandle {

@@ -1,6 +1,7 @@
 //! The benches: `thinkus bench <name>` prints figures as a table for people and, on its last
 //! line, one JSON object for scripts.
 
+mod artifacts;
 mod controller;
 mod locomo;
 pub mod locomo_data;
@@ -54,6 +55,16 @@ pub enum Bench {
         #[arg(long)]
         data_dir: Option<PathBuf>,
     },
+    /// The artifact service on every file under a folder: compact tokens vs full tokens, and
+    /// partial-read latency on a generated 10 MB artifact (local blob folder).
+    Artifacts {
+        /// The folder whose files are stored (sources, cargo JSON output, logs).
+        #[arg(long)]
+        data: PathBuf,
+        /// Keep the state here instead of a temporary folder.
+        #[arg(long)]
+        data_dir: Option<PathBuf>,
+    },
     /// The memory controller's rules on a labelled JSONL file (datasets/controller.jsonl).
     Controller {
         #[arg(long)]
@@ -85,6 +96,7 @@ pub async fn run(bench: Bench, config: Config) -> anyhow::Result<()> {
             verbose,
         } => locomo::run(config, &data, data_dir, limit, verbose).await,
         Bench::Summary { data, limit, verbose } => summary::run(config, &data, limit, verbose).await,
+        Bench::Artifacts { data, data_dir } => artifacts::run(config, &data, data_dir).await,
         Bench::Controller { data, now, verbose } => controller::run(&data, dataset_now(now.as_deref())?, verbose).await,
     }
 }

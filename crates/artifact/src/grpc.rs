@@ -1,0 +1,210 @@
+//! The gRPC adapter: authenticates, validates and converts, then calls the domain API.
+
+use std::sync::Arc;
+
+use bytes::Bytes;
+use futures::StreamExt;
+use thinkus_common::auth::principal;
+use thinkus_common::convert::{
+    ScopeRules, datetime_opt, language_from_proto, next_page, page_from_proto, scope_from_proto,
+};
+use thinkus_common::model::Scope;
+use thinkus_common::{ApiError, to_status};
+use thinkus_proto::artifact as pb;
+use thinkus_proto::artifact::artifact_service_server::{ArtifactService as ArtifactRpc, ArtifactServiceServer};
+use thinkus_proto::artifact::upload_artifact_request::Part;
+use tonic::codegen::BoxStream;
+use tonic::{Request, Response, Status, Streaming};
+
+use crate::api::{ArtifactApi, ContentStream, ListRequest};
+use crate::convert;
+
+/// Serves [`ArtifactApi`] over gRPC.
+pub struct ArtifactGrpc {
+    api: Arc<dyn ArtifactApi>,
+}
+
+impl ArtifactGrpc {
+    pub fn new(api: Arc<dyn ArtifactApi>) -> Self {
+        Self { api }
+    }
+
+    /// The tonic service, with message size limits (uploads and downloads larger than one
+    /// message stream in chunks).
+    pub fn into_server(self, max_message_bytes: usize) -> ArtifactServiceServer<Self> {
+        ArtifactServiceServer::new(self)
+            .max_decoding_message_size(max_message_bytes)
+            .max_encoding_message_size(max_message_bytes)
+    }
+}
+
+fn status(err: ApiError) -> Status {
+    to_status(&err)
+}
+
+/// Validates the scope and checks the caller may act for its user.
+fn scoped<T>(request: &Request<T>, scope: Option<&thinkus_proto::common::Scope>) -> Result<Scope, Status> {
+    let principal = principal(request)?;
+    let scope = scope_from_proto(scope, "scope", ScopeRules::USER).map_err(status)?;
+    principal.authorize(&scope).map_err(status)?;
+    Ok(scope)
+}
+
+#[tonic::async_trait]
+impl ArtifactRpc for ArtifactGrpc {
+    async fn create_artifact(
+        &self,
+        request: Request<pb::CreateArtifactRequest>,
+    ) -> Result<Response<pb::CreateArtifactResponse>, Status> {
+        let principal = principal(&request)?;
+        let header = convert::header_from_proto(request.get_ref().header.as_ref()).map_err(status)?;
+        principal.authorize(&header.scope).map_err(status)?;
+        let content = Bytes::from(request.into_inner().content);
+        let stored = self.api.create(header, content).await.map_err(status)?;
+        Ok(Response::new(convert::create_response(&stored)))
+    }
+
+    async fn upload_artifact(
+        &self,
+        request: Request<Streaming<pb::UploadArtifactRequest>>,
+    ) -> Result<Response<pb::UploadArtifactResponse>, Status> {
+        let principal = principal(&request)?;
+        let mut messages = request.into_inner();
+        let header = match messages.message().await? {
+            Some(pb::UploadArtifactRequest {
+                part: Some(Part::Header(header)),
+            }) => convert::header_from_proto(Some(&header)).map_err(status)?,
+            Some(_) => {
+                return Err(status(ApiError::invalid(
+                    "header",
+                    "the first message must carry the header",
+                )));
+            }
+            None => return Err(status(ApiError::invalid("header", "the upload stream is empty"))),
+        };
+        principal.authorize(&header.scope).map_err(status)?;
+        let content: ContentStream = messages
+            .filter_map(|item| async move {
+                match item {
+                    Ok(pb::UploadArtifactRequest {
+                        part: Some(Part::Chunk(chunk)),
+                    }) => Some(Ok(Bytes::from(chunk))),
+                    Ok(pb::UploadArtifactRequest {
+                        part: Some(Part::Header(_)),
+                    }) => Some(Err(ApiError::invalid(
+                        "header",
+                        "only the first message may carry the header",
+                    ))),
+                    Ok(pb::UploadArtifactRequest { part: None }) => None,
+                    Err(err) => Some(Err(ApiError::invalid(
+                        "chunk",
+                        format!("the upload stream failed: {}", err.message()),
+                    ))),
+                }
+            })
+            .boxed();
+        let stored = self.api.upload(header, content).await.map_err(status)?;
+        Ok(Response::new(convert::upload_response(&stored)))
+    }
+
+    async fn get_artifact(
+        &self,
+        request: Request<pb::GetArtifactRequest>,
+    ) -> Result<Response<pb::GetArtifactResponse>, Status> {
+        let scope = scoped(&request, request.get_ref().scope.as_ref())?;
+        let message = request.get_ref();
+        let language = language_from_proto(&message.language, "language").map_err(status)?;
+        let (artifact, compact) = self
+            .api
+            .get(scope, message.artifact_id.clone(), language)
+            .await
+            .map_err(status)?;
+        Ok(Response::new(pb::GetArtifactResponse {
+            artifact: Some(convert::artifact_to_proto(&artifact)),
+            compact: Some(convert::compact_to_proto(&compact)),
+        }))
+    }
+
+    async fn read_artifact(
+        &self,
+        request: Request<pb::ReadArtifactRequest>,
+    ) -> Result<Response<pb::ReadArtifactResponse>, Status> {
+        let principal = principal(&request)?;
+        let read = convert::read_from_proto(request.get_ref()).map_err(status)?;
+        principal.authorize(&read.scope).map_err(status)?;
+        let result = self.api.read(read).await.map_err(status)?;
+        Ok(Response::new(convert::read_result_to_proto(&result)))
+    }
+
+    async fn download_artifact(
+        &self,
+        request: Request<pb::DownloadArtifactRequest>,
+    ) -> Result<Response<BoxStream<pb::DownloadArtifactResponse>>, Status> {
+        let scope = scoped(&request, request.get_ref().scope.as_ref())?;
+        let stream = self
+            .api
+            .download(scope, request.get_ref().artifact_id.clone())
+            .await
+            .map_err(status)?;
+        let stream = stream.map(|item| {
+            item.map(|chunk| pb::DownloadArtifactResponse { chunk: chunk.to_vec() })
+                .map_err(status)
+        });
+        Ok(Response::new(Box::pin(stream)))
+    }
+
+    async fn list_artifacts(
+        &self,
+        request: Request<pb::ListArtifactsRequest>,
+    ) -> Result<Response<pb::ListArtifactsResponse>, Status> {
+        let scope = scoped(&request, request.get_ref().scope.as_ref())?;
+        let (limit, offset) = page_from_proto(request.get_ref().page.as_ref(), "page").map_err(status)?;
+        let listed = self
+            .api
+            .list(ListRequest { scope, limit, offset })
+            .await
+            .map_err(status)?;
+        Ok(Response::new(pb::ListArtifactsResponse {
+            artifacts: listed.iter().map(|(a, _)| convert::artifact_to_proto(a)).collect(),
+            compacts: listed.iter().map(|(_, c)| convert::compact_to_proto(c)).collect(),
+            page: Some(next_page(limit, offset, listed.len())),
+        }))
+    }
+
+    async fn delete_artifact(
+        &self,
+        request: Request<pb::DeleteArtifactRequest>,
+    ) -> Result<Response<pb::DeleteArtifactResponse>, Status> {
+        let scope = scoped(&request, request.get_ref().scope.as_ref())?;
+        self.api
+            .delete(scope, request.get_ref().artifact_id.clone())
+            .await
+            .map_err(status)?;
+        Ok(Response::new(pb::DeleteArtifactResponse {}))
+    }
+
+    async fn purge_expired(
+        &self,
+        request: Request<pb::PurgeExpiredRequest>,
+    ) -> Result<Response<pb::PurgeExpiredResponse>, Status> {
+        let principal = principal(&request)?;
+        let message = request.get_ref();
+        let user_id = match message.scope.as_ref().filter(|s| !s.user_id.is_empty()) {
+            Some(scope) => {
+                let scope = scope_from_proto(Some(scope), "scope", ScopeRules::USER).map_err(status)?;
+                principal.authorize(&scope).map_err(status)?;
+                Some(scope.user_id)
+            }
+            None => {
+                principal.require_admin("purging artifacts").map_err(status)?;
+                None
+            }
+        };
+        let now = datetime_opt(message.now.as_ref(), "now").map_err(status)?;
+        let result = self.api.purge_expired(user_id, now).await.map_err(status)?;
+        Ok(Response::new(pb::PurgeExpiredResponse {
+            removed: result.removed as i64,
+            blobs_removed: result.blobs_removed as i64,
+        }))
+    }
+}
