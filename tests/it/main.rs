@@ -5,6 +5,7 @@ mod artifact;
 mod conformance;
 mod foundation;
 mod gateway;
+mod knowledge;
 mod nodes;
 mod summary;
 mod support;

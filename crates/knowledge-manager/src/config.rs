@@ -49,7 +49,15 @@ pub struct KnowledgeConfig {
     pub max_turn_chars: usize,
     /// Minimum admission score of an extracted candidate (seed 000 evaluateCandidate).
     pub admission_threshold: f64,
-    /// Similarity above which a new memory reinforces an existing one instead.
+    /// Cosine similarity (of passage embeddings) at or above which a new memory reinforces an
+    /// existing one of the same owner and type instead of being written, unless the two name
+    /// different values (`subject::values_conflict`). Calibrated for multilingual-e5-small,
+    /// whose cosines are compressed near 1 (tests/dedup_calibration.rs, 12 zh+en pairs each):
+    /// paraphrases 0.950-0.995 (min: "we'll go with Stripe for payments" / "we decided to use
+    /// Stripe for payments"), distinct statements of the same kind 0.826-0.942 (max: Stripe
+    /// vs PostgreSQL decisions, which the value check separates; without names 0.941: "我担心
+    /// 供应商会延期交货" / "我担心核心开发会离职"). The seed's 0.85 would merge most distinct
+    /// preferences. Other embedders need their own calibration (hash:// scores far lower).
     pub dedup_threshold: f64,
     /// Profile facts (preferences, style, stack, personal information) become long-term
     /// memories only with this confidence and evidence (seed 004 section 9); otherwise they
@@ -74,7 +82,7 @@ impl Default for KnowledgeConfig {
             max_content_chars: 16 * 1024,
             max_turn_chars: 16 * 1024,
             admission_threshold: 0.6,
-            dedup_threshold: 0.85,
+            dedup_threshold: 0.945,
             profile_min_confidence: 0.9,
             profile_min_evidence: 3,
             decay_rate: 0.95,

@@ -9,11 +9,12 @@ use thinkus_backends::llm::{CompletionRequest, LlmTask};
 use thinkus_backends::sql::{Candidate, CandidateStatus, IdempotencyRecord, WriteBatch};
 use thinkus_common::ApiError;
 use thinkus_common::ids::{IdKind, new_id};
-use thinkus_common::model::{MemorySource, MemoryStatus, MemoryType, Scope, Visibility};
+use thinkus_common::model::{MemorySource, MemoryStatus, MemoryType, Message, Scope, Visibility};
 use thinkus_common::text::char_count;
 
 use crate::admission;
 use crate::api::{LearnRequest, LearnResult, MemoryDraft, WriteOutcome, WriteResult};
+use crate::config::KnowledgeConfig;
 use crate::prompts;
 use crate::service::{KnowledgeManager, WriteOptions, actor_of, request_key};
 
@@ -90,6 +91,59 @@ fn parse_one(item: &Value) -> Option<Extracted> {
     })
 }
 
+/// What admission decides for an extracted candidate.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Admission {
+    /// Not a memory (noise, too long, a low score); the reason says why.
+    Reject(String),
+    /// Worth keeping but waiting for a person's approval in the candidate queue.
+    Queue(String),
+    /// Written through the write pipeline.
+    Write,
+}
+
+/// Admission of one candidate (seed 000 evaluateCandidate; seed 004 sections 9 and 10): the
+/// noise filters, the length limit, the score threshold and the profile rules. Returns the
+/// decision and the score. The bench (`thinkus bench extract`) scores exactly this function.
+pub fn admit(config: &KnowledgeConfig, candidate: &Extracted, injected: &[String]) -> (Admission, f64) {
+    let score = admission::score(candidate.memory_type, candidate.importance, candidate.confidence);
+    if let Some(reason) = admission::noise(&candidate.content, injected) {
+        return (Admission::Reject(reason.into()), score);
+    }
+    if char_count(&candidate.content) > config.max_content_chars {
+        return (Admission::Reject("too long to be a memory".into()), score);
+    }
+    if score < config.admission_threshold {
+        return (
+            Admission::Reject(format!(
+                "score {score:.2} below the admission threshold {:.2}",
+                config.admission_threshold
+            )),
+            score,
+        );
+    }
+    if admission::is_profile(candidate.memory_type) && !candidate.project_specific {
+        // Stable profile facts: cross-project, for the owning role; long-term (global) only
+        // once confidence and evidence reach the thresholds (see `promote_profile`).
+        if admission::time_sensitive(&candidate.content) {
+            return (
+                Admission::Queue("profile fact with time-sensitive wording".into()),
+                score,
+            );
+        }
+        if candidate.confidence < 0.65 {
+            return (
+                Admission::Queue(format!(
+                    "profile fact with low confidence ({:.2})",
+                    candidate.confidence
+                )),
+                score,
+            );
+        }
+    }
+    (Admission::Write, score)
+}
+
 /// Where an admitted candidate goes.
 enum Route {
     Reject(String),
@@ -98,44 +152,18 @@ enum Route {
 }
 
 fn route(km: &KnowledgeManager, scope: &Scope, candidate: &Extracted, injected: &[String]) -> (Route, f64) {
-    let score = admission::score(candidate.memory_type, candidate.importance, candidate.confidence);
-    if let Some(reason) = admission::noise(&candidate.content, injected) {
-        return (Route::Reject(reason.into()), score);
-    }
-    if char_count(&candidate.content) > km.config.max_content_chars {
-        return (Route::Reject("too long to be a memory".into()), score);
-    }
-    if score < km.config.admission_threshold {
-        return (
-            Route::Reject(format!(
-                "score {score:.2} below the admission threshold {:.2}",
-                km.config.admission_threshold
-            )),
-            score,
-        );
+    let (admission, score) = admit(&km.config, candidate, injected);
+    match admission {
+        Admission::Reject(reason) => return (Route::Reject(reason), score),
+        Admission::Queue(reason) => return (Route::Queue(reason), score),
+        Admission::Write => {}
     }
     let mut owner = scope.clone();
     if let Some(role) = &candidate.relevant_role {
         owner.role_id = role.clone();
     }
-    let profile = admission::is_profile(candidate.memory_type) && !candidate.project_specific;
-    if profile {
-        // Stable profile facts: cross-project, for the owning role; long-term (global) only
-        // once confidence and evidence reach the thresholds (see `promote_profile`).
-        if admission::time_sensitive(&candidate.content) {
-            return (Route::Queue("profile fact with time-sensitive wording".into()), score);
-        }
-        if candidate.confidence < 0.65 {
-            return (
-                Route::Queue(format!(
-                    "profile fact with low confidence ({:.2})",
-                    candidate.confidence
-                )),
-                score,
-            );
-        }
-        owner.project_id = None;
-    } else if !candidate.project_specific {
+    if !candidate.project_specific {
+        // Profile facts and cross-project knowledge belong to no single project.
         owner.project_id = None;
     }
     let visibility = match candidate.memory_type {
@@ -283,6 +311,20 @@ async fn promote_profile(km: &KnowledgeManager, result: &mut WriteResult) -> Res
     Ok(())
 }
 
+/// The extraction request both engines answer: the seed's prompt for an LLM and the same
+/// conversation as JSON for the rules (`crate::rules::extract`).
+pub fn extraction_call(messages: &[Message], role_id: &str, project_id: Option<&str>) -> CompletionRequest {
+    let input = json!({
+        "messages": messages.iter().map(|m| json!({"role": m.role, "content": m.content})).collect::<Vec<_>>(),
+        "role_id": role_id,
+        "project_id": project_id,
+    });
+    let prompt = prompts::extract(messages, role_id, project_id);
+    let mut call = CompletionRequest::task(LlmTask::Extract, prompt, input);
+    call.max_tokens = 2000;
+    call
+}
+
 pub(crate) async fn learn(km: &KnowledgeManager, request: LearnRequest) -> Result<LearnResult, ApiError> {
     if request.messages.is_empty() || request.messages.len() > 200 {
         return Err(ApiError::invalid("messages", "must hold 1-200 messages"));
@@ -304,18 +346,12 @@ pub(crate) async fn learn(km: &KnowledgeManager, request: LearnRequest) -> Resul
         });
     }
     let engine = km.engine(request.engine)?;
-    let input = json!({
-        "messages": request.messages.iter().map(|m| json!({"role": m.role, "content": m.content})).collect::<Vec<_>>(),
-        "role_id": request.scope.role_id,
-        "project_id": request.scope.project_id,
-    });
-    let prompt = prompts::extract(
+    let call = extraction_call(
         &request.messages,
         &request.scope.role_id,
         request.scope.project_id.as_deref(),
     );
-    let mut call = CompletionRequest::task(LlmTask::Extract, prompt, input.clone());
-    call.max_tokens = 2000;
+    let input = call.input.clone();
     let (candidates, engine_name) = match engine.complete(call).await {
         Ok(completion) => (
             parse_candidates(&completion.text),

@@ -50,15 +50,46 @@ static CORRECTION: LazyLock<Vec<Regex>> = LazyLock::new(|| {
 
 static FAMILIES: LazyLock<Vec<Family>> = LazyLock::new(|| {
     vec![
+        // Explicit markers of iteration knowledge come first: "踩过的坑：回调必须返回SUCCESS" is
+        // a learning even though it says 必须; "以后都这么办" makes a routine a pattern.
+        Family {
+            memory_type: MemoryType::Learning,
+            importance: 3,
+            patterns: vec![
+                re(r"教训|学到了?[：:]|踩过的坑|踩(了|过)?(个|一个)?坑|经验是|吸取"),
+                re(
+                    r"(?i)(lessons? learned|the lesson|we learned|learned the hard way|the fix was|turns out|it turned out)",
+                ),
+            ],
+        },
+        Family {
+            memory_type: MemoryType::Pattern,
+            importance: 3,
+            patterns: vec![
+                re(
+                    r"(以后|今后)(都|也)?(这么|这样)(办|做|来)|固定下来|形成(规范|流程|惯例)|成(了)?惯例|最佳实践|标准做法|模板化|保持(这个)?(习惯|做法)",
+                ),
+                re(
+                    r"(?i)(best practice|standard (process|practice|procedure)|as a rule|make it a habit|playbook|keep (that|this|it|doing that|doing this) going|keep doing (that|this|it)|let'?s keep (that|this|doing)|it'?s (become )?(a|our) (routine|ritual|habit))",
+                ),
+            ],
+        },
+        Family {
+            memory_type: MemoryType::Feedback,
+            importance: 3,
+            patterns: vec![re(
+                r"(?i)(exactly what i (needed|wanted)|spot on|keep it up|you (did|made|wrote) .{0,30}(great|good|helpful|perfect|useful|exactly)|(was|were|has been|have been) (spot on|super helpful|really helpful|very helpful))",
+            )],
+        },
         Family {
             memory_type: MemoryType::Constraint,
             importance: 4,
             patterns: vec![
                 re(
-                    r"预算|经费|成本上限|花费不超过|不能超过|不超过|最多|至少|上限|下限|必须|务必|一定要|截止|期限|之前(完成|上线|交付|发布)|(上线|交付|发布)(时间|日期)|合规|法规|要求(是|必须)|需要支持|只能用|不能用",
+                    r"预算|经费|成本上限|花费不超过|不能超过|不超过|最多|至少|上限|下限|必须|务必|一定要|截止|期限|之前(完成|上线|交付|发布)|(上线|交付|发布)(时间|日期)|合规|法规|要求(是|必须)|需要支持|只能|不能用|控制在.{1,12}以内|(\d|万|千|百)[A-Za-z]*以内",
                 ),
                 re(
-                    r"(?i)\b(budget|deadline|due (by|on|date)|no later than|at most|at least|must|has to|have to|required|requirement|cap(ped)? at|limit(ed)? to|cannot exceed|can't exceed|not exceed|only use|compliance|gdpr|must support|launch (by|date|on)|ship (by|before))\b",
+                    r"(?i)\b(budget|deadline|due (by|on|date)|no later than|at most|at least|must|has to|have to|required|requirement|cap(ped)? at|limit(ed)? to|cannot exceed|can't exceed|not exceed|only use|compliance|gdpr|must support|launch (by|date|on)|ship (by|before)|within \$?\d)\b",
                 ),
             ],
         },
@@ -67,10 +98,10 @@ static FAMILIES: LazyLock<Vec<Family>> = LazyLock::new(|| {
             importance: 4,
             patterns: vec![
                 re(
-                    r"决定|定了|确定(用|采用|了|为)|就用|就选|选择了|选定|采用|拍板|敲定|最终(方案|选)|我们用|统一用|改用|选用|用(.{1,15})(做|作为|来做)",
+                    r"决定|定了|确定(用|采用|了|为)|就用|就选|选择了|选定|采用|拍板|敲定|最终(方案|选)|我们用|统一用|改用|选用|定为|定成|用(.{1,15})(做|作为|来做)",
                 ),
                 re(
-                    r"(?i)(\bwe('ll| will) (go with|use|build|launch|switch)|\blet'?s (go with|use|build|pick|choose|do|stick with|switch)|\bwe (decided|chose|picked|agreed to use|are going with|'re going with|settled on|went with)|\bdecision\b|\bwe'?re (using|switching to)|\bgoing forward,? we|\bfinal(ized)? (choice|call|decision)|\bwe('ll| will) stick with)",
+                    r"(?i)(\bwe('ll| will) (go with|use|build|launch|switch)|\blet'?s (go with|use|build|pick|choose|do|stick with|switch)|\bwe (decided|chose|picked|agreed to use|are going with|'re going with|settled on|went with)|\bdecision\b|\bwe'?re (using|switching to)|\bgoing forward,? we|\bfinal(ized)? (choice|call|decision)|\bwe('ll| will) stick with|\bwe'?re going with|\bgoing with\b|^(ok(ay)?,?\s+)?[A-Za-z0-9.\-]+( [A-Za-z0-9.\-]+)? it is\b|\bchange of plans?\b)",
                 ),
             ],
         },
@@ -79,10 +110,24 @@ static FAMILIES: LazyLock<Vec<Family>> = LazyLock::new(|| {
             importance: 4,
             patterns: vec![
                 re(
-                    r"我(比较|更|很|挺|最|特别|一直)?(喜欢|偏好|倾向|偏爱|爱用|习惯)|我不(太)?喜欢|我讨厌|我受不了|不要(太|用|再|给我)?|别(用|再|太|给我)|希望(你|你们)?(以后|每次|都|能)|以后(都|请|每次)|请(不要|别|尽量|一直|总是|每次)|越.{1,6}越好|(风格|语气|格式|颜色|配色)(要|偏|以)",
+                    r"我(比较|更|很|挺|最|特别|一直)?(喜欢|偏好|倾向|偏爱|爱用|习惯)|我不(太)?喜欢|我讨厌|我受不了|不要(太|用|再|给我)?|别(用|再|太|给我)|希望(你|你们)?(以后|每次|都|能)|以后(都|请|每次)|请(不要|别|尽量|一直|总是|每次)|越.{1,6}越好|(风格|语气|格式|颜色|配色)(要|偏|以)|我习惯|(跟|给|向)我(汇报|报告|发|说)|发我就行|(直接|先)说结论",
                 ),
                 re(
-                    r"(?i)\b(i (really |much |strongly )?(prefer|like|love|enjoy|want|hate|dislike|can't stand)|i don'?t (like|want|care for)|i'?d rather|please (always|never|don'?t|avoid|keep|use)|don'?t (ever )?(use|send|give me|make)|never (use|send)|always (use|include|send|write)|my preference|i'm not a fan of|i favou?r|keep it (short|simple|brief|concise))\b",
+                    r"(?i)\b(i (really |much |strongly )?(prefer|like|love|enjoy|want|hate|dislike|can't stand)|i don'?t (like|want|care for)|i'?d rather|please (always|never|don'?t|avoid|keep|use)|don'?t (ever )?(use|send|give me|make)|never (use|send)|always (use|include|send|write)|my preference|i'm not a fan of|i favou?r|keep it (short|simple|brief|concise)|i'?m used to|stop (using|sending|suggesting)|don'?t bother|(use|write|spell) .{1,30} in (all|every) (our|my|of)|send me .{1,40} every|in anything you (write|send))\b",
+                ),
+            ],
+        },
+        // Weaker decision wording, after preferences ("我喜欢用Figma" is a preference):
+        // "收款用PayPal", "we'll take payments through Stripe".
+        Family {
+            memory_type: MemoryType::ProjectDecision,
+            importance: 4,
+            patterns: vec![
+                re(
+                    r"(就|统一|还是)用[A-Za-z]|(收款|支付|部署|托管|数据库|前端|后端|框架|组件库|官网|服务器|存储|监控|日志|客服|邮件|域名|埋点|CDN|CI)\p{Han}{0,2}用[A-Za-z]",
+                ),
+                re(
+                    r"(?i)\bwe('ll| will)? (take|accept|run|host|deploy|handle) .{1,30} (through|on|via|with) [A-Z][A-Za-z0-9.\-]+",
                 ),
             ],
         },
@@ -91,10 +136,10 @@ static FAMILIES: LazyLock<Vec<Family>> = LazyLock::new(|| {
             importance: 3,
             patterns: vec![
                 re(
-                    r"下一步|待办|记得|别忘了|跟进|安排(一下)?|负责|提醒我|需要(你|你们)?(去|先)?(做|完成|准备|联系|整理|写|更新|提交)|(明天|下周|周[一二三四五六日天]|月底)(之前|前)?(要|把|完成|交|发)|todo",
+                    r"下一步|待办|记得|别忘了|跟进|安排(一下)?|负责|提醒我|需要(你|你们)?(去|先)?(做|完成|准备|联系|整理|写|更新|提交)|(明天|下周|周[一二三四五六日天]|月底)(之前|前)?(要|把|完成|交|发)|我们得|得尽快|尽快把|todo",
                 ),
                 re(
-                    r"(?i)\b(next step|action item|to-?do|follow up|follow-up|remind me|don'?t forget|make sure (to|you)|we need to|i need you to|please (prepare|draft|send|schedule|set up|reach out|update|write)|by (monday|tuesday|wednesday|thursday|friday|eod|end of (the )?(day|week|month))|i'?ll (send|prepare|call|email|review|check))\b",
+                    r"(?i)\b(next step|action item|to-?do|follow up|follow-up|remind me|remember to|(someone|somebody|we) (needs?|has|have) to|needs to (be )?(done|audited|fixed|updated|renewed)|don'?t forget|make sure (to|you)|we need to|i need you to|please (prepare|draft|send|schedule|set up|reach out|update|write)|by (monday|tuesday|wednesday|thursday|friday|eod|end of (the )?(day|week|month))|i'?ll (send|prepare|call|email|review|check))\b",
                 ),
             ],
         },
@@ -102,9 +147,11 @@ static FAMILIES: LazyLock<Vec<Family>> = LazyLock::new(|| {
             memory_type: MemoryType::Risk,
             importance: 4,
             patterns: vec![
-                re(r"风险|担心|隐患|可能会(导致|影响|出问题|延期|超支)|怕(会|的是)|万一|瓶颈|有问题的是|不确定性"),
                 re(
-                    r"(?i)\b(risk|risky|concern(ed)?|worr(y|ied)|could (break|fail|delay|hurt)|might (fail|break|slip|not)|bottleneck|exposure|liabilit(y|ies)|danger)\b",
+                    r"风险|担心|隐患|可能会(导致|影响|出问题|延期|超支|直接)|停摆|怕(会|的是)|万一|瓶颈|有问题的是|不确定性",
+                ),
+                re(
+                    r"(?i)\b(risk|risky|concern(ed)?|worr(y|ied)|could (break|fail|delay|hurt|kill|eat|sink)|might (fail|break|slip|not|eat|kill|sink|hurt|cost)|bottleneck|exposure|liabilit(y|ies)|danger)\b",
                 ),
             ],
         },
@@ -154,9 +201,11 @@ static FAMILIES: LazyLock<Vec<Family>> = LazyLock::new(|| {
             memory_type: MemoryType::Issue,
             importance: 3,
             patterns: vec![
-                re(r"(bug|Bug|BUG|故障|报错|崩溃|卡顿|问题出在|出了问题|挂了|宕机|漏洞)"),
                 re(
-                    r"(?i)\b(bug|outage|crash(es|ed)?|broken|the issue (is|was)|error (in|on)|regression|downtime|incident)\b",
+                    r"(bug|Bug|BUG|故障|报错|崩溃|卡顿|问题出在|出了问题|挂了|宕机|漏洞|白屏|还没修|投诉|原因找到了|写错了)",
+                ),
+                re(
+                    r"(?i)\b(bug|outage|crash(es|ed)?|broken|the issue (is|was)|error (in|on)|regression|downtime|incident|breaks|broke|keeps? (failing|crashing)|tickets about|complain(ts|ing)? about|got abused|landing in spam)\b",
                 ),
             ],
         },
@@ -166,7 +215,7 @@ static FAMILIES: LazyLock<Vec<Family>> = LazyLock::new(|| {
             patterns: vec![
                 re(r"发现|数据(显示|表明)|洞察|观察到|看起来(用户|客户)|大部分(用户|客户)|转化率|留存率|复购率"),
                 re(
-                    r"(?i)\b(we noticed|noticed that|data shows|the data (shows|says)|insight|observed|most (users|customers)|conversion rate|retention|churn)\b",
+                    r"(?i)\b(we noticed|noticed that|data shows|the data (shows|says)|insight|observed|most (users|customers)|conversion rate|conversion is|convert(s)? \d+(\.\d+)?x|retention|churn)\b",
                 ),
             ],
         },
@@ -178,13 +227,20 @@ static FAMILIES: LazyLock<Vec<Family>> = LazyLock::new(|| {
                     r"我(是|在|住在|来自|负责)|我们(公司|团队|工作室)(是|有|在)|我的(公司|团队|职位|背景)|公司(有|叫|成立)|团队(有|一共)",
                 ),
                 re(
-                    r"(?i)\b(i am a|i'm a|i'm the|i work (at|for|in)|i live in|i'm based in|i'm from|our (company|team|startup) (is|has)|we are a|we're a|my (company|team|background|role) (is|has))\b",
+                    r"(?i)\b(i am a|i'm a|i'm the|i work (at|for|in)|i live in|i'm based in|i'm from|our (company|team|startup|shop|store|app|business) (is|has|sells|makes)|our (core |main |target )?(users|customers|clients|audience) are|the company is called|we'?re incorporated|i used to (be|work)|i moved to|we are a|we're a|my (company|team|background|role) (is|has))\b",
                 ),
             ],
         },
     ]
 });
 
+static MONEY_OR_DATE: LazyLock<Regex> = LazyLock::new(|| {
+    re(
+        r"(?i)([$￥€£]\s?\d|\d\s?(万|千|元|块|美元|k\b|m\b)|\d{1,2}(st|nd|rd|th)\b|\d{1,2}月|\d{1,2}[日号]|周[一二三四五六日天]|(jan|feb|mar|apr|may|jun|jul|aug|sep|oct|nov|dec)[a-z]*\.?\s+\d|\b(monday|tuesday|wednesday|thursday|friday|saturday|sunday)\b)",
+    )
+});
+static NEGATED_OLD_VALUE: LazyLock<Regex> =
+    LazyLock::new(|| re(r"(?i)^(而)?(不是|并不是|已经不是)|^(not|no longer)\b"));
 static QUESTION: LazyLock<Regex> = LazyLock::new(|| {
     re(
         r"(?i)([?？]\s*$|^(what|how|why|when|where|which|who|should|could|would|can|do|does|did|is|are|will)\b|(吗|呢|么)[\s。！!]*$|^(请问|为什么|怎么|怎样|如何|哪个|哪些|是否|要不要|能不能|可不可以|是不是))",
@@ -197,7 +253,7 @@ static HYPOTHETICAL: LazyLock<Regex> = LazyLock::new(|| {
 });
 static HEDGE: LazyLock<Regex> = LazyLock::new(|| {
     re(
-        r"(?i)(也许|可能吧|或许|考虑一下|想一想|再看看|还没想好|不一定|说不定|\bmaybe\b|\bperhaps\b|\bnot sure\b|\bi think we might\b|\blet me think\b|\bthinking about\b|\bconsidering\b|\bmight\b)",
+        r"(?i)(也许|可能吧|或许|考虑一下|想一想|再看看|还没想好|不一定|说不定|尚未|待确认|等.{0,8}(拍板|确认|决定)|\bmaybe\b|\bperhaps\b|\bnot sure\b|\bget back to you\b|\bafter i (talk|check|speak)\b|\bi think we might\b|\blet me think\b|\bthinking about\b|\bconsidering\b|\bmight\b)",
     )
 });
 static CONFIRMATION: LazyLock<Regex> = LazyLock::new(|| {
@@ -313,7 +369,11 @@ fn long_enough(clause: &str) -> bool {
                 .count();
             han + figures >= 4
         }
-        Language::En => clause.split_whitespace().count() >= 3,
+        // "Budget $50k": two words carrying a figure say enough.
+        Language::En => {
+            let words = clause.split_whitespace().count();
+            words >= 3 || (words == 2 && clause.chars().any(|c| c.is_ascii_digit()))
+        }
     }
 }
 
@@ -347,8 +407,11 @@ pub fn extract(input: &Value) -> Value {
             }
             continue;
         }
+        // Hedging anywhere in a message ("…, not sure yet", "尚未确认，等老板拍板") makes its
+        // decisions, constraints and corrections tentative.
+        let hedged = HEDGE.is_match(content);
         for clause in clauses(content) {
-            if let Some(item) = classify_clause(&clause, role) {
+            if let Some(item) = classify_clause(&clause, role, hedged) {
                 out.push(item);
             }
         }
@@ -372,13 +435,18 @@ fn proposal_in(text: &str) -> Option<String> {
         .filter(|s| !s.is_empty())
 }
 
-fn classify_clause(clause: &str, role: &str) -> Option<Value> {
+fn classify_clause(clause: &str, role: &str, message_hedged: bool) -> Option<Value> {
     let text = clause.trim();
     if !long_enough(text) || QUESTION.is_match(text) || HYPOTHETICAL.is_match(text) {
         return None;
     }
-    let hedged = HEDGE.is_match(text);
+    let hedged = message_hedged || HEDGE.is_match(text);
     if CORRECTION.iter().any(|r| r.is_match(text)) {
+        if hedged || NEGATED_OLD_VALUE.is_match(text) {
+            // "The meeting might move to Thursday, not sure yet" changes nothing yet; "不是之前说
+            // 的$500" names the old value, which the clause with the new one replaces.
+            return None;
+        }
         // A correction states a new value: it is a constraint, decision or preference
         // according to what it is about, and it matters.
         let memory_type = classify(text)
@@ -386,6 +454,7 @@ fn classify_clause(clause: &str, role: &str) -> Option<Value> {
             .unwrap_or(match subject::detect(text) {
                 Some("budget") | Some("deadline") => MemoryType::Constraint,
                 Some(_) => MemoryType::ProjectDecision,
+                None if MONEY_OR_DATE.is_match(text) => MemoryType::Constraint,
                 None => return None,
             });
         let memory_type = if matches!(memory_type, MemoryType::Risk | MemoryType::Feedback | MemoryType::Issue) {

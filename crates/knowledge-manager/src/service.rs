@@ -393,6 +393,7 @@ impl KnowledgeManager {
             .into_iter()
             .filter(|m| m.status == MemoryStatus::Active)
             .filter(|m| m.scope.role_id == memory.scope.role_id && m.scope.project_id == memory.scope.project_id)
+            .filter(|m| !subject::values_conflict(&m.content, &memory.content))
             .filter_map(|m| {
                 let score = candidates.iter().find(|(id, _)| *id == m.id)?.1;
                 Some((m, score))

@@ -203,6 +203,29 @@ pub fn values_differ(older: &str, newer: &str) -> bool {
     !new.is_empty() && !new.is_subset(&old) && !old.is_empty()
 }
 
+/// Whether two statements name different values (amounts, dates, numbers, product names) so
+/// that they cannot be the same memory however close their embeddings are: e5 puts "we'll go
+/// with Stripe for payments" and "we'll go with PostgreSQL for the database" at 0.94. A
+/// capitalised first word is a sentence start, not a name. A statement without values (or
+/// with a subset of the other's) does not conflict.
+pub fn values_conflict(a: &str, b: &str) -> bool {
+    fn uncapitalised(text: &str) -> String {
+        let text = text.trim_start();
+        let mut chars = text.chars();
+        match chars.next() {
+            Some(first)
+                if first.is_ascii_uppercase() && !chars.clone().next().is_some_and(|c| c.is_ascii_uppercase()) =>
+            {
+                first.to_ascii_lowercase().to_string() + chars.as_str()
+            }
+            _ => text.to_string(),
+        }
+    }
+    let a = values(&uncapitalised(a));
+    let b = values(&uncapitalised(b));
+    !a.is_subset(&b) && !b.is_subset(&a)
+}
+
 /// Values an explicit correction in `newer` says are no longer true ("不是之前说的$500",
 /// "not $500 anymore"): a negated old value.
 pub fn negated_values(text: &str) -> BTreeSet<String> {

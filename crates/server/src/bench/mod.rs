@@ -3,6 +3,8 @@
 
 mod artifacts;
 mod controller;
+mod extract;
+mod ingest;
 mod locomo;
 pub mod locomo_data;
 pub mod stats;
@@ -65,6 +67,25 @@ pub enum Bench {
         #[arg(long)]
         data_dir: Option<PathBuf>,
     },
+    /// The knowledge manager's extraction rules and admission on a labelled JSONL file
+    /// (datasets/extract.jsonl): precision, recall and junk ratio per language.
+    Extract {
+        #[arg(long)]
+        data: PathBuf,
+        /// Print every line the rules got wrong.
+        #[arg(long)]
+        verbose: bool,
+    },
+    /// End-to-end write throughput of the knowledge manager (embedding and indexing included)
+    /// on the embedded defaults in a temporary folder.
+    Ingest {
+        /// The number of memories to write.
+        #[arg(long, default_value_t = 1000)]
+        n: usize,
+        /// Keep the state here instead of a temporary folder.
+        #[arg(long)]
+        data_dir: Option<PathBuf>,
+    },
     /// The memory controller's rules on a labelled JSONL file (datasets/controller.jsonl).
     Controller {
         #[arg(long)]
@@ -97,6 +118,8 @@ pub async fn run(bench: Bench, config: Config) -> anyhow::Result<()> {
         } => locomo::run(config, &data, data_dir, limit, verbose).await,
         Bench::Summary { data, limit, verbose } => summary::run(config, &data, limit, verbose).await,
         Bench::Artifacts { data, data_dir } => artifacts::run(config, &data, data_dir).await,
+        Bench::Extract { data, verbose } => extract::run(&data, verbose).await,
+        Bench::Ingest { n, data_dir } => ingest::run(config, n, data_dir).await,
         Bench::Controller { data, now, verbose } => controller::run(&data, dataset_now(now.as_deref())?, verbose).await,
     }
 }

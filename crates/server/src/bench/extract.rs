@@ -1,0 +1,230 @@
+//! `thinkus bench extract`: the knowledge manager's built-in extraction on a labelled JSONL file
+//! (datasets/extract.jsonl, format in datasets/README.md). Each utterance goes through the
+//! path `learn` takes with the rules engine: the rule engine with the knowledge manager's rules
+//! registered answers `LlmTask::Extract`, the answer is parsed by `parse_candidates` and every
+//! candidate passes `admit` with the default configuration. What admission would write counts as
+//! stored (the candidate queue is not).
+//!
+//! An extracted memory matches an expected one when the types are equal and every keyword occurs
+//! in its content (case-insensitive). Precision = matched stored memories / stored memories on
+//! lines that expect something; recall = matched expected items / expected items; junk_ratio =
+//! share of `expected: []` lines where something was stored. Stored memories of noise lines
+//! count against the junk ratio only.
+//!
+//! Earlier messages (`context`) precede the utterance, alternating with the assistant's turn
+//! just before it; what the context alone yields was learned when it was said, so it is not
+//! counted again.
+
+use std::collections::BTreeMap;
+use std::path::Path;
+
+use anyhow::Context;
+use chrono::Utc;
+use serde_json::{Value, json};
+use thinkus_backends::llm::{LanguageModel, RuleEngine};
+use thinkus_common::model::Message;
+use thinkus_knowledge_manager::KnowledgeConfig;
+use thinkus_knowledge_manager::learn::{Admission, Extracted, admit, extraction_call, parse_candidates};
+
+use super::say;
+
+/// Counts for one language (or overall).
+#[derive(Debug, Default, Clone, Copy)]
+struct Score {
+    lines: usize,
+    stored: usize,
+    stored_matched: usize,
+    expected: usize,
+    expected_found: usize,
+    noise_lines: usize,
+    noise_stored: usize,
+}
+
+impl Score {
+    fn add(&mut self, other: &Score) {
+        self.lines += other.lines;
+        self.stored += other.stored;
+        self.stored_matched += other.stored_matched;
+        self.expected += other.expected;
+        self.expected_found += other.expected_found;
+        self.noise_lines += other.noise_lines;
+        self.noise_stored += other.noise_stored;
+    }
+
+    fn precision(&self) -> f64 {
+        ratio(self.stored_matched, self.stored, 1.0)
+    }
+
+    fn recall(&self) -> f64 {
+        ratio(self.expected_found, self.expected, 1.0)
+    }
+
+    fn junk_ratio(&self) -> f64 {
+        ratio(self.noise_stored, self.noise_lines, 0.0)
+    }
+}
+
+fn ratio(part: usize, whole: usize, empty: f64) -> f64 {
+    if whole == 0 { empty } else { part as f64 / whole as f64 }
+}
+
+/// An expected memory: its type and the keywords its content must hold.
+struct Expected {
+    memory_type: String,
+    keywords: Vec<String>,
+}
+
+impl Expected {
+    fn matches(&self, stored: &Extracted) -> bool {
+        let content = stored.content.to_lowercase();
+        stored.memory_type.as_str() == self.memory_type
+            && self.keywords.iter().all(|k| content.contains(&k.to_lowercase()))
+    }
+}
+
+fn message(role: &str, content: &str, index: usize) -> Message {
+    Message {
+        role: role.to_string(),
+        content: content.to_string(),
+        speaker: None,
+        created_at: Utc::now(),
+        index: index as u32,
+    }
+}
+
+/// What the rules and admission would store from a conversation.
+async fn stored(engine: &RuleEngine, config: &KnowledgeConfig, messages: &[Message]) -> anyhow::Result<Vec<Extracted>> {
+    if messages.is_empty() {
+        return Ok(Vec::new());
+    }
+    let completion = engine
+        .complete(extraction_call(messages, "pm", Some("bench")))
+        .await
+        .map_err(|err| anyhow::anyhow!("rule extraction failed: {err}"))?;
+    Ok(parse_candidates(&completion.text)
+        .into_iter()
+        .filter(|candidate| admit(config, candidate, &[]).0 == Admission::Write)
+        .collect())
+}
+
+pub async fn run(data: &Path, verbose: bool) -> anyhow::Result<()> {
+    let text = std::fs::read_to_string(data).with_context(|| format!("cannot read {}", data.display()))?;
+    let engine = RuleEngine::new();
+    thinkus_knowledge_manager::rules::register(&engine);
+    let config = KnowledgeConfig::default();
+    let mut by_lang: BTreeMap<String, Score> = BTreeMap::new();
+    let started = std::time::Instant::now();
+    for (number, line) in text.lines().enumerate() {
+        if line.trim().is_empty() {
+            continue;
+        }
+        let item: Value = serde_json::from_str(line).with_context(|| format!("line {}: not JSON", number + 1))?;
+        let utterance = item["text"]
+            .as_str()
+            .with_context(|| format!("line {}: no text", number + 1))?;
+        let lang = item["lang"].as_str().unwrap_or("?").to_string();
+        let expected: Vec<Expected> = item["expected"]
+            .as_array()
+            .with_context(|| format!("line {}: no expected list", number + 1))?
+            .iter()
+            .map(|e| Expected {
+                memory_type: e["type"].as_str().unwrap_or_default().to_string(),
+                keywords: e["keywords"]
+                    .as_array()
+                    .map(|k| k.iter().filter_map(|v| v.as_str().map(str::to_string)).collect())
+                    .unwrap_or_default(),
+            })
+            .collect();
+        let context: Vec<String> = item["context"]
+            .as_array()
+            .map(|c| c.iter().filter_map(|v| v.as_str().map(str::to_string)).collect())
+            .unwrap_or_default();
+        // The context alternates, ending with the assistant's turn before the utterance.
+        let mut messages: Vec<Message> = context
+            .iter()
+            .enumerate()
+            .map(|(i, content)| {
+                let role = if (context.len() - i) % 2 == 1 {
+                    "assistant"
+                } else {
+                    "user"
+                };
+                message(role, content, i)
+            })
+            .collect();
+        let earlier = stored(&engine, &config, &messages).await?;
+        messages.push(message("user", utterance, context.len()));
+        let mut found = stored(&engine, &config, &messages).await?;
+        found.retain(|c| !earlier.iter().any(|e| e.content == c.content));
+
+        let mut score = Score {
+            lines: 1,
+            ..Default::default()
+        };
+        if expected.is_empty() {
+            score.noise_lines = 1;
+            score.noise_stored = usize::from(!found.is_empty());
+        } else {
+            score.stored = found.len();
+            score.stored_matched = found.iter().filter(|f| expected.iter().any(|e| e.matches(f))).count();
+            score.expected = expected.len();
+            score.expected_found = expected.iter().filter(|e| found.iter().any(|f| e.matches(f))).count();
+        }
+        let wrong =
+            score.noise_stored > 0 || score.stored_matched < score.stored || score.expected_found < score.expected;
+        if verbose && wrong {
+            let want: Vec<String> = expected
+                .iter()
+                .map(|e| format!("{}{:?}", e.memory_type, e.keywords))
+                .collect();
+            let got: Vec<String> = found
+                .iter()
+                .map(|f| format!("{}:{}", f.memory_type.as_str(), f.content))
+                .collect();
+            say(format!(
+                "line {}: {utterance}\n  expected {want:?}\n  stored   {got:?}",
+                number + 1
+            ));
+        }
+        by_lang.entry(lang).or_default().add(&score);
+    }
+    let mut overall = Score::default();
+    say(format!(
+        "{:<8} {:>6} {:>10} {:>8} {:>11} {:>7}",
+        "lang", "lines", "precision", "recall", "junk_ratio", "stored"
+    ));
+    for (lang, score) in &by_lang {
+        overall.add(score);
+        say(format!(
+            "{:<8} {:>6} {:>10.3} {:>8.3} {:>11.3} {:>7}",
+            lang,
+            score.lines,
+            score.precision(),
+            score.recall(),
+            score.junk_ratio(),
+            score.stored
+        ));
+    }
+    say(format!(
+        "{:<8} {:>6} {:>10.3} {:>8.3} {:>11.3} {:>7}",
+        "overall",
+        overall.lines,
+        overall.precision(),
+        overall.recall(),
+        overall.junk_ratio(),
+        overall.stored
+    ));
+    say(format!(
+        "{} lines in {:.2}s; targets: precision >= 0.9, recall >= 0.8, junk_ratio <= 0.02",
+        overall.lines,
+        started.elapsed().as_secs_f64()
+    ));
+    say(json!({
+        "precision": overall.precision(),
+        "recall": overall.recall(),
+        "junk_ratio": overall.junk_ratio(),
+        "n": overall.lines,
+    })
+    .to_string());
+    Ok(())
+}

@@ -1,0 +1,543 @@
+//! The knowledge manager's scenarios (issue 4) over gRPC on an all-in-one node with the real
+//! local embedder, on SQLite and on PostgreSQL (TEST_DATABASE_URL, a fresh database per test;
+//! skipped loudly without it unless THINKUS_REQUIRE_BACKENDS=1).
+
+use thinkus_proto::common::{Engine, MemoryStatus, MemoryType, Message, RetrievalMode, Scope};
+use thinkus_proto::knowledge::knowledge_manager_service_client::KnowledgeManagerServiceClient;
+use thinkus_proto::knowledge::{
+    ChangeKind, CorrectMemoryRequest, CorrectionAction, GetMemoryHistoryRequest, GetMemoryRequest,
+    LearnFromConversationRequest, LearnFromConversationResponse, ListMemoriesRequest, MemoryDraft, RememberRequest,
+    SetPlanRequest, WriteOutcome,
+};
+use thinkus_proto::retriever::RecallRequest;
+use thinkus_proto::retriever::retriever_service_client::RetrieverServiceClient;
+use thinkus_server::node::NodeHandle;
+use thinkus_server::{Config, ServiceKind};
+use tonic::Code;
+use tonic::transport::Channel;
+
+use crate::{nodes, support};
+
+#[derive(Debug, Clone, Copy)]
+enum Backend {
+    Sqlite,
+    Postgres,
+}
+
+/// A running node on the backend, or `None` when PostgreSQL is not configured (skipped).
+struct Node {
+    handle: NodeHandle,
+    channel: Channel,
+    _dir: tempfile::TempDir,
+}
+
+async fn start(backend: Backend, adjust: impl FnOnce(&mut Config)) -> Option<Node> {
+    let dir = tempfile::tempdir().unwrap();
+    let mut config = nodes::embedded_config(dir.path());
+    if let Backend::Postgres = backend {
+        let admin = support::server_from_env("TEST_DATABASE_URL", "knowledge manager on PostgreSQL")?;
+        config.storage.database = Some(support::fresh_postgres_database(&admin).await);
+    }
+    adjust(&mut config);
+    let handle = nodes::start(config, &ServiceKind::ALL, None).await;
+    let channel = nodes::channel(&handle).await;
+    Some(Node {
+        handle,
+        channel,
+        _dir: dir,
+    })
+}
+
+impl Node {
+    fn km(&self) -> KnowledgeManagerServiceClient<Channel> {
+        KnowledgeManagerServiceClient::new(self.channel.clone())
+    }
+
+    async fn stop(self) {
+        self.handle.shutdown().await.unwrap();
+    }
+}
+
+fn scope(user: &str, role: &str, project: Option<&str>) -> Scope {
+    Scope {
+        user_id: user.into(),
+        role_id: role.into(),
+        project_id: project.unwrap_or_default().into(),
+        session_id: String::new(),
+    }
+}
+
+fn user_says(text: &str) -> Message {
+    Message {
+        role: "user".into(),
+        content: text.into(),
+        ..Default::default()
+    }
+}
+
+async fn learn(node: &Node, scope: &Scope, text: &str, request_id: &str) -> LearnFromConversationResponse {
+    node.km()
+        .learn_from_conversation(LearnFromConversationRequest {
+            scope: Some(scope.clone()),
+            messages: vec![user_says(text)],
+            engine: Engine::Rules as i32,
+            request_id: request_id.into(),
+            ..Default::default()
+        })
+        .await
+        .unwrap_or_else(|err| panic!("learn {text:?}: {err}"))
+        .into_inner()
+}
+
+/// The ids and statuses of every memory of a user visible to the scope, in any status.
+async fn all_memories(node: &Node, scope: &Scope) -> Vec<thinkus_proto::common::Memory> {
+    node.km()
+        .list_memories(ListMemoriesRequest {
+            scope: Some(scope.clone()),
+            statuses: vec![
+                MemoryStatus::Active as i32,
+                MemoryStatus::Suppressed as i32,
+                MemoryStatus::Frozen as i32,
+                MemoryStatus::Replaced as i32,
+                MemoryStatus::Forgotten as i32,
+            ],
+            ..Default::default()
+        })
+        .await
+        .expect("list memories")
+        .into_inner()
+        .memories
+}
+
+async fn recalled_ids(node: &Node, scope: &Scope, query: &str) -> Vec<String> {
+    RetrieverServiceClient::new(node.channel.clone())
+        .recall(RecallRequest {
+            scope: Some(scope.clone()),
+            query: query.into(),
+            mode: RetrievalMode::Catalog as i32,
+            budget_tokens: 4000,
+            ..Default::default()
+        })
+        .await
+        .expect("recall")
+        .into_inner()
+        .catalog
+        .into_iter()
+        .map(|e| e.id)
+        .collect()
+}
+
+fn created(response: &LearnFromConversationResponse) -> Vec<&thinkus_proto::common::Memory> {
+    response
+        .results
+        .iter()
+        .filter(|r| r.outcome == WriteOutcome::Created as i32 || r.outcome == WriteOutcome::ReplacedOlder as i32)
+        .filter_map(|r| r.memory.as_ref())
+        .collect()
+}
+
+async fn preference_is_recalled(backend: Backend) {
+    let Some(node) = start(backend, |_| {}).await else {
+        return;
+    };
+    let me = scope("km-pref", "designer", Some("site"));
+    let learned = learn(&node, &me, "我喜欢简约的设计风格", "pref-1").await;
+    let written = created(&learned);
+    assert_eq!(written.len(), 1, "{learned:?}");
+    assert_eq!(
+        written[0].content, "我喜欢简约的设计风格",
+        "stored in the user's language"
+    );
+    assert_eq!(written[0].r#type, MemoryType::UserPreference as i32);
+    let ids = recalled_ids(&node, &me, "设计风格").await;
+    assert_eq!(ids.first(), Some(&written[0].id), "recall for 设计风格: {ids:?}");
+    node.stop().await;
+}
+
+async fn similar_preferences_merge(backend: Backend) {
+    let Some(node) = start(backend, |_| {}).await else {
+        return;
+    };
+    for (user, sayings) in [
+        (
+            "km-merge-zh",
+            [
+                "我喜欢简约的设计风格",
+                "我比较喜欢简约一点的设计风格",
+                "设计风格我喜欢简约的",
+            ],
+        ),
+        (
+            "km-merge-en",
+            [
+                "I prefer a minimalist design style",
+                "I like a minimalist design style",
+                "My preference is a minimalist design style",
+            ],
+        ),
+    ] {
+        let me = scope(user, "designer", None);
+        let mut outcomes = Vec::new();
+        for (i, text) in sayings.iter().enumerate() {
+            let learned = learn(&node, &me, text, &format!("{user}-{i}")).await;
+            assert_eq!(learned.results.len(), 1, "{text}: {learned:?}");
+            outcomes.push(learned.results[0].outcome);
+        }
+        assert_eq!(
+            outcomes,
+            vec![
+                WriteOutcome::Created as i32,
+                WriteOutcome::Reinforced as i32,
+                WriteOutcome::Reinforced as i32
+            ],
+            "{user}"
+        );
+        let memories = all_memories(&node, &me).await;
+        assert_eq!(memories.len(), 1, "{user}: one memory, {memories:?}");
+        assert_eq!(memories[0].evidence_count, 3, "{user}");
+        assert_eq!(memories[0].content, sayings[0], "{user}: the first wording is kept");
+        let history = node
+            .km()
+            .get_memory_history(GetMemoryHistoryRequest {
+                scope: Some(me.clone()),
+                memory_id: memories[0].id.clone(),
+            })
+            .await
+            .unwrap()
+            .into_inner()
+            .changes;
+        let evidence = history.iter().filter(|c| c.kind == ChangeKind::Evidence as i32).count();
+        assert_eq!(evidence, 2, "{user}: {history:?}");
+    }
+    // A different preference of the same kind stays its own memory.
+    let me = scope("km-merge-zh", "designer", None);
+    let learned = learn(&node, &me, "我喜欢深色模式的界面", "km-merge-zh-dark").await;
+    assert_eq!(created(&learned).len(), 1, "{learned:?}");
+    node.stop().await;
+}
+
+async fn budget_correction_replaces(backend: Backend) {
+    let Some(node) = start(backend, |_| {}).await else {
+        return;
+    };
+    let me = scope("km-budget", "cfo", Some("launch"));
+    let first = learn(&node, &me, "这个项目的预算是$500", "budget-1").await;
+    let old = created(&first);
+    assert_eq!(old.len(), 1, "{first:?}");
+    let old_id = old[0].id.clone();
+    let second = learn(&node, &me, "预算改成$800了，不是之前说的$500", "budget-2").await;
+    let result = second
+        .results
+        .iter()
+        .find(|r| r.outcome == WriteOutcome::ReplacedOlder as i32)
+        .unwrap_or_else(|| panic!("the new budget replaces the old one: {second:?}"));
+    let new = result.memory.clone().unwrap();
+    assert!(new.content.contains("$800"));
+    assert_eq!(result.replaced_ids, vec![old_id.clone()]);
+
+    let stored_old = node
+        .km()
+        .get_memory(GetMemoryRequest {
+            scope: Some(me.clone()),
+            memory_id: old_id.clone(),
+        })
+        .await
+        .unwrap()
+        .into_inner()
+        .memory
+        .unwrap();
+    assert_eq!(stored_old.status, MemoryStatus::Replaced as i32);
+    assert_eq!(stored_old.superseded_by, new.id);
+
+    let ids = recalled_ids(&node, &me, "预算是多少").await;
+    assert!(ids.contains(&new.id), "$800 is recalled: {ids:?}");
+    assert!(!ids.contains(&old_id), "$500 is not recalled: {ids:?}");
+
+    let history = node
+        .km()
+        .get_memory_history(GetMemoryHistoryRequest {
+            scope: Some(me.clone()),
+            memory_id: old_id.clone(),
+        })
+        .await
+        .unwrap()
+        .into_inner()
+        .changes;
+    let kinds: Vec<i32> = history.iter().map(|c| c.kind).collect();
+    assert_eq!(
+        kinds,
+        vec![ChangeKind::Create as i32, ChangeKind::Supersede as i32],
+        "{history:?}"
+    );
+    assert!(
+        history[1].after_json.contains(&new.id),
+        "the chain names the new memory"
+    );
+    node.stop().await;
+}
+
+fn draft(content: &str, importance: i32) -> MemoryDraft {
+    MemoryDraft {
+        r#type: MemoryType::ProjectDecision as i32,
+        content: content.into(),
+        importance,
+        ..Default::default()
+    }
+}
+
+async fn quota_cleans_up_then_refuses(backend: Backend) {
+    // Every low-value memory counts as old, so the cleanup has something to forget.
+    let Some(node) = start(backend, |config| config.knowledge.forget_after_days = 0).await else {
+        return;
+    };
+    let me = scope("km-quota", "pm", Some("crm"));
+    node.km()
+        .set_plan(SetPlanRequest {
+            scope: Some(me.clone()),
+            plan: "seed".into(),
+        })
+        .await
+        .expect("set plan");
+    let remember = |content: String, importance: i32, request_id: String| {
+        let mut km = node.km();
+        let me = me.clone();
+        async move {
+            km.remember(RememberRequest {
+                scope: Some(me),
+                memory: Some(draft(&content, importance)),
+                request_id,
+                skip_dedup: true,
+            })
+            .await
+        }
+    };
+    for i in 0..50 {
+        let importance = if i < 10 { 1 } else { 4 };
+        remember(
+            format!("第{i}号决定：模块{i}采用方案{i}"),
+            importance,
+            format!("fill-{i}"),
+        )
+        .await
+        .unwrap_or_else(|err| panic!("write {i} within the quota: {err}"));
+    }
+    // The 51st write makes room by forgetting the ten low-value ones.
+    remember("第50号决定：模块50采用方案50".into(), 4, "fill-50".into())
+        .await
+        .expect("cleanup makes room");
+    let forgotten = node
+        .km()
+        .list_memories(ListMemoriesRequest {
+            scope: Some(me.clone()),
+            statuses: vec![MemoryStatus::Forgotten as i32],
+            ..Default::default()
+        })
+        .await
+        .expect("list forgotten memories")
+        .into_inner()
+        .memories;
+    assert_eq!(forgotten.len(), 10, "the low-value memories were forgotten");
+    assert!(forgotten.iter().all(|m| m.importance == 1), "{forgotten:?}");
+    for i in 51..60 {
+        remember(format!("第{i}号决定：模块{i}采用方案{i}"), 4, format!("fill-{i}"))
+            .await
+            .unwrap_or_else(|err| panic!("write {i} after the cleanup: {err}"));
+    }
+    let refused = remember("第60号决定：模块60采用方案60".into(), 4, "fill-60".into())
+        .await
+        .expect_err("nothing left to clean up");
+    assert_eq!(refused.code(), Code::ResourceExhausted, "{refused:?}");
+    assert!(
+        refused.message().contains("seed") && refused.message().contains("50"),
+        "names the plan and the limit: {}",
+        refused.message()
+    );
+    node.stop().await;
+}
+
+async fn noise_and_not_memorable_write_nothing(backend: Backend) {
+    let Some(node) = start(backend, |_| {}).await else {
+        return;
+    };
+    let me = scope("km-noise", "cto", Some("bot"));
+    for (i, text) in [
+        "工作流执行上下文：当前步骤 2/5，输入参数 {{input.x}}",
+        "Step 1: call tool search_web; Step 2: summarize the results",
+        "我们决定上线时间，尚未确认",
+        "{{input.x}} 的预算必须控制在5万以内",
+    ]
+    .iter()
+    .enumerate()
+    {
+        let learned = learn(&node, &me, text, &format!("noise-{i}")).await;
+        assert!(created(&learned).is_empty(), "{text}: {learned:?}");
+    }
+    let skipped = node
+        .km()
+        .learn_from_conversation(LearnFromConversationRequest {
+            scope: Some(me.clone()),
+            messages: vec![user_says("我们决定用Stripe做支付，预算5万")],
+            engine: Engine::Rules as i32,
+            not_memorable: true,
+            ..Default::default()
+        })
+        .await
+        .unwrap()
+        .into_inner();
+    assert!(created(&skipped).is_empty(), "{skipped:?}");
+    assert!(all_memories(&node, &me).await.is_empty(), "nothing was stored");
+    // The same statement without the mark is stored: the checks above can fail.
+    let learned = learn(&node, &me, "我们决定用Stripe做支付，预算5万", "noise-real").await;
+    assert!(!created(&learned).is_empty(), "{learned:?}");
+    node.stop().await;
+}
+
+async fn duplicate_request_is_written_once(backend: Backend) {
+    let Some(node) = start(backend, |_| {}).await else {
+        return;
+    };
+    let me = scope("km-dup", "cto", Some("api"));
+    let first = learn(
+        &node,
+        &me,
+        "We decided to use PostgreSQL for the main database.",
+        "same-id",
+    )
+    .await;
+    assert_eq!(created(&first).len(), 1, "{first:?}");
+    let second = learn(
+        &node,
+        &me,
+        "We decided to use PostgreSQL for the main database.",
+        "same-id",
+    )
+    .await;
+    assert!(
+        second
+            .results
+            .iter()
+            .all(|r| r.outcome == WriteOutcome::DuplicateRequest as i32),
+        "{second:?}"
+    );
+    assert_eq!(all_memories(&node, &me).await.len(), 1);
+    let history = node
+        .km()
+        .get_memory_history(GetMemoryHistoryRequest {
+            scope: Some(me.clone()),
+            memory_id: created(&first)[0].id.clone(),
+        })
+        .await
+        .unwrap()
+        .into_inner()
+        .changes;
+    assert_eq!(history.len(), 1, "no evidence update either: {history:?}");
+    node.stop().await;
+}
+
+async fn corrections(backend: Backend) {
+    let Some(node) = start(backend, |_| {}).await else {
+        return;
+    };
+    let me = scope("km-correct", "cmo", Some("brand"));
+    let mut ids = Vec::new();
+    for (i, content) in ["品牌主色用蓝色", "Launch ads on LinkedIn only", "官网字体用思源黑体"]
+        .iter()
+        .enumerate()
+    {
+        let written = node
+            .km()
+            .remember(RememberRequest {
+                scope: Some(me.clone()),
+                memory: Some(draft(content, 4)),
+                request_id: format!("correct-{i}"),
+                skip_dedup: true,
+            })
+            .await
+            .unwrap()
+            .into_inner()
+            .result
+            .unwrap()
+            .memory
+            .unwrap();
+        ids.push((written.id, written.confidence));
+    }
+    let correct = |memory_id: String, action: CorrectionAction, new_content: &str| {
+        let mut km = node.km();
+        let me = me.clone();
+        let new_content = new_content.to_string();
+        async move {
+            km.correct_memory(CorrectMemoryRequest {
+                scope: Some(me),
+                memory_id,
+                action: action as i32,
+                evidence: "the user said so".into(),
+                new_content,
+                ..Default::default()
+            })
+            .await
+            .expect("correct")
+            .into_inner()
+        }
+    };
+    let suppressed = correct(ids[0].0.clone(), CorrectionAction::Suppress, "")
+        .await
+        .memory
+        .unwrap();
+    assert_eq!(suppressed.status, MemoryStatus::Suppressed as i32);
+    assert!(
+        (suppressed.confidence - (ids[0].1 - 0.3)).abs() < 1e-6,
+        "{suppressed:?}"
+    );
+    let frozen = correct(ids[1].0.clone(), CorrectionAction::Freeze, "")
+        .await
+        .memory
+        .unwrap();
+    assert_eq!(frozen.status, MemoryStatus::Frozen as i32);
+    let replaced = correct(ids[2].0.clone(), CorrectionAction::Replace, "官网字体改用苹方").await;
+    let (old, new) = (replaced.memory.unwrap(), replaced.replacement.unwrap());
+    assert_eq!(old.status, MemoryStatus::Replaced as i32);
+    assert_eq!(old.superseded_by, new.id);
+    assert_eq!(new.content, "官网字体改用苹方");
+    let recalled = recalled_ids(&node, &me, "官网字体").await;
+    assert!(
+        recalled.contains(&new.id) && !recalled.contains(&old.id),
+        "{recalled:?}"
+    );
+    let recalled = recalled_ids(&node, &me, "品牌主色").await;
+    assert!(
+        !recalled.contains(&ids[0].0),
+        "a suppressed memory is not recalled: {recalled:?}"
+    );
+    node.stop().await;
+}
+
+macro_rules! on_both_backends {
+    ($($name:ident),* $(,)?) => {
+        mod sqlite {
+            $(
+                #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+                async fn $name() {
+                    super::$name(super::Backend::Sqlite).await;
+                }
+            )*
+        }
+        mod postgres {
+            $(
+                #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+                async fn $name() {
+                    super::$name(super::Backend::Postgres).await;
+                }
+            )*
+        }
+    };
+}
+
+on_both_backends!(
+    preference_is_recalled,
+    similar_preferences_merge,
+    budget_correction_replaces,
+    quota_cleans_up_then_refuses,
+    noise_and_not_memorable_write_nothing,
+    duplicate_request_is_written_once,
+    corrections,
+);
