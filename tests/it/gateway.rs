@@ -9,6 +9,7 @@ use thinkus_proto::common::Scope;
 use thinkus_proto::gateway::gateway_service_client::GatewayServiceClient;
 use thinkus_proto::gateway::{
     CompleteTurnRequest, ConverseRequest, JobStatus, ListJobsRequest, PrepareTurnRequest, PrepareTurnResponse,
+    TraceItemKind,
 };
 use thinkus_server::{Config, ServiceKind};
 use tonic::Code;
@@ -356,5 +357,166 @@ async fn the_rest_facade_validates_and_maps_codes() {
         .await
         .unwrap();
     assert!(recalled["rendered"].as_str().unwrap().contains("5万"), "{recalled}");
+    node.shutdown().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_large_tool_output_is_offloaded_and_read_back() {
+    use thinkus_proto::artifact::artifact_service_client::ArtifactServiceClient;
+    use thinkus_proto::artifact::{ReadArtifactRequest, read_artifact_request::Locator};
+    use thinkus_proto::gateway::ToolCall;
+
+    let dir = tempfile::tempdir().unwrap();
+    let node = nodes::start(config(dir.path()), &ServiceKind::ALL, None).await;
+    let channel = nodes::channel(&node).await;
+    let mut client = GatewayServiceClient::new(channel.clone());
+    let log: String = (1..=300)
+        .map(|n| match n {
+            137 => "2026-11-20T10:00:37Z ERROR payment webhook timed out after 30s (order 1137)\n".to_string(),
+            n => format!(
+                "2026-11-20T10:00:{:02}Z INFO processed order {} in {} ms\n",
+                n % 60,
+                1000 + n,
+                20 + n % 7
+            ),
+        })
+        .collect();
+    let completed = client
+        .complete_turn(CompleteTurnRequest {
+            scope: Some(scope("hana", "s1")),
+            user_message: "Check the payment service log for errors.".into(),
+            assistant_message: "One webhook timed out; details in the log.".into(),
+            tool_calls: vec![
+                ToolCall {
+                    id: "call-1".into(),
+                    name: "read_log".into(),
+                    output: log.clone(),
+                    path: "logs/payment.log".into(),
+                    ..Default::default()
+                },
+                ToolCall {
+                    id: "call-2".into(),
+                    name: "ping".into(),
+                    output: "pong".into(),
+                    ..Default::default()
+                },
+            ],
+            ..Default::default()
+        })
+        .await
+        .unwrap()
+        .into_inner();
+    let offloaded = &completed.tool_calls[0];
+    assert!(offloaded.offloaded);
+    assert!(offloaded.artifact_id.starts_with("art_"));
+    let compact = offloaded.compact.clone().expect("a compact");
+    assert!(compact.tokens > 0 && compact.tokens < 500, "{}", compact.tokens);
+    assert!(offloaded.original_tokens > 2 * compact.tokens as i32);
+    assert_eq!(offloaded.replacement, compact.rendered);
+    assert!(compact.rendered.contains("300"), "{}", compact.rendered);
+    // A small output stays in the conversation.
+    assert!(!completed.tool_calls[1].offloaded);
+    assert_eq!(completed.tool_calls[1].replacement, "pong");
+
+    let read = ArtifactServiceClient::new(channel)
+        .read_artifact(ReadArtifactRequest {
+            scope: Some(scope("hana", "s1")),
+            artifact_id: offloaded.artifact_id.clone(),
+            locator: Some(Locator::Lines("135-139".into())),
+            ..Default::default()
+        })
+        .await
+        .unwrap()
+        .into_inner();
+    assert_eq!(read.content.lines().count(), 5);
+    assert!(
+        read.content.contains("ERROR payment webhook timed out"),
+        "{}",
+        read.content
+    );
+    assert_eq!(read.total_lines, 300);
+
+    // Later in the session, a message about the log gets the compact in its context.
+    let prepared = client
+        .prepare_turn(PrepareTurnRequest {
+            scope: Some(scope("hana", "s1")),
+            message: "Which payment log error should we fix first?".into(),
+            recent_messages: vec!["Check the payment service log for errors.".into()],
+            ..Default::default()
+        })
+        .await
+        .unwrap()
+        .into_inner();
+    let trace = prepared.trace.unwrap();
+    assert!(
+        trace
+            .items
+            .iter()
+            .any(|i| i.id == offloaded.artifact_id && i.included && i.kind == TraceItemKind::Artifact as i32),
+        "{:?}",
+        trace.items
+    );
+    assert!(prepared.context.contains(&offloaded.artifact_id));
+    assert!(prepared.tokens_used <= prepared.budget_tokens);
+    node.shutdown().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_new_session_starts_from_the_last_summary() {
+    use thinkus_proto::summary::GenerateSummaryRequest;
+    use thinkus_proto::summary::summary_service_client::SummaryServiceClient;
+
+    let dir = tempfile::tempdir().unwrap();
+    let node = nodes::start(config(dir.path()), &ServiceKind::ALL, None).await;
+    let channel = nodes::channel(&node).await;
+    let mut client = GatewayServiceClient::new(channel.clone());
+    for (n, (user, assistant)) in [
+        ("这次的目标是两周内上线会员积分功能。", "好的，我们先梳理需求。"),
+        (
+            "我们决定积分规则用消费1元得1分，因为财务算得清楚。",
+            "明白，已按这个规则设计。",
+        ),
+        ("下一步需要设计师出积分页面的设计稿。", "我会跟进设计稿。"),
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        client
+            .complete_turn(CompleteTurnRequest {
+                scope: Some(scope("ivan", "s1")),
+                user_message: user.into(),
+                assistant_message: assistant.into(),
+                request_id: format!("ivan-{n}"),
+                ..Default::default()
+            })
+            .await
+            .unwrap();
+    }
+    drained(&mut client, "ivan").await;
+    SummaryServiceClient::new(channel)
+        .generate_summary(GenerateSummaryRequest {
+            scope: Some(scope("ivan", "s1")),
+            ..Default::default()
+        })
+        .await
+        .expect("summarise the first session");
+
+    // The first message of the next session: the last session's summary comes with it.
+    let prepared = client
+        .prepare_turn(PrepareTurnRequest {
+            scope: Some(scope("ivan", "s2")),
+            message: "我们继续吧".into(),
+            ..Default::default()
+        })
+        .await
+        .unwrap()
+        .into_inner();
+    let last = prepared
+        .sections
+        .iter()
+        .find(|s| s.kind == thinkus_proto::gateway::SectionKind::LastSession as i32)
+        .unwrap_or_else(|| panic!("no last-session section in {:?}", prepared.sections));
+    assert!(last.text.contains("积分"), "{}", last.text);
+    assert!(prepared.tokens_used <= prepared.budget_tokens);
     node.shutdown().await.unwrap();
 }

@@ -165,10 +165,11 @@ async fn one_turn_is_one_trace_across_the_services() {
     );
     // The embedded vector index has one owner: the retriever and the knowledge manager share a
     // process here (with a Qdrant server they run apart).
+    let store_metrics = free_port();
     let mut store = spawn(
         "knowledge-manager,retriever",
         store_port,
-        free_port(),
+        store_metrics,
         dir.path(),
         &otlp,
         &[],
@@ -209,6 +210,15 @@ async fn one_turn_is_one_trace_across_the_services() {
             user_message: "We decided to use PostgreSQL for the orders service because we need transactions.".into(),
             assistant_message: "Noted: PostgreSQL for orders.".into(),
             request_id: "trace-turn-1".into(),
+            tool_calls: vec![thinkus_proto::gateway::ToolCall {
+                id: "call-1".into(),
+                name: "explain_schema".into(),
+                output: (1..=200)
+                    .map(|n| format!("CREATE TABLE orders_{n} (id bigint primary key, total numeric);\n"))
+                    .collect(),
+                path: "schema.sql".into(),
+                ..Default::default()
+            }],
             ..Default::default()
         })
         .await
@@ -250,6 +260,26 @@ async fn one_turn_is_one_trace_across_the_services() {
         .unwrap();
     assert!(metrics.contains("thinkus_grpc_requests_total"), "{metrics}");
     assert!(metrics.contains("PrepareTurn"), "{metrics}");
+    assert!(
+        metrics.contains("thinkus_job_runs_total{kind=\"learn\",outcome=\"succeeded\"}"),
+        "{metrics}"
+    );
+    // Memories by status are counted every 10 s.
+    let mut metrics = String::new();
+    for _ in 0..60 {
+        metrics = reqwest::get(format!("http://127.0.0.1:{store_metrics}/metrics"))
+            .await
+            .unwrap()
+            .text()
+            .await
+            .unwrap();
+        if metrics.contains("thinkus_memories{status=\"active\"}") {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    }
+    assert!(metrics.contains("thinkus_memories{status=\"active\"}"), "{metrics}");
+    assert!(metrics.contains("thinkus_backend_duration_seconds"), "{metrics}");
 
     for child in [&mut gateway, &mut store, &mut controller] {
         terminate(child);
@@ -292,4 +322,8 @@ async fn one_turn_is_one_trace_across_the_services() {
     assert!(server_of(&trace, "knowledge-manager"));
     assert!(has(&trace, |s| s.name == "vector.upsert"));
     assert!(has(&trace, |s| s.name == "db.commit"));
+    assert!(
+        has(&trace, |s| s.name.starts_with("blob.put")),
+        "the tool output went to the blob store"
+    );
 }

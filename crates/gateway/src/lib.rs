@@ -4,6 +4,7 @@
 //! tool outputs as artifacts and queues learning and the summary update on a durable queue that
 //! background workers drain. A REST/JSON facade serves the design's HTTP routes.
 
+pub mod adapters;
 pub mod api;
 pub mod config;
 pub mod context;

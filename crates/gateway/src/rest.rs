@@ -363,7 +363,7 @@ async fn write(
             "evidenceCount": m.evidence_count,
         })).collect::<Vec<_>>(),
         "results": learned.results.iter().map(|r| json!({
-            "outcome": format!("{:?}", r.outcome).to_lowercase(),
+            "outcome": r.outcome.as_str(),
             "memoryId": r.memory.as_ref().map(|m| m.id.clone()),
             "candidateId": r.candidate_id,
             "reason": r.reason,

@@ -333,6 +333,11 @@ pub async fn start(
             }
         }
     }
+    if manager.is_some()
+        && let Some(store) = backends.store.clone()
+    {
+        tasks.push(tokio::spawn(publish_memory_counts(store, shutdown.clone())));
+    }
     if let Some(km) = &manager {
         tasks.push(tokio::spawn(maintenance(
             km.clone(),
@@ -380,8 +385,12 @@ fn gateway_local(config: &Config, apis: &Apis, backends: &Backends) -> anyhow::R
         controller: required(&apis.controller, "the memory controller client")?,
         retriever: required(&apis.retriever, "the retriever client")?,
         knowledge: required(&apis.knowledge, "the knowledge manager client")?,
-        artifacts: None,
-        summaries: None,
+        artifacts: apis.artifact.clone().map(|api| {
+            Arc::new(thinkus_gateway::adapters::Artifacts(api)) as Arc<dyn thinkus_gateway::extras::ArtifactPort>
+        }),
+        summaries: apis.summary.clone().map(|api| {
+            Arc::new(thinkus_gateway::adapters::Summaries(api)) as Arc<dyn thinkus_gateway::extras::SummaryPort>
+        }),
     };
     let jobs: Arc<dyn thinkus_backends::sql::JobStore> = required(&backends.store, "the database")?;
     Ok(Arc::new(thinkus_gateway::Gateway::new(
@@ -424,6 +433,28 @@ async fn watch_health(backends: Backends, health: Health, shutdown: Cancellation
     }
 }
 
+/// Publishes the number of memories by status (`thinkus_memories{status}`) every 10 s.
+async fn publish_memory_counts(store: Arc<thinkus_backends::sql::SqlStore>, shutdown: CancellationToken) {
+    use thinkus_backends::sql::MemoryStore;
+    loop {
+        match store.count_by_status().await {
+            Ok(counts) => {
+                for (status, count) in counts {
+                    thinkus_common::metrics::METRICS
+                        .memories
+                        .with_label_values(&[status.as_str()])
+                        .set(count as i64);
+                }
+            }
+            Err(err) => tracing::warn!(%err, "cannot count memories for the metrics"),
+        }
+        tokio::select! {
+            _ = shutdown.cancelled() => return,
+            _ = tokio::time::sleep(Duration::from_secs(10)) => {}
+        }
+    }
+}
+
 /// Reconciles the vector index with the store at start (writes acknowledged just before a
 /// crash are in the store, maybe not yet in the index), then runs the decay and forgetting
 /// sweeps on schedule.
@@ -442,11 +473,18 @@ async fn maintenance(km: Arc<KnowledgeManager>, interval: Duration, shutdown: Ca
             _ = tokio::time::sleep(interval) => {}
         }
         match km.run_maintenance(None, true, true, None).await {
-            Ok(report) => tracing::info!(
-                decayed = report.decayed,
-                forgotten = report.forgotten,
-                "maintenance sweep"
-            ),
+            Ok(report) => {
+                let metrics = &thinkus_common::metrics::METRICS;
+                for (kind, changed) in [("decay", report.decayed), ("forget", report.forgotten)] {
+                    metrics.sweeps.with_label_values(&[kind]).inc();
+                    metrics.sweep_changes.with_label_values(&[kind]).inc_by(changed);
+                }
+                tracing::info!(
+                    decayed = report.decayed,
+                    forgotten = report.forgotten,
+                    "maintenance sweep"
+                )
+            }
             Err(err) => tracing::error!(%err, "maintenance sweep failed"),
         }
     }

@@ -9,6 +9,7 @@ mod locomo;
 pub mod locomo_data;
 pub mod stats;
 mod summary;
+mod tokens;
 
 use std::path::PathBuf;
 
@@ -34,6 +35,38 @@ pub enum Bench {
         #[arg(long)]
         verbose: bool,
     },
+    /// The gateway end to end on a LoCoMo file: context tokens per question vs the full history,
+    /// and how often the evidence is in the context.
+    Tokens {
+        /// The LoCoMo JSON file.
+        #[arg(long)]
+        data: PathBuf,
+        /// Keep the state here instead of a temporary folder.
+        #[arg(long)]
+        data_dir: Option<PathBuf>,
+        /// Only the first N samples.
+        #[arg(long)]
+        limit: Option<usize>,
+    },
+    /// The knowledge manager's extraction rules and admission on a labelled JSONL file
+    /// (datasets/extract.jsonl): precision, recall and junk ratio per language.
+    Extract {
+        #[arg(long)]
+        data: PathBuf,
+        /// Print every line the rules got wrong.
+        #[arg(long)]
+        verbose: bool,
+    },
+    /// End-to-end write throughput of the knowledge manager (embedding and indexing included)
+    /// on the embedded defaults in a temporary folder.
+    Ingest {
+        /// The number of memories to write.
+        #[arg(long, default_value_t = 1000)]
+        n: usize,
+        /// Keep the state here instead of a temporary folder.
+        #[arg(long)]
+        data_dir: Option<PathBuf>,
+    },
     /// The summary rules on a LoCoMo file: coverage of the annotated events, summary tokens as a
     /// share of the session's, time per session.
     Summary {
@@ -53,35 +86,6 @@ pub enum Bench {
         /// The folder whose files are stored (sources, cargo JSON output, logs).
         #[arg(long)]
         data: PathBuf,
-        /// Keep the state here instead of a temporary folder.
-        #[arg(long)]
-        data_dir: Option<PathBuf>,
-    },
-    /// The artifact service on every file under a folder: compact tokens vs full tokens, and
-    /// partial-read latency on a generated 10 MB artifact (local blob folder).
-    Artifacts {
-        /// The folder whose files are stored (sources, cargo JSON output, logs).
-        #[arg(long)]
-        data: PathBuf,
-        /// Keep the state here instead of a temporary folder.
-        #[arg(long)]
-        data_dir: Option<PathBuf>,
-    },
-    /// The knowledge manager's extraction rules and admission on a labelled JSONL file
-    /// (datasets/extract.jsonl): precision, recall and junk ratio per language.
-    Extract {
-        #[arg(long)]
-        data: PathBuf,
-        /// Print every line the rules got wrong.
-        #[arg(long)]
-        verbose: bool,
-    },
-    /// End-to-end write throughput of the knowledge manager (embedding and indexing included)
-    /// on the embedded defaults in a temporary folder.
-    Ingest {
-        /// The number of memories to write.
-        #[arg(long, default_value_t = 1000)]
-        n: usize,
         /// Keep the state here instead of a temporary folder.
         #[arg(long)]
         data_dir: Option<PathBuf>,
@@ -116,10 +120,11 @@ pub async fn run(bench: Bench, config: Config) -> anyhow::Result<()> {
             limit,
             verbose,
         } => locomo::run(config, &data, data_dir, limit, verbose).await,
-        Bench::Summary { data, limit, verbose } => summary::run(config, &data, limit, verbose).await,
-        Bench::Artifacts { data, data_dir } => artifacts::run(config, &data, data_dir).await,
+        Bench::Tokens { data, data_dir, limit } => tokens::run(config, &data, data_dir, limit).await,
         Bench::Extract { data, verbose } => extract::run(&data, verbose).await,
         Bench::Ingest { n, data_dir } => ingest::run(config, n, data_dir).await,
+        Bench::Summary { data, limit, verbose } => summary::run(config, &data, limit, verbose).await,
+        Bench::Artifacts { data, data_dir } => artifacts::run(config, &data, data_dir).await,
         Bench::Controller { data, now, verbose } => controller::run(&data, dataset_now(now.as_deref())?, verbose).await,
     }
 }

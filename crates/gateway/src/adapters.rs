@@ -1,0 +1,196 @@
+//! The gateway's ports over the artifact and summary services' APIs (in process or gRPC).
+
+use std::collections::BTreeSet;
+use std::sync::Arc;
+
+use async_trait::async_trait;
+use bytes::Bytes;
+use thinkus_artifact::ArtifactApi;
+use thinkus_artifact::api::{ListRequest as ArtifactList, NewArtifact};
+use thinkus_common::ApiError;
+use thinkus_common::model::{Language, Message, Scope};
+use thinkus_common::text::terms;
+use thinkus_summary::SummaryApi;
+use thinkus_summary::api::{ListRequest as SummaryList, RecordRequest, RenderRequest};
+
+use crate::api::ToolCall;
+use crate::extras::{ArtifactPort, LastSummary, RelevantArtifact, StoredOutput, SummaryPort};
+
+/// The artifact service as the gateway's port.
+pub struct Artifacts(pub Arc<dyn ArtifactApi>);
+
+/// How much of an artifact's description the message's terms cover, from 0 to 1; 1 when the
+/// message names the artifact.
+fn overlap(message_terms: &BTreeSet<String>, message: &str, id: &str, description: &str) -> f64 {
+    if message.contains(id) {
+        return 1.0;
+    }
+    if message_terms.is_empty() {
+        return 0.0;
+    }
+    let described: BTreeSet<String> = terms(description).into_iter().collect();
+    let shared = message_terms.intersection(&described).count();
+    shared as f64 / message_terms.len() as f64
+}
+
+#[async_trait]
+impl ArtifactPort for Artifacts {
+    async fn relevant(
+        &self,
+        scope: &Scope,
+        message: &str,
+        limit: usize,
+        language: Language,
+    ) -> Result<Vec<RelevantArtifact>, ApiError> {
+        if scope.session_id.is_none() || limit == 0 {
+            return Ok(Vec::new());
+        }
+        let listed = self
+            .0
+            .list(ArtifactList {
+                scope: scope.clone(),
+                limit,
+                offset: 0,
+            })
+            .await?;
+        let message_terms: BTreeSet<String> = terms(message).into_iter().collect();
+        let mut found: Vec<RelevantArtifact> = listed
+            .into_iter()
+            .filter_map(|(info, compact)| {
+                let description = format!(
+                    "{} {} {} {}",
+                    info.path.clone().unwrap_or_default(),
+                    info.tool_name.clone().unwrap_or_default(),
+                    compact.type_label,
+                    compact.summary
+                );
+                let score = overlap(&message_terms, message, &info.id, &description);
+                (score > 0.0).then(|| RelevantArtifact {
+                    id: info.id.clone(),
+                    text: compact.rendered.clone(),
+                    score,
+                    reason: match language {
+                        Language::Zh => format!("本会话的产物，与消息的词重合度{score:.2}"),
+                        Language::En => {
+                            format!("an artifact of this session; term overlap with the message {score:.2}")
+                        }
+                    },
+                })
+            })
+            .collect();
+        found.sort_by(|a, b| b.score.total_cmp(&a.score));
+        Ok(found)
+    }
+
+    async fn store_tool_output(&self, scope: &Scope, call: &ToolCall) -> Result<StoredOutput, ApiError> {
+        let some = |s: &str| (!s.is_empty()).then(|| s.to_string());
+        let stored = self
+            .0
+            .create(
+                NewArtifact {
+                    scope: scope.clone(),
+                    tool_call_id: some(&call.id),
+                    tool_name: some(&call.name),
+                    mime_type: some(&call.mime_type),
+                    path: some(&call.path),
+                    ..Default::default()
+                },
+                Bytes::from(call.output.clone()),
+            )
+            .await?;
+        Ok(StoredOutput {
+            artifact_id: stored.artifact.id.clone(),
+            compact: thinkus_artifact::convert::compact_to_proto(&stored.compact),
+        })
+    }
+}
+
+/// The summary service as the gateway's port.
+pub struct Summaries(pub Arc<dyn SummaryApi>);
+
+#[async_trait]
+impl SummaryPort for Summaries {
+    async fn last_summary(
+        &self,
+        scope: &Scope,
+        budget_tokens: u32,
+        language: Language,
+    ) -> Result<Option<LastSummary>, ApiError> {
+        if budget_tokens == 0 {
+            return Ok(None);
+        }
+        let recent = self
+            .0
+            .list(SummaryList {
+                scope: Scope {
+                    session_id: None,
+                    ..scope.clone()
+                },
+                limit: 5,
+                other_roles_only: false,
+            })
+            .await?;
+        let Some(last) = recent
+            .into_iter()
+            .find(|s| s.scope.session_id.is_some() && s.scope.session_id != scope.session_id)
+        else {
+            return Ok(None);
+        };
+        let session_id = last.scope.session_id.clone().unwrap_or_default();
+        let rendered = self
+            .0
+            .render(RenderRequest {
+                scope: Scope {
+                    session_id: None,
+                    ..scope.clone()
+                },
+                session_id: session_id.clone(),
+                budget_tokens: Some(budget_tokens),
+                language: Some(language),
+                now: None,
+            })
+            .await?;
+        Ok(Some(LastSummary {
+            id: last.id,
+            session_id,
+            text: rendered.markdown,
+        }))
+    }
+
+    async fn record(&self, scope: &Scope, messages: Vec<Message>) -> Result<(), ApiError> {
+        self.0
+            .record(RecordRequest {
+                scope: scope.clone(),
+                messages,
+                phase_completed: false,
+            })
+            .await?;
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn overlap_counts_shared_terms_and_names() {
+        let message = "the build log shows which test failed?";
+        let message_terms: BTreeSet<String> = terms(message).into_iter().collect();
+        let log = overlap(
+            &message_terms,
+            message,
+            "art_1",
+            "cargo-test.log log 120 lines, 3 errors, test failed",
+        );
+        let unrelated = overlap(
+            &message_terms,
+            message,
+            "art_2",
+            "design.md Markdown heading outline: colours",
+        );
+        assert!(log > unrelated, "{log} {unrelated}");
+        assert_eq!(unrelated, 0.0);
+        assert_eq!(overlap(&message_terms, "look at art_9 please", "art_9", ""), 1.0);
+    }
+}

@@ -1,0 +1,209 @@
+//! `thinkus bench tokens`: the gateway end to end on a LoCoMo file. Each conversation is
+//! replayed through `CompleteTurn` turn by turn (one user per conversation, one session per
+//! LoCoMo session, the turn's date as its time, "Speaker: text" as the message); once the queue
+//! has drained, every question of categories 1-4 goes through `PrepareTurn` with the default
+//! budget. Printed: the context's tokens (median, p95) against the full history's, the share of
+//! questions whose evidence turns are all in the context (and the share with at least one), and
+//! PrepareTurn's latency through gRPC.
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use serde_json::json;
+use thinkus_backends::sql::MemoryStore;
+use thinkus_common::convert::timestamp;
+use thinkus_common::tokens::TokenCounter;
+use thinkus_proto::common::Scope;
+use thinkus_proto::gateway::gateway_service_client::GatewayServiceClient;
+use thinkus_proto::gateway::{CompleteTurnRequest, JobStatus, ListJobsRequest, PrepareTurnRequest, TraceItemKind};
+use tokio_util::sync::CancellationToken;
+
+use super::locomo_data;
+use super::stats::{median, percentile_ms, quantile};
+use super::{say, state_dir};
+use crate::config::Config;
+use crate::services::ServiceKind;
+
+fn scope(user: &str, session: &str) -> Scope {
+    Scope {
+        user_id: user.into(),
+        role_id: "assistant".into(),
+        project_id: String::new(),
+        session_id: session.into(),
+    }
+}
+
+pub async fn run(
+    mut config: Config,
+    data: &Path,
+    data_dir: Option<PathBuf>,
+    limit: Option<usize>,
+) -> anyhow::Result<()> {
+    let mut samples = locomo_data::load(data)?;
+    if let Some(limit) = limit {
+        samples.truncate(limit);
+    }
+    let (dir, _temp) = state_dir(data_dir)?;
+    config.server.data_dir = dir.clone();
+    config.server.metrics_addr = None;
+    config.knowledge.decay_interval_hours = 0;
+    config.gateway.rate_per_second = 0.0;
+    config.gateway.poll_interval_ms = 10;
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
+    let services = ServiceKind::ALL.iter().copied().collect();
+    let shutdown = CancellationToken::new();
+    let node = crate::node::start(config, services, listener, None, shutdown.clone()).await?;
+    thinkus_common::grpc::wait_serving(&node.url(), ServiceKind::Gateway.grpc_name(), Duration::from_secs(60)).await?;
+    let channel = tonic::transport::Endpoint::from_shared(node.url())?.connect().await?;
+    let mut client = GatewayServiceClient::new(channel)
+        .max_decoding_message_size(64 << 20)
+        .max_encoding_message_size(64 << 20);
+    let store = node
+        .backends
+        .store
+        .clone()
+        .ok_or_else(|| anyhow::anyhow!("the node opened no database"))?;
+    let tokens = TokenCounter::default();
+    say(format!(
+        "tokens: {} conversations from {} through the gateway (state in {})",
+        samples.len(),
+        data.display(),
+        dir.display()
+    ));
+
+    let started = Instant::now();
+    let mut full_tokens: HashMap<String, usize> = HashMap::new();
+    let mut turns = 0usize;
+    for sample in &samples {
+        let user = format!("locomo-{}", sample.id);
+        let mut history = 0usize;
+        for session in &sample.sessions {
+            for turn in &session.turns {
+                let mut message = format!("{}: {}", turn.speaker, turn.text);
+                if let Some(caption) = &turn.caption {
+                    message.push_str(&format!(" [shared an image: {caption}]"));
+                }
+                history += tokens.count(&message) + 1;
+                client
+                    .complete_turn(CompleteTurnRequest {
+                        scope: Some(scope(&user, &format!("session_{}", session.number))),
+                        user_message: message,
+                        request_id: turn.dia_id.clone(),
+                        occurred_at: Some(timestamp(turn.at)),
+                        ..Default::default()
+                    })
+                    .await?;
+                turns += 1;
+            }
+        }
+        full_tokens.insert(user, history);
+    }
+    // Wait for the queue to drain.
+    for sample in &samples {
+        let user = format!("locomo-{}", sample.id);
+        loop {
+            let jobs = client
+                .list_jobs(ListJobsRequest {
+                    scope: Some(scope(&user, "")),
+                    status: JobStatus::Pending as i32,
+                    ..Default::default()
+                })
+                .await?
+                .into_inner()
+                .jobs;
+            if jobs.is_empty() {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        }
+    }
+    let replay = started.elapsed();
+    say(format!(
+        "replayed {turns} turns through CompleteTurn and drained the queue in {:.1}s",
+        replay.as_secs_f64()
+    ));
+
+    let mut context_tokens: Vec<f64> = Vec::new();
+    let mut history_tokens: Vec<f64> = Vec::new();
+    let mut latencies: Vec<Duration> = Vec::new();
+    let (mut all_in, mut any_in, mut n) = (0usize, 0usize, 0usize);
+    let mut dia_of: HashMap<String, Option<String>> = HashMap::new();
+    for sample in &samples {
+        let user = format!("locomo-{}", sample.id);
+        for question in sample
+            .questions
+            .iter()
+            .filter(|q| (1..=4).contains(&q.category) && !q.evidence.is_empty())
+        {
+            let asked = Instant::now();
+            let prepared = client
+                .prepare_turn(PrepareTurnRequest {
+                    scope: Some(scope(&user, "questions")),
+                    message: question.question.clone(),
+                    recent_messages: vec!["(the conversation continues)".into()],
+                    ..Default::default()
+                })
+                .await?
+                .into_inner();
+            latencies.push(asked.elapsed());
+            n += 1;
+            context_tokens.push(prepared.tokens_used as f64);
+            history_tokens.push(full_tokens.get(&user).copied().unwrap_or(0) as f64);
+            let mut found: Vec<String> = Vec::new();
+            for item in prepared.trace.iter().flat_map(|t| &t.items) {
+                if !item.included || item.kind != TraceItemKind::Memory as i32 {
+                    continue;
+                }
+                if !dia_of.contains_key(&item.id) {
+                    let memory = store.get_memory(&user, &item.id).await?;
+                    let dia = memory
+                        .and_then(|m| m.external_id)
+                        .map(|e| e.trim_end_matches(":user").trim_end_matches(":assistant").to_string());
+                    dia_of.insert(item.id.clone(), dia);
+                }
+                if let Some(Some(dia)) = dia_of.get(&item.id) {
+                    found.push(dia.clone());
+                }
+            }
+            let present = question.evidence.iter().filter(|e| found.contains(e)).count();
+            if present == question.evidence.len() {
+                all_in += 1;
+            }
+            if present > 0 {
+                any_in += 1;
+            }
+        }
+    }
+    anyhow::ensure!(n > 0, "{} has no questions of categories 1-4", data.display());
+    let ratio = |a: usize| a as f64 / n as f64;
+    let median_tokens = median(&context_tokens);
+    let p95_tokens = quantile(&context_tokens, 0.95);
+    let full = median(&history_tokens);
+    let p50 = percentile_ms(&latencies, 0.5);
+    let p95 = percentile_ms(&latencies, 0.95);
+    say(format!(
+        "context tokens: median {median_tokens:.0}, p95 {p95_tokens:.0} (budget 2000); full history: median {full:.0} ({:.1}% of it)",
+        100.0 * median_tokens / full.max(1.0)
+    ));
+    say(format!(
+        "evidence in context: all evidence {:.3}, some evidence {:.3} ({n} questions)",
+        ratio(all_in),
+        ratio(any_in)
+    ));
+    say(format!("PrepareTurn through gRPC: p50 {p50:.1} ms, p95 {p95:.1} ms"));
+    node.shutdown().await?;
+    let round = |v: f64| (v * 10_000.0).round() / 10_000.0;
+    say(json!({
+        "median_tokens": median_tokens,
+        "p95_tokens": p95_tokens,
+        "full_tokens": full,
+        "evidence_in_context": round(ratio(all_in)),
+        "some_evidence_in_context": round(ratio(any_in)),
+        "p50_ms": round(p50),
+        "p95_ms": round(p95),
+        "n": n,
+    })
+    .to_string());
+    Ok(())
+}
