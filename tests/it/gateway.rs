@@ -90,10 +90,14 @@ async fn a_completed_turn_is_in_the_next_context_within_budget() {
     let first = client.complete_turn(turn.clone()).await.unwrap().into_inner();
     assert!(!first.job_ids.is_empty());
     // A retry of the same turn queues nothing new.
-    let again = client.complete_turn(turn).await.unwrap().into_inner();
+    let again = client.complete_turn(turn.clone()).await.unwrap().into_inner();
     assert_eq!(again.job_ids, first.job_ids);
     let jobs = drained(&mut client, "dana").await;
     assert!(jobs.iter().all(|j| j.status == JobStatus::Succeeded as i32), "{jobs:?}");
+    // Even once its jobs have run, a retried turn is not learned twice.
+    let late = client.complete_turn(turn).await.unwrap().into_inner();
+    assert_eq!(late.job_ids, first.job_ids);
+    assert_eq!(drained(&mut client, "dana").await.len(), jobs.len());
 
     let context = prepare(&mut client, "dana", "我们之前定的前端框架是什么？", 0).await;
     let trace = context.trace.clone().unwrap();

@@ -397,8 +397,22 @@ impl Gateway {
     ) -> Result<String, ApiError> {
         let now = Utc::now();
         let payload = serde_json::to_string(payload).map_err(|err| ApiError::internal(err.to_string()))?;
+        // A retried request (same dedupe key) finds its job whatever became of it: the job id is
+        // derived from the key, so a finished job is not queued again.
+        let id = match &dedupe_key {
+            Some(key) => {
+                use sha2::Digest;
+                let digest = sha2::Sha256::digest(key.as_bytes());
+                let id = format!("job_{}", hex::encode(&digest[..16]));
+                if let Some(existing) = self.jobs.get_job(&id).await? {
+                    return Ok(existing.id);
+                }
+                id
+            }
+            None => thinkus_common::ids::new_id(thinkus_common::ids::IdKind::Job),
+        };
         let job = JobRecord {
-            id: thinkus_common::ids::new_id(thinkus_common::ids::IdKind::Job),
+            id: id.clone(),
             kind: kind.to_string(),
             user_id: scope.user_id.clone(),
             session_id: scope.session_id.clone(),
@@ -413,7 +427,14 @@ impl Gateway {
             created_at: now,
             updated_at: now,
         };
-        Ok(self.jobs.enqueue(&job).await?)
+        match self.jobs.enqueue(&job).await {
+            Ok(queued) => Ok(queued),
+            // A concurrent retry of the same request won the insert.
+            Err(err) => match self.jobs.get_job(&id).await? {
+                Some(existing) if job.dedupe_key.is_some() => Ok(existing.id),
+                _ => Err(err.into()),
+            },
+        }
     }
 
     /// Runs one job's work, in a span that continues the trace of the turn that queued it.
