@@ -524,3 +524,140 @@ async fn a_new_session_starts_from_the_last_summary() {
     assert!(prepared.tokens_used <= prepared.budget_tokens);
     node.shutdown().await.unwrap();
 }
+
+/// Where the services run for a scenario.
+enum Layout {
+    AllInOne,
+    /// Every service its own server (sharing this process's embedded backends, as the embedded
+    /// vector index has one owner); the gateway reaches the others over gRPC.
+    Distributed,
+}
+
+/// Starts the layout; the gateway's channel and the nodes to shut down.
+async fn layout(dir: &std::path::Path, layout: Layout) -> (Channel, Vec<thinkus_server::node::NodeHandle>) {
+    let config = config(dir);
+    match layout {
+        Layout::AllInOne => {
+            let node = nodes::start(config, &ServiceKind::ALL, None).await;
+            (nodes::channel(&node).await, vec![node])
+        }
+        Layout::Distributed => {
+            let all = ServiceKind::ALL.iter().copied().collect();
+            let backends = thinkus_server::node::open_backends(&config, &all).await.unwrap();
+            let mut config = config;
+            let mut started = Vec::new();
+            for kind in [
+                ServiceKind::MemoryController,
+                ServiceKind::KnowledgeManager,
+                ServiceKind::Retriever,
+                ServiceKind::Artifact,
+                ServiceKind::Summary,
+            ] {
+                let node = nodes::start(config.clone(), &[kind], Some(backends.clone())).await;
+                let url = Some(node.url());
+                match kind {
+                    ServiceKind::MemoryController => config.endpoints.memory_controller = url,
+                    ServiceKind::KnowledgeManager => config.endpoints.knowledge_manager = url,
+                    ServiceKind::Retriever => config.endpoints.retriever = url,
+                    ServiceKind::Artifact => config.endpoints.artifact = url,
+                    _ => config.endpoints.summary = url,
+                }
+                started.push(node);
+            }
+            let gateway = nodes::start(config, &[ServiceKind::Gateway], Some(backends)).await;
+            let channel = nodes::channel(&gateway).await;
+            started.push(gateway);
+            (channel, started)
+        }
+    }
+}
+
+/// Two sessions with one executive, in Chinese and in English: a preference and a decision are
+/// remembered, the budget is corrected, and the next session's context has the latest truth.
+async fn two_sessions(layout_kind: Layout) {
+    let dir = tempfile::tempdir().unwrap();
+    let (channel, started) = layout(dir.path(), layout_kind).await;
+    let mut client = GatewayServiceClient::new(channel);
+    let user = "kate";
+    let turns = [
+        ("s1", "我喜欢简约的设计风格，不要太花哨。", "好的，我会保持简约。"),
+        (
+            "s1",
+            "我们决定支付用Stripe，因为它支持海外卡。",
+            "明白，支付方案定为Stripe。",
+        ),
+        ("s1", "这个项目的预算是$500。", "记下了，预算$500。"),
+        ("s1", "预算改成$800了，不是之前说的$500。", "好的，预算更新为$800。"),
+        (
+            "s1",
+            "I prefer short bullet-point reports over long essays.",
+            "Got it: short bullet points.",
+        ),
+        (
+            "s1",
+            "We'll go with PostgreSQL for the orders database.",
+            "Noted: PostgreSQL for orders.",
+        ),
+    ];
+    for (n, (session, user_message, assistant)) in turns.into_iter().enumerate() {
+        client
+            .complete_turn(CompleteTurnRequest {
+                scope: Some(scope(user, session)),
+                user_message: user_message.into(),
+                assistant_message: assistant.into(),
+                request_id: format!("{user}-{n}"),
+                ..Default::default()
+            })
+            .await
+            .unwrap();
+    }
+    let jobs = drained(&mut client, user).await;
+    assert!(jobs.iter().all(|j| j.status == JobStatus::Succeeded as i32), "{jobs:?}");
+
+    let ask = |message: &'static str| {
+        let mut client = client.clone();
+        async move {
+            client
+                .prepare_turn(PrepareTurnRequest {
+                    scope: Some(scope(user, "s2")),
+                    message: message.into(),
+                    recent_messages: vec!["继续".into()],
+                    ..Default::default()
+                })
+                .await
+                .unwrap()
+                .into_inner()
+        }
+    };
+    let budget = ask("我们之前定的预算是多少？").await;
+    assert!(budget.context.contains("$800"), "{}", budget.context);
+    assert!(
+        !budget.context.contains("预算是$500"),
+        "the replaced budget is gone: {}",
+        budget.context
+    );
+    let payment = ask("上次我们定的支付方案是什么？").await;
+    assert!(payment.context.contains("Stripe"), "{}", payment.context);
+    let style = ask("根据我的偏好，首页设计应该走什么风格？").await;
+    assert!(style.context.contains("简约"), "{}", style.context);
+    let report = ask("Write this week's report the way I like it.").await;
+    assert!(report.context.contains("bullet"), "{}", report.context);
+    let database = ask("Which database did we pick for orders?").await;
+    assert!(database.context.contains("PostgreSQL"), "{}", database.context);
+    for prepared in [&budget, &payment, &style, &report, &database] {
+        assert!(prepared.tokens_used <= prepared.budget_tokens);
+    }
+    for node in started {
+        node.shutdown().await.unwrap();
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_sessions_all_in_one() {
+    two_sessions(Layout::AllInOne).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_sessions_distributed() {
+    two_sessions(Layout::Distributed).await;
+}
