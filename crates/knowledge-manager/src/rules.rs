@@ -43,7 +43,7 @@ static CORRECTION: LazyLock<Vec<Regex>> = LazyLock::new(|| {
             r"改成|改为|改到|调整为|调整到|更正|纠正一下|之前说错|说错了|不是.{0,12}而是|不是之前|已经不是|换成了?|推迟到|提前到|延期到",
         ),
         re(
-            r"(?i)\b(actually|correction|i meant|changed? (it )?to|moved? (it )?to|pushed (it )?(back )?to|no longer|instead of|not .{1,20} anymore|update:|scratch that)\b",
+            r"(?i)\b(actually|correction|i meant|changed? (it )?to|moved? (it )?to|pushed (it )?(back )?to|no longer|instead of|not .{1,20} anymore|update:|scratch that|wait,? no|i mixed (it|them) up|i got (it|that) wrong)\b",
         ),
     ]
 });
@@ -58,7 +58,7 @@ static FAMILIES: LazyLock<Vec<Family>> = LazyLock::new(|| {
             patterns: vec![
                 re(r"教训|学到了?[：:]|踩过的坑|踩(了|过)?(个|一个)?坑|经验是|吸取"),
                 re(
-                    r"(?i)(lessons? learned|the lesson|we learned|learned the hard way|the fix was|turns out|it turned out)",
+                    r"(?i)(\blessons? learned\b|\bthe lesson\b|^lesson\b|\blessons? from\b|\bwe('ve)? learned\b|\blearned the hard way\b|\bthe fix was\b)",
                 ),
             ],
         },
@@ -67,29 +67,46 @@ static FAMILIES: LazyLock<Vec<Family>> = LazyLock::new(|| {
             importance: 3,
             patterns: vec![
                 re(
-                    r"(以后|今后)(都|也)?(这么|这样)(办|做|来)|固定下来|形成(规范|流程|惯例)|成(了)?惯例|最佳实践|标准做法|模板化|保持(这个)?(习惯|做法)",
+                    r"(以后|今后)(都|也)?(这么|这样)(办|做|来)|固定下来|形成(规范|流程|惯例)|成(了)?惯例|最佳实践|标准做法|模板化|保持(这个)?(习惯|做法)|(习惯|做法|节奏)(要|得)?(保持|坚持)|(已经)?成(了)?(规矩|惯例|习惯)",
                 ),
                 re(
-                    r"(?i)(best practice|standard (process|practice|procedure)|as a rule|make it a habit|playbook|keep (that|this|it|doing that|doing this) going|keep doing (that|this|it)|let'?s keep (that|this|doing)|it'?s (become )?(a|our) (routine|ritual|habit))",
+                    r"(?i)\b(best practice|standard (process|practice|procedure)|as a rule|make it a habit|playbook|keep (that|this|it|doing that|doing this) going|keep doing (that|this|it)|let'?s keep (that|this|doing)|it'?s (become )?(a|our) (routine|ritual|habit)|that'?s (our|the) (rule|standard|process)( now)?|let'?s make (that|this|it) (a )?(standard|rule|habit)|whenever we)\b",
                 ),
             ],
         },
         Family {
             memory_type: MemoryType::Feedback,
             importance: 3,
-            patterns: vec![re(
-                r"(?i)(exactly what i (needed|wanted)|spot on|keep it up|you (did|made|wrote) .{0,30}(great|good|helpful|perfect|useful|exactly)|(was|were|has been|have been) (spot on|super helpful|really helpful|very helpful))",
-            )],
+            patterns: vec![
+                re(
+                    r"(?i)\b(exactly what i (needed|wanted)|spot on|keep it up|you (did|made|wrote) .{0,30}(great|good|helpful|perfect|useful|exactly)|(was|were|has been|have been) (spot on|super helpful|really helpful|very helpful))\b",
+                ),
+                // A judgement of a piece of work: "the wireframes were too cluttered".
+                re(
+                    r"(?i)\b(copy|draft|deck|design|wireframes?|mockups?|report|email|summary|post|slides|analysis|docs?|writing|tone|page|logo|proposal|script|outline|plan)s? (you (did|made|wrote|sent|put together) )?(felt|feels?|looks?|looked|reads?|sounds?|sounded|came across as|was|were|is|are) (too |a bit |kind of |really |very |way too |a little |so |pretty )?(generic|cluttered|bland|salesy|stiff|robotic|wordy|verbose|confusing|messy|boring|dense|busy|pushy|vague|dry|great|perfect|excellent|spot on|solid|clear|helpful)\b",
+                ),
+                re(
+                    r"(我|我们)?(很|非常|挺|特别|不太|不)满意|(写|做|改|讲)得(很|太|非常|挺|有点|不太)(好|棒|清楚|清晰|啰嗦|乱|长|差|生硬|专业)|语气(太|有点|过于)|(太|有点|过于)(啰嗦|生硬|冗长)|你(之前|上次|刚才)?(给|写|做|发)的.{1,12}(很好|很棒|不错|太)",
+                ),
+            ],
+        },
+        Family {
+            memory_type: MemoryType::ActionItem,
+            importance: 3,
+            patterns: vec![
+                re(r"记得|别忘了|不要忘了|提醒我"),
+                re(r"(?i)\b(remember to|remind me|don'?t forget|make sure to)\b"),
+            ],
         },
         Family {
             memory_type: MemoryType::Constraint,
             importance: 4,
             patterns: vec![
                 re(
-                    r"预算|经费|成本上限|花费不超过|不能超过|不超过|最多|至少|上限|下限|必须|务必|一定要|截止|期限|之前(完成|上线|交付|发布)|(上线|交付|发布)(时间|日期)|合规|法规|要求(是|必须)|需要支持|只能|不能用|控制在.{1,12}以内|(\d|万|千|百)[A-Za-z]*以内",
+                    r"预算|经费|成本上限|花费不超过|不能超过|不超过|(最多|至少)[^，,。；;]{0,6}(\d|[一二两三四五六七八九十百千万几])|上限|下限|账期|(月薪|年薪|薪资|工资|单价|报价|时薪)\s*\d|必须|务必|一定要|截止|期限|之前(完成|上线|交付|发布)|(上线|交付|发布)(时间|日期)|合规|法规|要求(是|必须)|需要支持|只能|不能用|控制在.{1,12}以内|(\d|万|千|百)[A-Za-z]*以内",
                 ),
                 re(
-                    r"(?i)\b(budget|deadline|due (by|on|date)|no later than|at most|at least|must|has to|have to|required|requirement|cap(ped)? at|limit(ed)? to|cannot exceed|can't exceed|not exceed|only use|compliance|gdpr|must support|launch (by|date|on)|ship (by|before)|within \$?\d)\b",
+                    r"(?i)\b(budget|deadline|due (by|on|date)|no later than|at most|at least|must|has to|have to|required|requirement|cap(ped)? at|limit(ed)? to|cannot exceed|can't exceed|not exceed|only use|compliance|gdpr|must support|launch (by|date)|launch on (the )?(\d|jan|feb|mar|apr|may|jun|jul|aug|sep|oct|nov|dec|mon|tue|wed|thu|fri|sat|sun)|ship (by|before)|within \$?\d|no exceptions|(hiring|spending|budget) freeze|freeze until|sign-?off (from|by)|net-\d+|(can'?t|cannot|can not|not allowed to|never) (store|stretch|go over|exceed|spend|hire|collect|share|keep|use|ship|sell|offer)|(no|not) more than)\b",
                 ),
             ],
         },
@@ -98,10 +115,10 @@ static FAMILIES: LazyLock<Vec<Family>> = LazyLock::new(|| {
             importance: 4,
             patterns: vec![
                 re(
-                    r"决定|定了|确定(用|采用|了|为)|就用|就选|选择了|选定|采用|拍板|敲定|最终(方案|选)|我们用|统一用|改用|选用|定为|定成|用(.{1,15})(做|作为|来做)",
+                    r"决定|定了|确定(用|采用|了|为)|就用|就选|选择了|选定|采用|拍板|敲定|最终(方案|选)|我们用|统一用|改用|选用|定为|定成|用(.{1,15})(做|作为|来做)|(最后|最终)(选|定|用)了?|选了|外包给|交给.{1,10}(做|负责)|(定价|售价|标价)(就|定|为|是|按)|\d+(\.\d+)?\s*折|就按.{1,15}(来|算|执行|定)|统一(开|做|走|发|写|使用)|换成|改用",
                 ),
                 re(
-                    r"(?i)(\bwe('ll| will) (go with|use|build|launch|switch)|\blet'?s (go with|use|build|pick|choose|do|stick with|switch)|\bwe (decided|chose|picked|agreed to use|are going with|'re going with|settled on|went with)|\bdecision\b|\bwe'?re (using|switching to)|\bgoing forward,? we|\bfinal(ized)? (choice|call|decision)|\bwe('ll| will) stick with|\bwe'?re going with|\bgoing with\b|^(ok(ay)?,?\s+)?[A-Za-z0-9.\-]+( [A-Za-z0-9.\-]+)? it is\b|\bchange of plans?\b)",
+                    r"(?i)(\bwe('ll| will) (go with|use|build|launch|switch)|\blet'?s (go with|use|build|pick|choose|do|stick with|switch)|\bwe (decided|chose|picked|agreed to use|are going with|'re going with|settled on|went with)|\bdecision\b|\bwe'?re (using|switching to)|\bgoing forward,? we|\bfinal(ized)? (choice|call|decision)|\bwe('ll| will) stick with|\bwe'?re going with|\bgoing with\b|^(ok(ay)?,?\s+)?[A-Za-z0-9.\-]+( [A-Za-z0-9.\-]+)? it is\b|\bchange of plans?\b|(^|\bwe |\bi )(decided|chose) (to|on)\b|^going forward\b|\b(switch(ing|ed)?|mov(e|ed|ing)|migrat(e|ed|ing)) (off|from|away from) .{1,30} to\b|\bswitching .{1,30} to\b|\bpric(e|ed|ing) .{0,20}\b(at|is|to) \$?\d|\b(tier|plan) (is|at|will be) \$?\d|\b(refund|trial|return) (window|period|policy) is\b)",
                 ),
             ],
         },
@@ -110,10 +127,10 @@ static FAMILIES: LazyLock<Vec<Family>> = LazyLock::new(|| {
             importance: 4,
             patterns: vec![
                 re(
-                    r"我(比较|更|很|挺|最|特别|一直)?(喜欢|偏好|倾向|偏爱|爱用|习惯)|我不(太)?喜欢|我讨厌|我受不了|不要(太|用|再|给我)?|别(用|再|太|给我)|希望(你|你们)?(以后|每次|都|能)|以后(都|请|每次)|请(不要|别|尽量|一直|总是|每次)|越.{1,6}越好|(风格|语气|格式|颜色|配色)(要|偏|以)|我习惯|(跟|给|向)我(汇报|报告|发|说)|发我就行|(直接|先)说结论",
+                    r"我(比较|更|很|挺|最|特别|一直)?(喜欢|偏好|倾向|偏爱|爱用|习惯)|我不(太)?喜欢|我讨厌|我受不了|不要(太|用|再|给我)?|别(用|再|太|给我)|希望(你|你们)?(以后|每次|都|能)|以后(都|请|每次)|请(不要|别|尽量|一直|总是|每次)|越.{1,6}越好|(风格|语气|格式|颜色|配色)(要|偏|以)|我习惯|(跟|给|向)我(汇报|报告|发|说)|发我就行|(直接|先)说结论|(报告|周报|方案|文档|回复|回答|数据|部分|给我的).{0,8}请(用|以|附上|加上|带上|标注|注明)",
                 ),
                 re(
-                    r"(?i)\b(i (really |much |strongly )?(prefer|like|love|enjoy|want|hate|dislike|can't stand)|i don'?t (like|want|care for)|i'?d rather|please (always|never|don'?t|avoid|keep|use)|don'?t (ever )?(use|send|give me|make)|never (use|send)|always (use|include|send|write)|my preference|i'm not a fan of|i favou?r|keep it (short|simple|brief|concise)|i'?m used to|stop (using|sending|suggesting)|don'?t bother|(use|write|spell) .{1,30} in (all|every) (our|my|of)|send me .{1,40} every|in anything you (write|send))\b",
+                    r"(?i)\b(i (really |much |strongly )?(prefer|like|love|enjoy|want|hate|dislike|can't stand)|i don'?t (like|want|care for)|i'?d rather|please (always|never|don'?t|avoid|keep|use)|don'?t (ever )?(use|send|give me|make)|never (use|send)|always (use|include|send|write)|my preference|i'm not a fan of|i favou?r|keep it (short|simple|brief|concise)|i'?m used to|stop (using|sending|suggesting)|don'?t bother|(use|write|spell) .{1,30} in (all|every) (our|my|of)|send me .{1,40} every|in anything you (write|send)|^keep (the|our|my|all|every|your) .{0,20}(voice|tone|style|design|copy|reports?|emails?|updates?|answers?))\b",
                 ),
             ],
         },
@@ -129,6 +146,7 @@ static FAMILIES: LazyLock<Vec<Family>> = LazyLock::new(|| {
                 re(
                     r"(?i)\bwe('ll| will)? (take|accept|run|host|deploy|handle) .{1,30} (through|on|via|with) [A-Z][A-Za-z0-9.\-]+",
                 ),
+                re(r"^(?i:and |then |also |plus )?(?i:use|go with|switch to|stick with|pick) [A-Z][A-Za-z0-9.\-]+"),
             ],
         },
         Family {
@@ -136,10 +154,10 @@ static FAMILIES: LazyLock<Vec<Family>> = LazyLock::new(|| {
             importance: 3,
             patterns: vec![
                 re(
-                    r"下一步|待办|记得|别忘了|跟进|安排(一下)?|负责|提醒我|需要(你|你们)?(去|先)?(做|完成|准备|联系|整理|写|更新|提交)|(明天|下周|周[一二三四五六日天]|月底)(之前|前)?(要|把|完成|交|发)|我们得|得尽快|尽快把|todo",
+                    r"下一步|待办|记得|别忘了|跟进|安排(一下)?|负责|提醒我|需要(你|你们)?(去|先)?(做|完成|准备|联系|整理|写|更新|提交)|(今天|明天|下周|本周|这周|周[一二三四五六日天]|月底)(之前|前)?(就|先)?(要|把|完成|交|发|去|签|拉|开|约|见|做|出|定|打)|我们得|得尽快|尽快把|todo",
                 ),
                 re(
-                    r"(?i)\b(next step|action item|to-?do|follow up|follow-up|remind me|remember to|(someone|somebody|we) (needs?|has|have) to|needs to (be )?(done|audited|fixed|updated|renewed)|don'?t forget|make sure (to|you)|we need to|i need you to|please (prepare|draft|send|schedule|set up|reach out|update|write)|by (monday|tuesday|wednesday|thursday|friday|eod|end of (the )?(day|week|month))|i'?ll (send|prepare|call|email|review|check))\b",
+                    r"(?i)\b(next step|action item|to-?do|follow up|follow-up|remind me|remember to|(someone|somebody|we) (needs?|has|have) to|needs to (be )?(done|audited|fixed|updated|renewed)|don'?t forget|make sure (to|you)|we need to|i need you to|please (prepare|draft|send|schedule|set up|reach out|update|write)|by (monday|tuesday|wednesday|thursday|friday|eod|end of (the )?(day|week|month))|i'?ll (send|prepare|call|email|review|check)|(i|we)'?ll \w+ .{0,40}\b(monday|tuesday|wednesday|thursday|friday|saturday|sunday|tomorrow|tonight|next week))\b",
                 ),
             ],
         },
@@ -148,10 +166,10 @@ static FAMILIES: LazyLock<Vec<Family>> = LazyLock::new(|| {
             importance: 4,
             patterns: vec![
                 re(
-                    r"风险|担心|隐患|可能会(导致|影响|出问题|延期|超支|直接)|停摆|怕(会|的是)|万一|瓶颈|有问题的是|不确定性",
+                    r"风险|担心|隐患|可能会(导致|影响|出问题|延期|超支|直接)|停摆|怕(会|的是)|万一|瓶颈|有问题的是|不确定性|撑不过|扛不住|(可能|恐怕)(会)?(受影响|撑不|扛不|来不及|赶不上|跟不上|没人|不够|亏|崩|挂|被)",
                 ),
                 re(
-                    r"(?i)\b(risk|risky|concern(ed)?|worr(y|ied)|could (break|fail|delay|hurt|kill|eat|sink)|might (fail|break|slip|not|eat|kill|sink|hurt|cost)|bottleneck|exposure|liabilit(y|ies)|danger)\b",
+                    r"(?i)\b(risk|risky|concern(ed)?|worr(y|ied)|could (break|fail|delay|hurt|kill|eat|sink)|might (fail|break|slip|not|eat|kill|sink|hurt|cost)|bottleneck|exposure|liabilit(y|ies)|danger|(a|some) (real |good |high |big )?chance (that )?|(could|would|might) be in trouble|can'?t deliver|won'?t (make it|be ready|deliver))\b",
                 ),
             ],
         },
@@ -171,7 +189,9 @@ static FAMILIES: LazyLock<Vec<Family>> = LazyLock::new(|| {
             memory_type: MemoryType::DiscussionConclusion,
             importance: 3,
             patterns: vec![
-                re(r"结论(是|：|:)|我们同意|达成(一致|共识)|共识是|大家(都)?同意|讨论下来|总结(来说|一下)?[，,：:]"),
+                re(
+                    r"结论(是|很清楚|：|:)|(一致|都)(同意|认为)|我们同意|达成(一致|共识)|共识是|大家(都)?同意|讨论下来|总结(来说|一下)?[，,：:]",
+                ),
                 re(
                     r"(?i)\b(we agreed|we all agree|consensus|the conclusion|in conclusion|bottom line|the takeaway|we concluded|agreed that)\b",
                 ),
@@ -192,9 +212,7 @@ static FAMILIES: LazyLock<Vec<Family>> = LazyLock::new(|| {
             importance: 3,
             patterns: vec![
                 re(r"教训|经验是|学到|原来是|踩(了)?坑|吸取|下次(要|得|应该)"),
-                re(
-                    r"(?i)\b(lesson|learned|learnt|turns out|it turned out|the fix was|we found that|next time we should|takeaway)\b",
-                ),
+                re(r"(?i)\b(lesson|learned|learnt|the fix was|we found that|next time we should|takeaway)\b"),
             ],
         },
         Family {
@@ -202,10 +220,10 @@ static FAMILIES: LazyLock<Vec<Family>> = LazyLock::new(|| {
             importance: 3,
             patterns: vec![
                 re(
-                    r"(bug|Bug|BUG|故障|报错|崩溃|卡顿|问题出在|出了问题|挂了|宕机|漏洞|白屏|还没修|投诉|原因找到了|写错了)",
+                    r"(bug|Bug|BUG|故障|报错|崩溃|卡顿|问题出在|出了问题|挂了|宕机|漏洞|白屏|还没修|投诉|原因找到了|写错了|闪退|打不开|加载不出|超时|(响应|加载|打开|接口|页面|速度|系统|网站|后台)(很|特别|非常|太)?慢|不能用|用不了|的问题是|被.{1,6}刷了)",
                 ),
                 re(
-                    r"(?i)\b(bug|outage|crash(es|ed)?|broken|the issue (is|was)|error (in|on)|regression|downtime|incident|breaks|broke|keeps? (failing|crashing)|tickets about|complain(ts|ing)? about|got abused|landing in spam)\b",
+                    r"(?i)\b(bug|outage|crash(es|ed)?|broken|the issue (is|was)|error (in|on)|regression|downtime|incident|breaks|broke|keeps? (failing|crashing)|tickets about|complain(ts|ing)? about|got abused|landing in spam|timing out|times out|timed out|(is|are|has been) (really |very |super )?slow|keeps? (timing out|failing|crashing|breaking)|(doesn'?t|won'?t|isn'?t) (work|load|working|loading)|stopped working)\b",
                 ),
             ],
         },
@@ -213,9 +231,11 @@ static FAMILIES: LazyLock<Vec<Family>> = LazyLock::new(|| {
             memory_type: MemoryType::Insight,
             importance: 3,
             patterns: vec![
-                re(r"发现|数据(显示|表明)|洞察|观察到|看起来(用户|客户)|大部分(用户|客户)|转化率|留存率|复购率"),
                 re(
-                    r"(?i)\b(we noticed|noticed that|data shows|the data (shows|says)|insight|observed|most (users|customers)|conversion rate|conversion is|convert(s)? \d+(\.\d+)?x|retention|churn)\b",
+                    r"发现|原来(用户|客户|大家|大部分|大多)|(用户|客户|大家)(最|更)(在意|关心|看重)|主要是因为|(打开|点击|转化|留存|复购|退款)率.{0,4}(最高|最低|更高|更低)|数据(显示|表明)|洞察|观察到|看起来(用户|客户)|大部分(用户|客户)|转化率|留存率|复购率",
+                ),
+                re(
+                    r"(?i)\b(turns out|it turned out|i realized|we realized|i realised|we realised|most of (our|the) (users|customers|buyers|signups)|we noticed|noticed that|data shows|the data (shows|says)|insight|observed|most (users|customers)|conversion rate|conversion is|convert(s)? \d+(\.\d+)?x|retention|churn)\b",
                 ),
             ],
         },
@@ -224,10 +244,10 @@ static FAMILIES: LazyLock<Vec<Family>> = LazyLock::new(|| {
             importance: 3,
             patterns: vec![
                 re(
-                    r"我(是|在|住在|来自|负责)|我们(公司|团队|工作室)(是|有|在)|我的(公司|团队|职位|背景)|公司(有|叫|成立)|团队(有|一共)",
+                    r"我(是|在|住在|来自|负责)|我们(公司|团队|工作室)(是|有|在)|我的(公司|团队|职位|背景)|公司(有|叫|成立)|团队(有|一共)|我们的(产品|公司|主要用户|用户|客户|主要客户|目标用户|团队)(叫|是|主要是|大多是|都是)|(公司|我们)(去年|今年|上个月)?的?(营收|收入|流水|利润|估值)|我(之前|以前|曾经)在|我们(现在)?(是|有|一共)\s*\d+\s*个人",
                 ),
                 re(
-                    r"(?i)\b(i am a|i'm a|i'm the|i work (at|for|in)|i live in|i'm based in|i'm from|our (company|team|startup|shop|store|app|business) (is|has|sells|makes)|our (core |main |target )?(users|customers|clients|audience) are|the company is called|we'?re incorporated|i used to (be|work)|i moved to|we are a|we're a|my (company|team|background|role) (is|has))\b",
+                    r"(?i)\b(i am a|i'm a|i'm the|i work (at|for|in)|i live in|i'm based in|i'm from|our (company|team|startup|shop|store|app|business) (is|has|sells|makes)|our (core |main |target )?(users|customers|clients|audience) are|the company is called|we'?re incorporated|i used to (be|work)|i moved to|we are a|we're a|my (company|team|background|role) (is|has)|we have [\d,]+|we'?re based in|(our|the) (company|team|startup|office) is (based|located) in|\d+ (people|employees|staff))\b",
                 ),
             ],
         },
@@ -246,6 +266,14 @@ static QUESTION: LazyLock<Regex> = LazyLock::new(|| {
         r"(?i)([?？]\s*$|^(what|how|why|when|where|which|who|should|could|would|can|do|does|did|is|are|will)\b|(吗|呢|么)[\s。！!]*$|^(请问|为什么|怎么|怎样|如何|哪个|哪些|是否|要不要|能不能|可不可以|是不是))",
     )
 });
+/// "What we learned: …", "How we fixed it: …" head a statement; they do not ask.
+static HEADING: LazyLock<Regex> =
+    LazyLock::new(|| re(r"(?i)^(what|how|why|where|when)\b[^?？:：]{0,40}[:：]\s*\S[^?？]*$"));
+
+fn is_question(text: &str) -> bool {
+    QUESTION.is_match(text) && !HEADING.is_match(text)
+}
+
 static HYPOTHETICAL: LazyLock<Regex> = LazyLock::new(|| {
     re(
         r"(?i)(如果|假如|假设|要是|万一的话|倘若|\bif we\b|\bwhat if\b|\bsuppose\b|\bhypothetically\b|\bimagine\b|\bin theory\b)",
@@ -275,8 +303,42 @@ static PROJECT_HINT: LazyLock<Regex> = LazyLock::new(|| {
     )
 });
 
-/// Splits a message into clauses that can each hold one memory. A clause without any trigger
-/// of its own stays with the one before it ("我们决定用Next.js，因为团队熟悉React").
+/// A clause that only points back at the one before it: "以后都这么办", "let's keep that
+/// going", "别再换了". It belongs to that clause, even across a sentence end.
+static ANAPHORIC: LazyLock<Regex> = LazyLock::new(|| {
+    re(
+        r"(?i)^((就|都|以后都)?按这个.{0,4}(来|办|做)|以后都(这么|这样)|这(个做法|个习惯|已经成|就是我们的)|这个.{0,4}(要|得)?(固定|保持)|(别|不要)再(换|改|动)了?|let'?s (keep|make) (that|this|it)|keep (that|this|it) going|keep doing (that|this|it)|that'?s (our|the) (rule|standard|process))",
+    )
+});
+
+/// One clause being assembled: its text, whether it has a trigger of its own, and whether it
+/// states a figure (a sum, a date).
+struct Piece {
+    text: String,
+    triggered: bool,
+    figure: bool,
+}
+
+impl Piece {
+    /// Ends a sentence: what follows starts a statement of its own.
+    fn closed(&self, period_too: bool) -> bool {
+        let end = self.text.trim_end();
+        end.ends_with(['。', '！', '？', '!', '?', '\n']) || (period_too && end.ends_with('.'))
+    }
+
+    fn memory_type(&self) -> Option<MemoryType> {
+        classify(self.text.trim()).map(|f| f.memory_type)
+    }
+}
+
+/// Splits a message into clauses that can each hold one memory ("预算5万，月底上线，用Stripe收
+/// 款" holds three). Within a sentence, a clause joins the one before it when:
+/// - it has no trigger of its own: a reason or detail ("我们决定用Next.js，因为团队熟悉React");
+/// - the one before has none: it sets the scene ("要是核心开发离职，项目可能会停摆");
+/// - both say the same kind of thing and not each its own figure ("我们公司在深圳，团队一共20
+///   人" is one fact; "预算8万，20号之前上线" are two constraints).
+///
+/// A clause that only points back ("以后都这么办") joins the one before it in any case.
 fn clauses(text: &str) -> Vec<String> {
     let mut pieces: Vec<String> = Vec::new();
     let mut current = String::new();
@@ -296,26 +358,48 @@ fn clauses(text: &str) -> Vec<String> {
     if !current.trim().is_empty() {
         pieces.push(current);
     }
-    let mut out: Vec<String> = Vec::new();
+    let mut out: Vec<Piece> = Vec::new();
     for piece in pieces {
         let trimmed = piece.trim();
         if trimmed.is_empty() {
             continue;
         }
-        let triggered = classify(trimmed).is_some() || CORRECTION.iter().any(|r| r.is_match(trimmed));
-        let is_question = QUESTION.is_match(trimmed.trim_end_matches(['，', ',', '、']));
-        match out.last_mut() {
-            Some(last)
-                if !triggered && !is_question && !last.trim_end().ends_with(['。', '！', '？', '!', '?', '\n']) =>
-            {
-                last.push_str(&piece);
+        let bare = trimmed.trim_end_matches(['，', ',', '、', ';', '；', '。', '.', '!', '！']);
+        let bare = FILLER.replace(bare.trim(), "");
+        let triggered = classify(&bare).is_some() || CORRECTION.iter().any(|r| r.is_match(&bare));
+        let is_question = is_question(trimmed.trim_end_matches(['，', ',', '、']));
+        let figure = MONEY_OR_DATE.is_match(&bare);
+        let joins = match out.last() {
+            None => false,
+            Some(_) if is_question => false,
+            Some(last) if NEGATED_OLD_VALUE.is_match(FILLER.replace(last.text.trim(), "").as_ref()) => false,
+            Some(_) if ANAPHORIC.is_match(&bare) => true,
+            Some(last) if !triggered => !last.closed(false),
+            Some(last) if !last.triggered => !last.closed(true),
+            Some(last) => {
+                let each_its_own_figure = last.figure && figure;
+                !last.closed(true)
+                    && !each_its_own_figure
+                    && classify(&bare).map(|f| f.memory_type) == last.memory_type()
             }
-            _ => out.push(piece),
+        };
+        match out.last_mut() {
+            Some(last) if joins => {
+                last.text.push_str(&piece);
+                last.triggered |= triggered;
+                last.figure |= figure;
+            }
+            _ => out.push(Piece {
+                text: piece,
+                triggered,
+                figure,
+            }),
         }
     }
     out.into_iter()
         .map(|c| {
-            c.trim()
+            c.text
+                .trim()
                 .trim_end_matches(['，', ',', '、', ';', '；'])
                 .trim()
                 .to_string()
@@ -360,19 +444,26 @@ fn candidate(memory_type: MemoryType, content: &str, importance: u8, confidence:
 
 fn long_enough(clause: &str) -> bool {
     match detect_language(clause) {
-        // Figures carry meaning in short Chinese clauses ("预算5万"): a run of digits counts as one.
+        // Figures and names carry meaning in short Chinese clauses ("预算5万", "后端用NestJS"):
+        // a run of Latin letters or digits counts as one.
         Language::Zh => {
             let han = clause.chars().filter(|c| thinkus_common::text::is_han(*c)).count();
             let figures = clause
-                .split(|c: char| !c.is_ascii_digit())
+                .split(|c: char| !c.is_ascii_alphanumeric())
                 .filter(|run| !run.is_empty())
                 .count();
             han + figures >= 4
         }
-        // "Budget $50k": two words carrying a figure say enough.
+        // "Budget $50k", "use Stripe": two words carrying a figure or a name say enough.
         Language::En => {
             let words = clause.split_whitespace().count();
-            words >= 3 || (words == 2 && clause.chars().any(|c| c.is_ascii_digit()))
+            words >= 3
+                || (words == 2
+                    && (clause.chars().any(|c| c.is_ascii_digit())
+                        || clause
+                            .split_whitespace()
+                            .nth(1)
+                            .is_some_and(|w| w.starts_with(|c: char| c.is_ascii_uppercase()))))
         }
     }
 }
@@ -437,7 +528,19 @@ fn proposal_in(text: &str) -> Option<String> {
 
 fn classify_clause(clause: &str, role: &str, message_hedged: bool) -> Option<Value> {
     let text = clause.trim();
-    if !long_enough(text) || QUESTION.is_match(text) || HYPOTHETICAL.is_match(text) {
+    if !long_enough(text) || is_question(text) {
+        return None;
+    }
+    // Risks, learnings and patterns are conditional by nature ("要是核心开发离职，项目可能会停
+    // 摆", "annual plans only sell if we show…"); anything else under an "if" is hypothetical.
+    if HYPOTHETICAL.is_match(text)
+        && classify(text).is_none_or(|f| {
+            !matches!(
+                f.memory_type,
+                MemoryType::Risk | MemoryType::Learning | MemoryType::Pattern
+            )
+        })
+    {
         return None;
     }
     let hedged = message_hedged || HEDGE.is_match(text);
@@ -449,14 +552,17 @@ fn classify_clause(clause: &str, role: &str, message_hedged: bool) -> Option<Val
         }
         // A correction states a new value: it is a constraint, decision or preference
         // according to what it is about, and it matters.
-        let memory_type = classify(text)
-            .map(|f| f.memory_type)
-            .unwrap_or(match subject::detect(text) {
+        // (A match, not `unwrap_or`: its argument would be evaluated, and its early return
+        // taken, even when a family matched.)
+        let memory_type = match classify(text) {
+            Some(family) => family.memory_type,
+            None => match subject::detect(text) {
                 Some("budget") | Some("deadline") => MemoryType::Constraint,
                 Some(_) => MemoryType::ProjectDecision,
                 None if MONEY_OR_DATE.is_match(text) => MemoryType::Constraint,
                 None => return None,
-            });
+            },
+        };
         let memory_type = if matches!(memory_type, MemoryType::Risk | MemoryType::Feedback | MemoryType::Issue) {
             MemoryType::ProjectDecision
         } else {
@@ -581,6 +687,27 @@ mod tests {
         let found = run(&[("user", "我们决定用Next.js，因为团队熟悉React")]);
         assert_eq!(found.len(), 1, "{found:?}");
         assert!(found[0].1.contains("因为团队熟悉React"));
+    }
+
+    #[test]
+    fn clauses_split_by_what_they_state() {
+        let found = run(&[("user", "Budget $50k, launch by the 15th, use Stripe")]);
+        assert_eq!(found.len(), 3, "{found:?}");
+        // Same kind, no figure each: one memory; a clause pointing back joins its antecedent.
+        assert_eq!(run(&[("user", "我们公司在深圳，团队一共20个人")]).len(), 1);
+        let found = run(&[("user", "Every Monday we do a metrics review. Let's keep that going.")]);
+        assert_eq!(found.len(), 1, "{found:?}");
+        assert_eq!(found[0].0, "pattern");
+        // The scene a risk is conditional on stays with it.
+        let found = run(&[("user", "要是核心开发离职，项目可能会直接停摆")]);
+        assert!(found[0].1.contains("离职") && found[0].0 == "risk", "{found:?}");
+    }
+
+    #[test]
+    fn corrections_keep_their_family() {
+        let found = run(&[("user", "Correction: we moved off Firebase to Appwrite.")]);
+        assert_eq!(found.len(), 1, "{found:?}");
+        assert_eq!(found[0].0, "project_decision");
     }
 
     #[test]

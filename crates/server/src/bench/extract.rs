@@ -14,6 +14,9 @@
 //! Earlier messages (`context`) precede the utterance, alternating with the assistant's turn
 //! just before it; what the context alone yields was learned when it was said, so it is not
 //! counted again.
+//!
+//! `--verbose` lists every line the rules got wrong: what was expected, what was stored, and
+//! the candidates admission turned away with its reason.
 
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -92,19 +95,29 @@ fn message(role: &str, content: &str, index: usize) -> Message {
     }
 }
 
-/// What the rules and admission would store from a conversation.
-async fn stored(engine: &RuleEngine, config: &KnowledgeConfig, messages: &[Message]) -> anyhow::Result<Vec<Extracted>> {
+/// What the rules and admission would store from a conversation, and what admission turned
+/// away (with its decision, for `--verbose`).
+async fn stored(
+    engine: &RuleEngine,
+    config: &KnowledgeConfig,
+    messages: &[Message],
+) -> anyhow::Result<(Vec<Extracted>, Vec<(Extracted, Admission)>)> {
     if messages.is_empty() {
-        return Ok(Vec::new());
+        return Ok((Vec::new(), Vec::new()));
     }
     let completion = engine
         .complete(extraction_call(messages, "pm", Some("bench")))
         .await
         .map_err(|err| anyhow::anyhow!("rule extraction failed: {err}"))?;
-    Ok(parse_candidates(&completion.text)
-        .into_iter()
-        .filter(|candidate| admit(config, candidate, &[]).0 == Admission::Write)
-        .collect())
+    let mut written = Vec::new();
+    let mut turned_away = Vec::new();
+    for candidate in parse_candidates(&completion.text) {
+        match admit(config, &candidate, &[]).0 {
+            Admission::Write => written.push(candidate),
+            other => turned_away.push((candidate, other)),
+        }
+    }
+    Ok((written, turned_away))
 }
 
 pub async fn run(data: &Path, verbose: bool) -> anyhow::Result<()> {
@@ -152,9 +165,9 @@ pub async fn run(data: &Path, verbose: bool) -> anyhow::Result<()> {
                 message(role, content, i)
             })
             .collect();
-        let earlier = stored(&engine, &config, &messages).await?;
+        let (earlier, _) = stored(&engine, &config, &messages).await?;
         messages.push(message("user", utterance, context.len()));
-        let mut found = stored(&engine, &config, &messages).await?;
+        let (mut found, turned_away) = stored(&engine, &config, &messages).await?;
         found.retain(|c| !earlier.iter().any(|e| e.content == c.content));
 
         let mut score = Score {
@@ -185,6 +198,13 @@ pub async fn run(data: &Path, verbose: bool) -> anyhow::Result<()> {
                 "line {}: {utterance}\n  expected {want:?}\n  stored   {got:?}",
                 number + 1
             ));
+            for (candidate, decision) in &turned_away {
+                say(format!(
+                    "  not written {}:{} ({decision:?})",
+                    candidate.memory_type.as_str(),
+                    candidate.content
+                ));
+            }
         }
         by_lang.entry(lang).or_default().add(&score);
     }
