@@ -38,6 +38,10 @@ pub struct RankingConfig {
     pub neighbor: f64,
     /// Extra relevance for memories said by a person the query names.
     pub speaker: f64,
+    /// Share of its session's relevance (the mean of the session's best three candidates) that
+    /// every candidate of that session gains: a conversation whose turns match strongly is
+    /// likely the one the question is about, and its weaker turns rise a little.
+    pub session: f64,
 }
 
 impl Default for RankingConfig {
@@ -54,6 +58,7 @@ impl Default for RankingConfig {
             freshness: 0.05,
             neighbor: 0.4,
             speaker: 0.13,
+            session: 0.5,
         }
     }
 }

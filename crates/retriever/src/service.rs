@@ -244,11 +244,17 @@ impl Retriever {
             })
             .collect();
         let inherited = neighbour_relevance(&memories, ranking.neighbor);
-        let mut ranked: Vec<Ranked> = memories
+        let memories: Vec<(Memory, &Evidence, f64)> = memories
             .into_iter()
             .zip(inherited)
-            .map(|((memory, e, relevance), inherited)| {
-                let relevance = relevance + inherited;
+            .map(|((memory, e, relevance), inherited)| (memory, e, relevance + inherited))
+            .collect();
+        let from_session = session_relevance(&memories, ranking.session);
+        let mut ranked: Vec<Ranked> = memories
+            .into_iter()
+            .zip(from_session)
+            .map(|((memory, e, relevance), from_session)| {
+                let relevance = relevance + from_session;
                 let score = final_score(relevance, memory.importance, memory.freshness, ranking);
                 let layer = if memory.scope.project_id.is_some() {
                     "project"
@@ -390,6 +396,39 @@ fn neighbour_relevance(candidates: &[(Memory, &Evidence, f64)], share: f64) -> V
         inherited[i] = share * best;
     }
     inherited
+}
+
+/// How many of a session's best candidates make its relevance.
+const SESSION_BEST: usize = 3;
+
+/// What each candidate gains from its session: `share` of the mean relevance of the session's
+/// best [`SESSION_BEST`] candidates. Memories without a session gain nothing.
+fn session_relevance(candidates: &[(Memory, &Evidence, f64)], share: f64) -> Vec<f64> {
+    let mut gained = vec![0.0; candidates.len()];
+    if share <= 0.0 {
+        return gained;
+    }
+    let mut by_session: HashMap<&str, Vec<f64>> = HashMap::new();
+    for (memory, _, relevance) in candidates {
+        if let Some(session) = memory.scope.session_id.as_deref() {
+            by_session.entry(session).or_default().push(*relevance);
+        }
+    }
+    let session_score: HashMap<&str, f64> = by_session
+        .into_iter()
+        .map(|(session, mut scores)| {
+            scores.sort_by(|a, b| b.total_cmp(a));
+            scores.truncate(SESSION_BEST);
+            let mean = scores.iter().sum::<f64>() / scores.len() as f64;
+            (session, mean)
+        })
+        .collect();
+    for (i, (memory, _, _)) in candidates.iter().enumerate() {
+        if let Some(score) = memory.scope.session_id.as_deref().and_then(|s| session_score.get(s)) {
+            gained[i] = share * score;
+        }
+    }
+    gained
 }
 
 /// Ids in a stable order: dense hits first, then keyword-only hits.
@@ -683,5 +722,28 @@ mod tests {
         assert!((inherited[2] - 0.05).abs() < 1e-9, "from the turn before only");
         assert_eq!(inherited[3], 0.0, "another session is no neighbour");
         assert!(neighbour_relevance(&candidates, 0.0).iter().all(|&v| v == 0.0));
+    }
+
+    #[test]
+    fn a_strong_session_lifts_its_turns() {
+        let evidence = Evidence::default();
+        let mut loose = turn("s1", "Mel", "unrelated", None);
+        loose.scope.session_id = None;
+        let candidates = vec![
+            (turn("s1", "Mel", "a", None), &evidence, 0.9),
+            (turn("s1", "Mel", "b", None), &evidence, 0.6),
+            (turn("s1", "Mel", "c", None), &evidence, 0.3),
+            (turn("s1", "Mel", "d", None), &evidence, 0.0),
+            (turn("s2", "Mel", "e", None), &evidence, 0.2),
+            (loose, &evidence, 0.8),
+        ];
+        let gained = session_relevance(&candidates, 0.5);
+        // s1: mean of its best three (0.9, 0.6, 0.3) = 0.6.
+        for g in &gained[..4] {
+            assert!((g - 0.3).abs() < 1e-9, "{gained:?}");
+        }
+        assert!((gained[4] - 0.1).abs() < 1e-9, "a session of one: its own relevance");
+        assert_eq!(gained[5], 0.0, "no session, nothing gained");
+        assert!(session_relevance(&candidates, 0.0).iter().all(|&v| v == 0.0));
     }
 }

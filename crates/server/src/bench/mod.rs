@@ -7,6 +7,7 @@ mod extract;
 mod ingest;
 mod locomo;
 pub mod locomo_data;
+mod recall;
 pub mod stats;
 mod summary;
 mod tokens;
@@ -34,6 +35,19 @@ pub enum Bench {
         /// Print every miss (question, evidence, top turns).
         #[arg(long)]
         verbose: bool,
+    },
+    /// Recall latency through gRPC on a synthetic corpus written straight to the store and the
+    /// index: by default 10,000 memories of one user, then 100,000 across 100 users.
+    Recall {
+        /// Measure one corpus of this many memories instead of the two defaults.
+        #[arg(long)]
+        memories: Option<usize>,
+        /// Spread the corpus over this many users.
+        #[arg(long)]
+        users: Option<usize>,
+        /// Queries measured per corpus (after 10 not counted).
+        #[arg(long, default_value_t = 200)]
+        queries: usize,
     },
     /// The gateway end to end on a LoCoMo file: context tokens per question vs the full history,
     /// and how often the evidence is in the context.
@@ -120,6 +134,11 @@ pub async fn run(bench: Bench, config: Config) -> anyhow::Result<()> {
             limit,
             verbose,
         } => locomo::run(config, &data, data_dir, limit, verbose).await,
+        Bench::Recall {
+            memories,
+            users,
+            queries,
+        } => recall::run(config, memories, users, queries).await,
         Bench::Tokens { data, data_dir, limit } => tokens::run(config, &data, data_dir, limit).await,
         Bench::Extract { data, verbose } => extract::run(&data, verbose).await,
         Bench::Ingest { n, data_dir } => ingest::run(config, n, data_dir).await,

@@ -1,0 +1,428 @@
+//! `thinkus bench recall`: recall latency at scale. A node running the retriever is started in
+//! process on a temporary folder; the corpus is written straight to the store and the vector
+//! index (embedding 100,000 memories with e5 would take hours on this machine), then queries
+//! go through `RetrieverService/Recall` over gRPC (the query embedding included) and, apart,
+//! straight to the vector index with the query vectors computed beforehand (the search alone:
+//! the dense and BM25 searches, run together as the retriever runs them).
+//!
+//! The corpus vectors are synthetic but shaped like real ones: a few hundred real sentences are
+//! embedded with the configured embedder, and every memory carries one of them with Gaussian
+//! noise added and the result normalised, so the index holds as many distinct points as
+//! memories, clustered as a user's memories are. The text (for BM25) is the sentence with a few
+//! words drawn from a vocabulary. Latency is honest; relevance is not measured here.
+//!
+//! By default two corpora are measured, one after the other: 10,000 memories in one user's
+//! namespace, and 100,000 across 100 users (each query then searches one user's 1,000 among
+//! all). `--memories N --users U` measures one corpus of that shape instead.
+
+use std::collections::BTreeSet;
+use std::time::{Duration, Instant};
+
+use chrono::{TimeZone, Utc};
+use serde_json::json;
+use thinkus_backends::embed::normalize;
+use thinkus_backends::sql::{MemoryStore, WriteBatch};
+use thinkus_backends::vector::{Bm25Encoder, IndexedPoint, Reader, VectorFilter};
+use thinkus_common::ids::{IdKind, new_id};
+use thinkus_common::model::{Language, Memory, MemorySource, MemoryStatus, MemoryType, Scope, Visibility};
+use thinkus_proto::retriever::RecallRequest;
+use thinkus_proto::retriever::retriever_service_client::RetrieverServiceClient;
+use tokio_util::sync::CancellationToken;
+
+use super::stats::percentile_ms;
+use super::{say, state_dir};
+use crate::config::Config;
+use crate::services::ServiceKind;
+
+const ROLE: &str = "assistant";
+/// Memories written per store transaction and index upsert.
+const BATCH: usize = 1000;
+/// Queries run first and not counted (caches, lazy initialisation).
+const WARMUP: usize = 10;
+/// Standard deviation of the noise added to each component of a unit vector, relative to
+/// 1/sqrt(dim): the noise's norm is about this share of the vector's.
+const NOISE: f32 = 0.35;
+
+const SUBJECTS: [&str; 20] = [
+    "The quarterly budget review",
+    "My sister's wedding",
+    "The Berlin office move",
+    "Our mobile app release",
+    "The marathon training plan",
+    "The kitchen renovation",
+    "The customer onboarding flow",
+    "Grandma's birthday dinner",
+    "The database migration",
+    "The hiring of a designer",
+    "Our trip to Kyoto",
+    "The pricing page redesign",
+    "The vendor contract with Acme",
+    "The yoga class schedule",
+    "The security audit",
+    "My daughter's piano recital",
+    "The podcast launch",
+    "The garden irrigation",
+    "The investor update",
+    "The team offsite",
+];
+const PREDICATES: [&str; 16] = [
+    "was moved to the second week of March",
+    "needs a decision from the finance lead before Friday",
+    "should stay under five thousand dollars",
+    "went better than expected, everyone was happy",
+    "is blocked until the legal review finishes",
+    "will use the cheaper option we discussed",
+    "has to be finished before the summer holidays",
+    "was cancelled because of the weather",
+    "depends on the new laptop arriving",
+    "is what I want to focus on this month",
+    "got great feedback from the early users",
+    "should be written up in a short report",
+    "reminded me to call the insurance company",
+    "made me rethink how we plan weekends",
+    "is where we met the new neighbours",
+    "takes more time than I thought it would",
+];
+const VOCABULARY: [&str; 24] = [
+    "alpha", "harbor", "violet", "ledger", "copper", "meadow", "signal", "quartz", "lantern", "orbit", "saffron",
+    "tundra", "willow", "ember", "falcon", "glacier", "mosaic", "nectar", "pebble", "ripple", "summit", "timber",
+    "velvet", "zephyr",
+];
+const QUESTIONS: [&str; 8] = [
+    "What did we decide about {s}?",
+    "When is {s} happening?",
+    "Anything I said about {s} and the budget?",
+    "Remind me what happened with {s}",
+    "Who was involved in {s}?",
+    "What was the problem with {s}?",
+    "How did {s} go in the end?",
+    "Is {s} still blocked?",
+];
+const TYPES: [MemoryType; 6] = [
+    MemoryType::ProjectDecision,
+    MemoryType::UserPreference,
+    MemoryType::DiscussionConclusion,
+    MemoryType::ActionItem,
+    MemoryType::Constraint,
+    MemoryType::Insight,
+];
+
+/// A small deterministic generator (xorshift64*), so runs are comparable.
+struct Rng(u64);
+
+impl Rng {
+    fn next(&mut self) -> u64 {
+        self.0 ^= self.0 >> 12;
+        self.0 ^= self.0 << 25;
+        self.0 ^= self.0 >> 27;
+        self.0.wrapping_mul(0x2545_f491_4f6c_dd1d)
+    }
+
+    fn below(&mut self, n: usize) -> usize {
+        (self.next() % n as u64) as usize
+    }
+
+    fn unit(&mut self) -> f64 {
+        ((self.next() >> 11) as f64 + 0.5) / (1u64 << 53) as f64
+    }
+
+    /// A standard normal draw (Box-Muller).
+    fn gaussian(&mut self) -> f32 {
+        let (u, v) = (self.unit(), self.unit());
+        ((-2.0 * u.ln()).sqrt() * (std::f64::consts::TAU * v).cos()) as f32
+    }
+}
+
+/// One corpus shape to measure.
+#[derive(Debug, Clone, Copy)]
+struct Shape {
+    memories: usize,
+    users: usize,
+}
+
+/// Figures of one corpus.
+struct Figures {
+    shape: Shape,
+    p50: f64,
+    p95: f64,
+    search_p50: f64,
+    search_p95: f64,
+    n: usize,
+}
+
+pub async fn run(config: Config, memories: Option<usize>, users: Option<usize>, queries: usize) -> anyhow::Result<()> {
+    anyhow::ensure!(queries > 0, "--queries must be at least 1");
+    let shapes = match (memories, users) {
+        (None, None) => vec![
+            Shape {
+                memories: 10_000,
+                users: 1,
+            },
+            Shape {
+                memories: 100_000,
+                users: 100,
+            },
+        ],
+        (memories, users) => vec![Shape {
+            memories: memories.unwrap_or(10_000),
+            users: users.unwrap_or(1),
+        }],
+    };
+    for shape in &shapes {
+        anyhow::ensure!(
+            shape.users > 0 && shape.memories >= shape.users,
+            "--memories must be at least --users (and --users at least 1)"
+        );
+    }
+    say(
+        "recall: synthetic corpus (perturbed e5 vectors of real sentences, written straight to the store \
+         and the vector index); queries are real text embedded by the retriever",
+    );
+    let mut all = Vec::new();
+    for shape in shapes {
+        all.push(measure(config.clone(), shape, queries).await?);
+    }
+    let round = |v: f64| (v * 100.0).round() / 100.0;
+    let runs: Vec<serde_json::Value> = all
+        .iter()
+        .map(|f| {
+            json!({
+                "memories": f.shape.memories,
+                "users": f.shape.users,
+                "p50_ms": round(f.p50),
+                "p95_ms": round(f.p95),
+                "search_p50_ms": round(f.search_p50),
+                "search_p95_ms": round(f.search_p95),
+                "n": f.n,
+            })
+        })
+        .collect();
+    // The headline is the worst corpus on each figure.
+    let worst = |get: fn(&Figures) -> f64| round(all.iter().map(get).fold(0.0, f64::max));
+    say(json!({
+        "p50_ms": worst(|f| f.p50),
+        "p95_ms": worst(|f| f.p95),
+        "search_p50_ms": worst(|f| f.search_p50),
+        "search_p95_ms": worst(|f| f.search_p95),
+        "n": all.iter().map(|f| f.n).sum::<usize>(),
+        "synthetic_vectors": true,
+        "runs": runs,
+    })
+    .to_string());
+    Ok(())
+}
+
+async fn measure(mut config: Config, shape: Shape, queries: usize) -> anyhow::Result<Figures> {
+    let (dir, _temp) = state_dir(None)?;
+    config.server.data_dir = dir.clone();
+    config.server.metrics_addr = None;
+    let candidates = config.retriever.candidates.max(1);
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
+    let services: BTreeSet<ServiceKind> = [ServiceKind::Retriever].into_iter().collect();
+    let shutdown = CancellationToken::new();
+    let node = crate::node::start(config, services, listener, None, shutdown.clone()).await?;
+    thinkus_common::grpc::wait_serving(&node.url(), ServiceKind::Retriever.grpc_name(), Duration::from_secs(60))
+        .await?;
+    let store = node
+        .backends
+        .store
+        .clone()
+        .ok_or_else(|| anyhow::anyhow!("the node opened no database"))?;
+    let vectors = node
+        .backends
+        .vectors
+        .clone()
+        .ok_or_else(|| anyhow::anyhow!("the node opened no vector index"))?;
+    let embedder = node
+        .backends
+        .embedder
+        .clone()
+        .ok_or_else(|| anyhow::anyhow!("the node has no embedder"))?;
+    let dim = embedder.dim();
+    vectors.ensure_ready(dim).await?;
+
+    // The real sentences, embedded once.
+    let started = Instant::now();
+    let sentences: Vec<String> = SUBJECTS
+        .iter()
+        .flat_map(|s| PREDICATES.iter().map(move |p| format!("{s} {p}.")))
+        .collect();
+    let mut bases = Vec::with_capacity(sentences.len());
+    for chunk in sentences.chunks(32) {
+        bases.extend(embedder.embed_passages(chunk).await?);
+    }
+    say(format!(
+        "{} memories, {} users: embedded {} base sentences in {:.1}s",
+        shape.memories,
+        shape.users,
+        sentences.len(),
+        started.elapsed().as_secs_f64()
+    ));
+
+    // The corpus.
+    let started = Instant::now();
+    let bm25 = Bm25Encoder::default();
+    let mut rng = Rng(0x9e37_79b9_7f4a_7c15 ^ shape.memories as u64);
+    let sigma = NOISE / (dim as f32).sqrt();
+    let at = Utc.with_ymd_and_hms(2026, 1, 1, 9, 0, 0).unwrap();
+    let user_of = |i: usize| format!("recall-user-{:03}", i % shape.users);
+    let mut i = 0;
+    while i < shape.memories {
+        let end = (i + BATCH).min(shape.memories);
+        let mut inserts = Vec::with_capacity(end - i);
+        let mut points = Vec::with_capacity(end - i);
+        for k in i..end {
+            let base = rng.below(sentences.len());
+            let words: Vec<&str> = (0..3).map(|_| VOCABULARY[rng.below(VOCABULARY.len())]).collect();
+            let content = format!("{} ({}, note {k})", sentences[base], words.join(" "));
+            let memory = synthetic_memory(
+                &user_of(k),
+                content,
+                TYPES[k % TYPES.len()],
+                at + chrono::Duration::minutes(k as i64),
+            );
+            let mut dense: Vec<f32> = bases[base].iter().map(|v| v + sigma * rng.gaussian()).collect();
+            normalize(&mut dense);
+            points.push(IndexedPoint::from_memory(
+                &memory,
+                dense,
+                bm25.document(&memory.index_text()),
+            ));
+            inserts.push(memory);
+        }
+        store
+            .commit(WriteBatch {
+                inserts,
+                ..Default::default()
+            })
+            .await?;
+        vectors.upsert(points).await?;
+        i = end;
+    }
+    say(format!(
+        "wrote {} memories to the store and the index in {:.1}s",
+        shape.memories,
+        started.elapsed().as_secs_f64()
+    ));
+
+    // The queries: distinct texts (no cache can answer them), spread over the users.
+    let texts: Vec<(String, String)> = (0..queries + WARMUP)
+        .map(|q| {
+            let subject = SUBJECTS[q % SUBJECTS.len()].to_lowercase();
+            let template = QUESTIONS[(q / SUBJECTS.len()) % QUESTIONS.len()];
+            let round = q / (SUBJECTS.len() * QUESTIONS.len());
+            let mut text = template.replace("{s}", &subject);
+            if round > 0 {
+                text.push_str(&format!(" ({})", VOCABULARY[round % VOCABULARY.len()]));
+            }
+            if round >= VOCABULARY.len() {
+                text.push_str(&format!(" #{q}"));
+            }
+            (user_of(q * 7 + 3), text)
+        })
+        .collect();
+
+    // Through gRPC, the query embedding included.
+    let channel = tonic::transport::Endpoint::from_shared(node.url())?.connect().await?;
+    let mut client = RetrieverServiceClient::new(channel);
+    let mut latencies = Vec::with_capacity(queries);
+    let mut returned = 0usize;
+    for (q, (user, text)) in texts.iter().enumerate() {
+        let asked = Instant::now();
+        let response = client
+            .recall(RecallRequest {
+                scope: Some(thinkus_proto::common::Scope {
+                    user_id: user.clone(),
+                    role_id: ROLE.into(),
+                    project_id: String::new(),
+                    session_id: String::new(),
+                }),
+                query: text.clone(),
+                limit: 10,
+                ..Default::default()
+            })
+            .await?
+            .into_inner();
+        if q >= WARMUP {
+            latencies.push(asked.elapsed());
+            returned += response.catalog.len();
+        }
+    }
+    anyhow::ensure!(returned > 0, "no recall returned anything: the corpus was not found");
+
+    // The search alone: the same queries' vectors, computed beforehand, straight to the index.
+    let mut query_vectors = Vec::with_capacity(texts.len());
+    for (_, text) in &texts {
+        query_vectors.push((embedder.embed_query(text).await?, bm25.query(text)));
+    }
+    let mut searches = Vec::with_capacity(queries);
+    for (q, ((user, _), (dense, sparse))) in texts.iter().zip(&query_vectors).enumerate() {
+        let filter = VectorFilter {
+            reader: Some(Reader {
+                role_id: ROLE.into(),
+                project_id: None,
+                layers: Default::default(),
+            }),
+            statuses: vec![MemoryStatus::Active],
+            ..VectorFilter::user(user.clone())
+        };
+        let asked = Instant::now();
+        let (dense_hits, _sparse_hits) = futures::try_join!(
+            vectors.search_dense(dense, &filter, candidates),
+            vectors.search_sparse(sparse, &filter, candidates)
+        )?;
+        if q >= WARMUP {
+            searches.push(asked.elapsed());
+            anyhow::ensure!(!dense_hits.is_empty(), "the dense search found nothing for {user}");
+        }
+    }
+
+    let figures = Figures {
+        shape,
+        p50: percentile_ms(&latencies, 0.5),
+        p95: percentile_ms(&latencies, 0.95),
+        search_p50: percentile_ms(&searches, 0.5),
+        search_p95: percentile_ms(&searches, 0.95),
+        n: latencies.len(),
+    };
+    say(format!(
+        "recall through gRPC (query embedding included): p50 {:.1} ms, p95 {:.1} ms; \
+         search alone (dense + BM25, {candidates} candidates each): p50 {:.2} ms, p95 {:.2} ms ({} queries)",
+        figures.p50, figures.p95, figures.search_p50, figures.search_p95, figures.n
+    ));
+    node.shutdown().await?;
+    Ok(figures)
+}
+
+fn synthetic_memory(user: &str, content: String, memory_type: MemoryType, at: chrono::DateTime<Utc>) -> Memory {
+    Memory {
+        id: new_id(IdKind::Memory),
+        scope: Scope::new(user, ROLE),
+        memory_type,
+        summary: thinkus_common::text::summarize_to(&content, 50),
+        content,
+        context: String::new(),
+        language: Language::En,
+        importance: 3,
+        confidence: 1.0,
+        freshness: 3.0,
+        evidence_count: 1,
+        visibility: Visibility::Private,
+        status: MemoryStatus::Active,
+        superseded_by: None,
+        source: MemorySource::Conversation,
+        tags: Vec::new(),
+        created_at: at,
+        updated_at: at,
+        last_accessed_at: None,
+        access_count: 0,
+        related_decision_ids: Vec::new(),
+        artifact_refs: Vec::new(),
+        speaker: None,
+        occurred_at: at,
+        subject: None,
+        iteration_id: None,
+        external_id: None,
+        version: 0,
+    }
+}
