@@ -216,6 +216,80 @@ async fn similar_preferences_merge(backend: Backend) {
     node.stop().await;
 }
 
+/// Near-duplicates written together still merge: two in one conversation (one embedding
+/// batch, written in order) and several sent at once (the write path serialises a user's
+/// checks, so each one sees the ones committed before it).
+async fn near_duplicates_in_one_batch_merge(backend: Backend) {
+    let Some(node) = start(backend, |_| {}).await else {
+        return;
+    };
+    let me = scope("km-batch-learn", "designer", None);
+    let learned = node
+        .km()
+        .learn_from_conversation(LearnFromConversationRequest {
+            scope: Some(me.clone()),
+            messages: vec![
+                user_says("我喜欢简约的设计风格"),
+                user_says("我比较喜欢简约一点的设计风格"),
+            ],
+            engine: Engine::Rules as i32,
+            request_id: "batch-learn".into(),
+            ..Default::default()
+        })
+        .await
+        .expect("learn")
+        .into_inner();
+    let outcomes: Vec<i32> = learned.results.iter().map(|r| r.outcome).collect();
+    assert_eq!(
+        outcomes,
+        vec![WriteOutcome::Created as i32, WriteOutcome::Reinforced as i32],
+        "{learned:?}"
+    );
+    let memories = all_memories(&node, &me).await;
+    assert_eq!(memories.len(), 1, "one memory: {memories:?}");
+    assert_eq!(memories[0].evidence_count, 2);
+
+    let me = scope("km-batch-remember", "designer", None);
+    let sayings = [
+        "I prefer a minimalist design style",
+        "I like a minimalist design style",
+        "My preference is a minimalist design style",
+    ];
+    let writes = (0..6).map(|i| {
+        let mut km = node.km();
+        let me = me.clone();
+        let content = sayings[i % sayings.len()];
+        async move {
+            km.remember(RememberRequest {
+                scope: Some(me),
+                memory: Some(MemoryDraft {
+                    r#type: MemoryType::UserPreference as i32,
+                    content: content.into(),
+                    ..Default::default()
+                }),
+                request_id: format!("batch-remember-{i}"),
+                skip_dedup: false,
+            })
+            .await
+            .expect("remember")
+            .into_inner()
+            .result
+            .expect("a result")
+            .outcome
+        }
+    });
+    let outcomes = futures::future::join_all(writes).await;
+    let created = outcomes.iter().filter(|o| **o == WriteOutcome::Created as i32).count();
+    assert_eq!(created, 1, "one created, the rest reinforced: {outcomes:?}");
+    let memories = all_memories(&node, &me).await;
+    assert_eq!(memories.len(), 1, "one memory: {memories:?}");
+    assert_eq!(memories[0].evidence_count, 6);
+    // Read after write: the memory is recallable at once.
+    let recalled = recalled_ids(&node, &me, "design style").await;
+    assert!(recalled.contains(&memories[0].id), "{recalled:?}");
+    node.stop().await;
+}
+
 async fn budget_correction_replaces(backend: Backend) {
     let Some(node) = start(backend, |_| {}).await else {
         return;
@@ -535,6 +609,7 @@ macro_rules! on_both_backends {
 on_both_backends!(
     preference_is_recalled,
     similar_preferences_merge,
+    near_duplicates_in_one_batch_merge,
     budget_correction_replaces,
     quota_cleans_up_then_refuses,
     noise_and_not_memorable_write_nothing,

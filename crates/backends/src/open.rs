@@ -171,7 +171,13 @@ pub fn open_embedder(config: &EmbedderConfig, models_dir: &std::path::Path) -> R
         #[cfg(feature = "local-embedder")]
         {
             let path = crate::embed::local::LocalEmbedder::resolve_path(uri, models_dir);
-            return Ok(Arc::new(crate::embed::local::LocalEmbedder::load(&path).map_err(map)?));
+            let local = crate::embed::local::LocalEmbedder::load(&path).map_err(map)?;
+            // Concurrent writes share one engine call (docs/write-path.md).
+            return Ok(Arc::new(crate::embed::batch::BatchingEmbedder::new(
+                Arc::new(local),
+                32,
+                std::time::Duration::from_millis(2),
+            )));
         }
         #[cfg(not(feature = "local-embedder"))]
         {

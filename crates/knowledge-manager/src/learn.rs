@@ -368,9 +368,28 @@ pub(crate) async fn learn(km: &KnowledgeManager, request: LearnRequest) -> Resul
         Err(err) => return Err(err.into()),
     };
 
+    let routes: Vec<(Route, f64)> = candidates
+        .iter()
+        .map(|candidate| route(km, &request.scope, candidate, &request.injected_memories))
+        .collect();
+    // One embedding call for every candidate to write; the writes then run one by one, so each
+    // one's duplicate and contradiction checks see the ones before it.
+    let mut embeddings = if request.dry_run {
+        Vec::new()
+    } else {
+        let now = Utc::now();
+        let texts: Vec<String> = routes
+            .iter()
+            .filter_map(|(route, _)| match route {
+                Route::Write { scope, draft } => Some(KnowledgeManager::index_text(&km.new_memory(scope, draft, now))),
+                _ => None,
+            })
+            .collect();
+        km.embedder.embed_passages(&texts).await?
+    }
+    .into_iter();
     let mut results = Vec::with_capacity(candidates.len());
-    for candidate in &candidates {
-        let (route, score) = route(km, &request.scope, candidate, &request.injected_memories);
+    for (candidate, (route, score)) in candidates.iter().zip(routes) {
         let result = match route {
             Route::Reject(reason) => WriteResult::rejected(reason, score),
             Route::Queue(reason) if request.dry_run => WriteResult {
@@ -387,6 +406,7 @@ pub(crate) async fn learn(km: &KnowledgeManager, request: LearnRequest) -> Resul
             Route::Write { scope, draft } => {
                 let options = WriteOptions {
                     actor: actor_of(&request.scope),
+                    dense: embeddings.next(),
                     ..Default::default()
                 };
                 match km.write(&scope, &draft, options).await {

@@ -69,6 +69,9 @@ pub(crate) struct WriteOptions {
     pub skip_quota: bool,
     /// The evidence count of the new memory (a merge sums its sources').
     pub evidence_count: Option<u32>,
+    /// The embedding of the memory's index text when the caller already has it (`learn`
+    /// embeds all of a conversation's candidates in one call).
+    pub dense: Option<Vec<f32>>,
 }
 
 /// The knowledge manager and its backends.
@@ -80,7 +83,15 @@ pub struct KnowledgeManager {
     pub(crate) rules: RuleEngine,
     pub(crate) llm: Option<Arc<dyn LanguageModel>>,
     pub(crate) bm25: Bm25Encoder,
+    /// Serialises the check-then-commit part of writes per user (striped by user id), so that
+    /// a write's duplicate and contradiction checks see every earlier write of the same user,
+    /// concurrent ones included. Embedding happens before, outside the lock, so concurrent
+    /// writes still share the embedder's batches.
+    write_locks: Vec<tokio::sync::Mutex<()>>,
 }
+
+/// Stripes of the per-user write lock.
+const WRITE_LOCK_STRIPES: usize = 64;
 
 impl KnowledgeManager {
     pub fn new(
@@ -100,7 +111,18 @@ impl KnowledgeManager {
             rules,
             llm,
             bm25: Bm25Encoder::default(),
+            write_locks: (0..WRITE_LOCK_STRIPES).map(|_| tokio::sync::Mutex::new(())).collect(),
         }
+    }
+
+    /// The write lock of a user (see `write_locks`).
+    pub(crate) async fn lock_user(&self, user_id: &str) -> tokio::sync::MutexGuard<'_, ()> {
+        use std::hash::{Hash, Hasher};
+        let mut hasher = std::collections::hash_map::DefaultHasher::new();
+        user_id.hash(&mut hasher);
+        self.write_locks[hasher.finish() as usize % WRITE_LOCK_STRIPES]
+            .lock()
+            .await
     }
 
     pub fn config(&self) -> &KnowledgeConfig {
@@ -403,6 +425,10 @@ impl KnowledgeManager {
 
     /// Checks the role's quota, forgetting low-value old memories before refusing.
     async fn enforce_quota(&self, scope: &Scope, now: DateTime<Utc>) -> Result<(), ApiError> {
+        if self.plan_limit(&scope.user_id).await?.1 == 0 {
+            // Unlimited: nothing to count.
+            return Ok(());
+        }
         let quota = self.quota_of(scope).await?;
         if quota.limit == 0 || quota.used < quota.limit {
             return Ok(());
@@ -422,13 +448,19 @@ impl KnowledgeManager {
         ))
     }
 
-    async fn quota_of(&self, scope: &Scope) -> Result<Quota, ApiError> {
+    /// A user's plan and its limit per role (0: unlimited).
+    async fn plan_limit(&self, user_id: &str) -> Result<(String, u64), ApiError> {
         let plan = self
             .store
-            .get_plan(&scope.user_id)
+            .get_plan(user_id)
             .await?
             .unwrap_or_else(|| self.config.quotas.default_plan.clone());
         let limit = self.config.quotas.limit(&plan).unwrap_or(self.config.quotas.seed);
+        Ok((plan, limit))
+    }
+
+    async fn quota_of(&self, scope: &Scope) -> Result<Quota, ApiError> {
+        let (plan, limit) = self.plan_limit(&scope.user_id).await?;
         let used = self
             .store
             .count_memories(&MemoryQuery {
@@ -458,8 +490,13 @@ impl KnowledgeManager {
         if let Some(evidence) = options.evidence_count {
             memory.evidence_count = evidence.max(1);
         }
-        let dense = self.embed_one(&Self::index_text(&memory)).await?;
+        let dense = match options.dense.clone() {
+            Some(dense) => dense,
+            None => self.embed_one(&Self::index_text(&memory)).await?,
+        };
 
+        // From the checks to the index: one write of this user at a time.
+        let _user = self.lock_user(&scope.user_id).await;
         let mut replaces = options.replaces.clone();
         if !options.skip_dedup {
             for old in self.contradicted(&memory).await? {

@@ -1,8 +1,9 @@
 //! Embedding models. Three implementations: [`local::LocalEmbedder`] (multilingual-e5-small,
 //! 4-bit, in-process; the default), [`http::HttpEmbedder`] (any OpenAI-compatible embeddings
 //! endpoint) and [`hash::HashEmbedder`] (hashed character n-grams: deterministic and fast, for
-//! tests).
+//! tests). [`batch::BatchingEmbedder`] gathers concurrent passage calls into one batch.
 
+pub mod batch;
 pub mod hash;
 pub mod http;
 #[cfg(feature = "local-embedder")]

@@ -39,7 +39,11 @@ pub struct SqlStore {
     pool: AnyPool,
     backend: Backend,
     write_lock: Option<tokio::sync::Mutex<()>>,
+    /// Batches waiting for the next group commit (SQLite only).
+    group: Option<std::sync::Mutex<Vec<(WriteBatch, GroupReply)>>>,
 }
+
+type GroupReply = tokio::sync::oneshot::Sender<Result<(), StoreError>>;
 
 fn backend_error(err: sqlx::Error) -> StoreError {
     match err {
@@ -515,6 +519,7 @@ impl SqlStore {
             pool,
             backend,
             write_lock: (backend == Backend::Sqlite).then(|| tokio::sync::Mutex::new(())),
+            group: (backend == Backend::Sqlite).then(|| std::sync::Mutex::new(Vec::new())),
         };
         store.migrate().await?;
         Ok(store)
@@ -640,11 +645,213 @@ impl SqlStore {
             .map_err(backend_error)
     }
 
+    /// Writes one batch inside a transaction; an error leaves the transaction to be rolled back
+    /// (or rolled back to the batch's savepoint).
+    async fn apply(&self, tx: &mut Transaction<'static, Any>, batch: &WriteBatch) -> Result<(), StoreError> {
+        if let Some(record) = &batch.idempotency {
+            let mut q = Query::new(
+                "INSERT INTO idempotency (user_id, request_key, response, created_at) VALUES (?, ?, ?, ?) ON CONFLICT (user_id, request_key) DO NOTHING",
+            );
+            q.text(record.user_id.clone())
+                .text(record.key.clone())
+                .text(record.response.clone())
+                .int(ms(record.created_at));
+            if self.tx_execute(tx, &q).await? == 0 {
+                return Err(StoreError::Conflict(format!(
+                    "request {:?} was already applied",
+                    record.key
+                )));
+            }
+        }
+        for memory in &batch.inserts {
+            let placeholders = vec!["?"; 31].join(", ");
+            let mut q = Query::new(&format!(
+                "INSERT INTO memories ({MEMORY_COLUMNS}) VALUES ({placeholders})"
+            ));
+            for arg in memory_args(memory) {
+                q.arg(arg);
+            }
+            q.int(memory.version);
+            self.tx_execute(tx, &q).await.map_err(|err| match err {
+                StoreError::AlreadyExists(msg) => StoreError::AlreadyExists(format!("memory {}: {msg}", memory.id)),
+                other => other,
+            })?;
+        }
+        for memory in &batch.updates {
+            let columns: Vec<&str> = MEMORY_COLUMNS.split(", ").collect();
+            // id and user_id identify the row; version is checked, then bumped.
+            let assignments: Vec<String> = columns[2..columns.len() - 1]
+                .iter()
+                .map(|c| format!("{c} = ?"))
+                .collect();
+            let mut q = Query::new(&format!(
+                "UPDATE memories SET {}, version = version + 1 WHERE id = ? AND user_id = ? AND version = ?",
+                assignments.join(", ")
+            ));
+            let args = memory_args(memory);
+            for arg in &args[2..] {
+                q.arg(arg.clone());
+            }
+            q.text(memory.id.clone())
+                .text(memory.scope.user_id.clone())
+                .int(memory.version);
+            if self.tx_execute(tx, &q).await? == 0 {
+                return Err(StoreError::Conflict(format!(
+                    "memory {} changed since version {}",
+                    memory.id, memory.version
+                )));
+            }
+        }
+        for (user_id, id) in &batch.deletes {
+            let mut q = Query::new("DELETE FROM memories WHERE user_id = ? AND id = ?");
+            q.text(user_id.clone()).text(id.clone());
+            self.tx_execute(tx, &q).await?;
+        }
+        for change in &batch.changes {
+            let mut q = Query::new(
+                "INSERT INTO memory_changes (id, user_id, memory_id, kind, actor, reason, before_json, after_json, at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            );
+            q.text(change.id.clone())
+                .text(change.user_id.clone())
+                .text(change.memory_id.clone())
+                .text(change.kind.as_str())
+                .text(change.actor.clone())
+                .text(change.reason.clone())
+                .arg(Arg::OptText(change.before.clone()))
+                .arg(Arg::OptText(change.after.clone()))
+                .int(ms(change.at));
+            self.tx_execute(tx, &q).await?;
+        }
+        for candidate in &batch.candidates {
+            let mut q = Query::new(
+                "INSERT INTO candidates (id, user_id, role_id, project_id, session_id, draft, reason, score, evidence_count, status, content_key, created_at, decided_at, memory_id) \
+                 VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) \
+                 ON CONFLICT (id) DO UPDATE SET draft = excluded.draft, reason = excluded.reason, score = excluded.score, \
+                 evidence_count = excluded.evidence_count, status = excluded.status, decided_at = excluded.decided_at, memory_id = excluded.memory_id",
+            );
+            q.text(candidate.id.clone())
+                .text(candidate.scope.user_id.clone())
+                .text(candidate.scope.role_id.clone())
+                .arg(Arg::OptText(candidate.scope.project_id.clone()))
+                .arg(Arg::OptText(candidate.scope.session_id.clone()))
+                .text(candidate.draft.clone())
+                .text(candidate.reason.clone())
+                .arg(Arg::Float(candidate.score))
+                .int(i64::from(candidate.evidence_count))
+                .text(candidate.status.as_str())
+                .text(candidate.content_key.clone())
+                .int(ms(candidate.created_at))
+                .arg(Arg::OptInt(candidate.decided_at.map(ms)))
+                .arg(Arg::OptText(candidate.memory_id.clone()));
+            self.tx_execute(tx, &q).await?;
+        }
+        Ok(())
+    }
+
+    /// SQLite allows one writer and every commit waits for the disk (fsync of the WAL), so
+    /// batches that arrive while a commit runs are committed together by the next one: one
+    /// transaction, each batch inside its own savepoint, so a batch that fails (a conflict, a
+    /// replayed request) is rolled back alone and gets its own error, and the others are
+    /// acknowledged once the shared COMMIT is durable.
+    async fn group_commit(&self, batch: WriteBatch) -> Result<(), StoreError> {
+        let Some(group) = &self.group else {
+            return Err(StoreError::Backend("group commit without a queue".into()));
+        };
+        let (reply, mut answer) = tokio::sync::oneshot::channel();
+        group
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .push((batch, reply));
+        // Whoever holds the write lock commits everything queued; a batch queued meanwhile is
+        // taken by that holder or by the next one (possibly this caller).
+        let _guard = self.lock_writes().await;
+        if let Ok(result) = answer.try_recv() {
+            return result;
+        }
+        let queued: Vec<(WriteBatch, GroupReply)> =
+            std::mem::take(&mut *group.lock().unwrap_or_else(std::sync::PoisonError::into_inner));
+        let span = tracing::info_span!(
+            "db.commit",
+            db.system = self.backend_name(),
+            otel.kind = "client",
+            batches = queued.len()
+        );
+        let started = std::time::Instant::now();
+        let results = self.commit_together(&queued).instrument(span).await;
+        thinkus_common::metrics::METRICS
+            .backend_latency
+            .with_label_values(&[self.backend_name(), "commit"])
+            .observe(started.elapsed().as_secs_f64());
+        for ((_, reply), result) in queued.into_iter().zip(results) {
+            let _ = reply.send(result);
+        }
+        answer
+            .try_recv()
+            .unwrap_or_else(|_| Err(StoreError::Backend("the group commit lost a batch".into())))
+    }
+
+    /// One transaction for several batches; the result of each, in order.
+    async fn commit_together(&self, queued: &[(WriteBatch, GroupReply)]) -> Vec<Result<(), StoreError>> {
+        let all_fail = |err: &StoreError| -> Vec<Result<(), StoreError>> {
+            queued.iter().map(|_| Err(copy_store_error(err))).collect()
+        };
+        let mut tx = match self.begin().await {
+            Ok(tx) => tx,
+            Err(err) => return all_fail(&err),
+        };
+        let mut results = Vec::with_capacity(queued.len());
+        for (batch, _) in queued {
+            let step = async {
+                if queued.len() > 1 {
+                    self.tx_execute(&mut tx, &Query::new("SAVEPOINT batch")).await?;
+                }
+                let applied = self.apply(&mut tx, batch).await;
+                if queued.len() > 1 {
+                    if applied.is_err() {
+                        self.tx_execute(&mut tx, &Query::new("ROLLBACK TO SAVEPOINT batch"))
+                            .await?;
+                    }
+                    self.tx_execute(&mut tx, &Query::new("RELEASE SAVEPOINT batch")).await?;
+                }
+                Ok::<_, StoreError>(applied)
+            }
+            .await;
+            match step {
+                Ok(applied) => results.push(applied),
+                // The savepoint itself failed: the transaction cannot be trusted.
+                Err(err) => {
+                    let _ = tx.rollback().await;
+                    return all_fail(&err);
+                }
+            }
+        }
+        if results.iter().all(Result::is_err) {
+            let _ = tx.rollback().await;
+            return results;
+        }
+        match tx.commit().await.map_err(backend_error) {
+            Ok(()) => results,
+            Err(err) => all_fail(&err),
+        }
+    }
+
     fn for_update(&self) -> &'static str {
         match self.backend {
             Backend::Postgres => " FOR UPDATE",
             Backend::Sqlite => "",
         }
+    }
+}
+
+/// The same error for every batch of a failed group commit.
+fn copy_store_error(err: &StoreError) -> StoreError {
+    match err {
+        StoreError::NotFound(m) => StoreError::NotFound(m.clone()),
+        StoreError::Conflict(m) => StoreError::Conflict(m.clone()),
+        StoreError::AlreadyExists(m) => StoreError::AlreadyExists(m.clone()),
+        StoreError::Invalid(m) => StoreError::Invalid(m.clone()),
+        StoreError::Unavailable(m) => StoreError::Unavailable(m.clone()),
+        StoreError::Backend(m) => StoreError::Backend(m.clone()),
     }
 }
 
@@ -668,107 +875,13 @@ impl MemoryStore for SqlStore {
         if batch.is_empty() {
             return Ok(());
         }
-        let _guard = self.lock_writes().await;
+        if self.group.is_some() {
+            return self.group_commit(batch).await;
+        }
         let span = tracing::info_span!("db.commit", db.system = self.backend_name(), otel.kind = "client");
         let started = std::time::Instant::now();
         let mut tx = self.begin().instrument(span.clone()).await?;
-        let result = async {
-            if let Some(record) = &batch.idempotency {
-                let mut q = Query::new(
-                    "INSERT INTO idempotency (user_id, request_key, response, created_at) VALUES (?, ?, ?, ?) ON CONFLICT (user_id, request_key) DO NOTHING",
-                );
-                q.text(record.user_id.clone())
-                    .text(record.key.clone())
-                    .text(record.response.clone())
-                    .int(ms(record.created_at));
-                if self.tx_execute(&mut tx, &q).await? == 0 {
-                    return Err(StoreError::Conflict(format!("request {:?} was already applied", record.key)));
-                }
-            }
-            for memory in &batch.inserts {
-                let placeholders = vec!["?"; 31].join(", ");
-                let mut q = Query::new(&format!("INSERT INTO memories ({MEMORY_COLUMNS}) VALUES ({placeholders})"));
-                for arg in memory_args(memory) {
-                    q.arg(arg);
-                }
-                q.int(memory.version);
-                self.tx_execute(&mut tx, &q).await.map_err(|err| match err {
-                    StoreError::AlreadyExists(msg) => StoreError::AlreadyExists(format!("memory {}: {msg}", memory.id)),
-                    other => other,
-                })?;
-            }
-            for memory in &batch.updates {
-                let columns: Vec<&str> = MEMORY_COLUMNS.split(", ").collect();
-                // id and user_id identify the row; version is checked, then bumped.
-                let assignments: Vec<String> = columns[2..columns.len() - 1]
-                    .iter()
-                    .map(|c| format!("{c} = ?"))
-                    .collect();
-                let mut q = Query::new(&format!(
-                    "UPDATE memories SET {}, version = version + 1 WHERE id = ? AND user_id = ? AND version = ?",
-                    assignments.join(", ")
-                ));
-                let args = memory_args(memory);
-                for arg in &args[2..] {
-                    q.arg(arg.clone());
-                }
-                q.text(memory.id.clone())
-                    .text(memory.scope.user_id.clone())
-                    .int(memory.version);
-                if self.tx_execute(&mut tx, &q).await? == 0 {
-                    return Err(StoreError::Conflict(format!(
-                        "memory {} changed since version {}",
-                        memory.id, memory.version
-                    )));
-                }
-            }
-            for (user_id, id) in &batch.deletes {
-                let mut q = Query::new("DELETE FROM memories WHERE user_id = ? AND id = ?");
-                q.text(user_id.clone()).text(id.clone());
-                self.tx_execute(&mut tx, &q).await?;
-            }
-            for change in &batch.changes {
-                let mut q = Query::new(
-                    "INSERT INTO memory_changes (id, user_id, memory_id, kind, actor, reason, before_json, after_json, at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                );
-                q.text(change.id.clone())
-                    .text(change.user_id.clone())
-                    .text(change.memory_id.clone())
-                    .text(change.kind.as_str())
-                    .text(change.actor.clone())
-                    .text(change.reason.clone())
-                    .arg(Arg::OptText(change.before.clone()))
-                    .arg(Arg::OptText(change.after.clone()))
-                    .int(ms(change.at));
-                self.tx_execute(&mut tx, &q).await?;
-            }
-            for candidate in &batch.candidates {
-                let mut q = Query::new(
-                    "INSERT INTO candidates (id, user_id, role_id, project_id, session_id, draft, reason, score, evidence_count, status, content_key, created_at, decided_at, memory_id) \
-                     VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) \
-                     ON CONFLICT (id) DO UPDATE SET draft = excluded.draft, reason = excluded.reason, score = excluded.score, \
-                     evidence_count = excluded.evidence_count, status = excluded.status, decided_at = excluded.decided_at, memory_id = excluded.memory_id",
-                );
-                q.text(candidate.id.clone())
-                    .text(candidate.scope.user_id.clone())
-                    .text(candidate.scope.role_id.clone())
-                    .arg(Arg::OptText(candidate.scope.project_id.clone()))
-                    .arg(Arg::OptText(candidate.scope.session_id.clone()))
-                    .text(candidate.draft.clone())
-                    .text(candidate.reason.clone())
-                    .arg(Arg::Float(candidate.score))
-                    .int(i64::from(candidate.evidence_count))
-                    .text(candidate.status.as_str())
-                    .text(candidate.content_key.clone())
-                    .int(ms(candidate.created_at))
-                    .arg(Arg::OptInt(candidate.decided_at.map(ms)))
-                    .arg(Arg::OptText(candidate.memory_id.clone()));
-                self.tx_execute(&mut tx, &q).await?;
-            }
-            Ok(())
-        }
-        .instrument(span)
-        .await;
+        let result = self.apply(&mut tx, &batch).instrument(span).await;
         let outcome = match result {
             Ok(()) => tx.commit().await.map_err(backend_error),
             Err(err) => {
