@@ -99,7 +99,35 @@ pub fn is_stopword(term: &str) -> bool {
 
 /// Stems an English word with Snowball ("decisions" -> "decis", "running" -> "run").
 pub fn stem(word: &str) -> String {
-    STEMMER.stem(word).into_owned()
+    STEMMER.stem(base_form(word)).into_owned()
+}
+
+/// The base form of a common irregular English verb ("took" -> "take"), which a suffix
+/// stemmer cannot find: "she took a class" then meets "takes a class".
+fn base_form(word: &str) -> &str {
+    const IRREGULAR: &[(&str, &str)] = &[
+        ("ate", "eat"), ("eaten", "eat"), ("became", "become"), ("began", "begin"), ("begun", "begin"),
+        ("bought", "buy"), ("brought", "bring"), ("broke", "break"), ("broken", "break"), ("built", "build"),
+        ("came", "come"), ("caught", "catch"), ("chose", "choose"), ("chosen", "choose"), ("drew", "draw"),
+        ("drawn", "draw"), ("drove", "drive"), ("driven", "drive"), ("fell", "fall"), ("fallen", "fall"),
+        ("felt", "feel"), ("flew", "fly"), ("flown", "fly"), ("forgot", "forget"), ("forgotten", "forget"),
+        ("found", "find"), ("gave", "give"), ("given", "give"), ("went", "go"), ("gone", "go"), ("goes", "go"),
+        ("got", "get"), ("gotten", "get"), ("grew", "grow"), ("grown", "grow"), ("heard", "hear"),
+        ("held", "hold"), ("hid", "hide"), ("kept", "keep"), ("knew", "know"), ("known", "know"),
+        ("led", "lead"), ("left", "leave"), ("lost", "lose"), ("made", "make"), ("meant", "mean"),
+        ("met", "meet"), ("paid", "pay"), ("ran", "run"), ("rode", "ride"), ("said", "say"),
+        ("sang", "sing"), ("sung", "sing"), ("sat", "sit"), ("saw", "see"), ("seen", "see"),
+        ("sent", "send"), ("slept", "sleep"), ("sold", "sell"), ("spent", "spend"), ("spoke", "speak"),
+        ("spoken", "speak"), ("stood", "stand"), ("swam", "swim"), ("taught", "teach"), ("took", "take"),
+        ("taken", "take"), ("thought", "think"), ("threw", "throw"), ("thrown", "throw"), ("told", "tell"),
+        ("understood", "understand"), ("woke", "wake"), ("won", "win"), ("wore", "wear"), ("worn", "wear"),
+        ("wrote", "write"), ("written", "write"),
+    ];
+    IRREGULAR
+        .iter()
+        .find(|(form, _)| *form == word)
+        .map(|(_, base)| *base)
+        .unwrap_or(word)
 }
 
 /// Splits text into runs of ideographs and runs of everything else.
@@ -289,6 +317,16 @@ mod tests {
         assert_eq!(detect_language("I prefer a minimal design"), Language::En);
         assert_eq!(detect_language("Budget is $800 now"), Language::En);
         assert_eq!(detect_language("预算"), Language::Zh);
+    }
+
+    #[test]
+    fn irregular_verbs_meet_their_base_form() {
+        let took = terms("She took a pottery class and went camping");
+        let takes = terms("she takes pottery classes; goes camping");
+        for term in ["take", "go", "potteri", "camp"] {
+            assert!(took.contains(&term.to_string()), "{term}: {took:?}");
+            assert!(takes.contains(&term.to_string()), "{term}: {takes:?}");
+        }
     }
 
     #[test]

@@ -610,59 +610,59 @@ fn memory_entries(
         ),
     };
     let scores: BTreeMap<&str, &CatalogEntry> = recalled.catalog.iter().map(|e| (e.id.as_str(), e)).collect();
-    match recalled.mode {
-        RetrievalMode::Details if !recalled.details.is_empty() => {
-            for detail in &recalled.details {
-                let entry = scores.get(detail.id.as_str());
-                let parts = entry.map(|e| e.score.clone()).unwrap_or_default();
-                let mut text = format!("- {} ({})", detail.content.trim(), detail.relative_time);
-                if let Some(speaker) = &detail.speaker {
-                    text = format!("- {speaker}: {} ({})", detail.content.trim(), detail.relative_time);
-                }
-                if !detail.context.trim().is_empty() {
-                    text.push_str(&format!("\n  {}", detail.context.trim()));
-                }
-                items.push(TraceItem {
-                    kind: TraceKind::Memory,
-                    id: detail.id.clone(),
-                    score: parts.score,
-                    confidence: detail.confidence,
-                    reason: why(&parts),
-                    included: false,
-                    parts: Some(parts),
-                    tokens: 0,
-                });
-                entries.push(Entry {
-                    kind: SectionKind::of(detail.memory_type),
-                    text,
-                    trace: items.len() - 1,
-                    section_cap: None,
-                });
+    // Details first (best first), then the catalog lines of the memories not detailed, so the
+    // budget the retriever filled is used whole.
+    let mut detailed: std::collections::BTreeSet<&str> = Default::default();
+    if recalled.mode == RetrievalMode::Details {
+        for detail in &recalled.details {
+            detailed.insert(detail.id.as_str());
+            let entry = scores.get(detail.id.as_str());
+            let parts = entry.map(|e| e.score.clone()).unwrap_or_default();
+            let mut text = format!("- {} ({})", detail.content.trim(), detail.relative_time);
+            if let Some(speaker) = &detail.speaker {
+                text = format!("- {speaker}: {} ({})", detail.content.trim(), detail.relative_time);
             }
-        }
-        _ => {
-            for entry in &recalled.catalog {
-                let text = match &entry.speaker {
-                    Some(speaker) => format!("- {speaker}: {} ({})", entry.summary, entry.relative_time),
-                    None => format!("- {} ({})", entry.summary, entry.relative_time),
-                };
-                items.push(TraceItem {
-                    kind: TraceKind::Memory,
-                    id: entry.id.clone(),
-                    score: entry.score.score,
-                    confidence: entry.confidence,
-                    reason: why(&entry.score),
-                    included: false,
-                    parts: Some(entry.score.clone()),
-                    tokens: 0,
-                });
-                entries.push(Entry {
-                    kind: SectionKind::of(entry.memory_type),
-                    text,
-                    trace: items.len() - 1,
-                    section_cap: None,
-                });
+            if !detail.context.trim().is_empty() {
+                text.push_str(&format!("\n  {}", detail.context.trim()));
             }
+            items.push(TraceItem {
+                kind: TraceKind::Memory,
+                id: detail.id.clone(),
+                score: parts.score,
+                confidence: detail.confidence,
+                reason: why(&parts),
+                included: false,
+                parts: Some(parts),
+                tokens: 0,
+            });
+            entries.push(Entry {
+                kind: SectionKind::of(detail.memory_type),
+                text,
+                trace: items.len() - 1,
+                section_cap: None,
+            });
         }
+    }
+    for entry in recalled.catalog.iter().filter(|e| !detailed.contains(e.id.as_str())) {
+        let text = match &entry.speaker {
+            Some(speaker) => format!("- {speaker}: {} ({})", entry.summary, entry.relative_time),
+            None => format!("- {} ({})", entry.summary, entry.relative_time),
+        };
+        items.push(TraceItem {
+            kind: TraceKind::Memory,
+            id: entry.id.clone(),
+            score: entry.score.score,
+            confidence: entry.confidence,
+            reason: why(&entry.score),
+            included: false,
+            parts: Some(entry.score.clone()),
+            tokens: 0,
+        });
+        entries.push(Entry {
+            kind: SectionKind::of(entry.memory_type),
+            text,
+            trace: items.len() - 1,
+            section_cap: None,
+        });
     }
 }
