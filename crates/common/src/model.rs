@@ -249,7 +249,10 @@ impl Memory {
             text.push_str(speaker);
             text.push_str(": ");
         }
-        if !self.summary.is_empty() && !self.content.starts_with(&self.summary) {
+        // A summary cut from the content's beginning ("We decided to…") adds nothing but tokens.
+        let lead = self.summary.trim_end_matches(['…', '.']).trim_end();
+        let content = self.content.split_whitespace().collect::<Vec<_>>().join(" ");
+        if !lead.is_empty() && !content.starts_with(lead) {
             text.push_str(&self.summary);
             text.push('\n');
         }
