@@ -17,6 +17,8 @@ python3 -m pip install --quiet --disable-pip-version-check --root-user-action=ig
 
 export THINKUS_REQUIRE_BACKENDS=1
 work=$(mktemp -d /tmp/thinkus-test.XXXXXX)
+# As root the throwaway PostgreSQL runs as the postgres user, who must reach its data directory.
+chmod 755 "$work"
 cleanup() {
   if [ -n "${TEST_S3_PID:-}" ]; then kill "$TEST_S3_PID" 2>/dev/null || true; fi
   if [ -n "${THINKUS_PG_DATA:-}" ]; then ./scripts/stop-postgres.sh || true; fi
@@ -35,11 +37,14 @@ if [ -z "${TEST_DATABASE_URL:-}" ]; then
       exit 1
     fi
   fi
-  eval "$(./scripts/start-postgres.sh "$work/pg")"
+  # An assignment, not a bare eval of $(…): under `set -e` a failed start stops the run here.
+  pg_env=$(./scripts/start-postgres.sh "$work/pg")
+  eval "$pg_env"
 fi
 if [ -z "${TEST_S3_URI:-}" ]; then
   say "S3 (SeaweedFS, $work/s3)"
-  eval "$(./scripts/start-s3.sh "$work/s3")"
+  s3_env=$(./scripts/start-s3.sh "$work/s3")
+  eval "$s3_env"
 fi
 
 say "Helm charts and protobuf contracts"
