@@ -369,12 +369,14 @@ impl Gateway {
                 created_at: occurred_at,
                 index: 0,
             };
+            // A turn without an answer (a user message on its own) adds only that message.
+            let mut messages = vec![message("user", request.user_message.clone())];
+            if !assistant.trim().is_empty() {
+                messages.push(message("assistant", assistant));
+            }
             let summarize = SummarizeJob {
                 scope: request.scope.clone(),
-                messages: vec![
-                    message("user", request.user_message.clone()),
-                    message("assistant", assistant),
-                ],
+                messages,
                 traceparent: thinkus_common::telemetry::current_traceparent(),
             };
             job_ids.push(

@@ -731,6 +731,8 @@ pub fn decide(input: &RuleInput<'_>) -> ControlDecision {
         (NeedMemory::Maybe, RetrievalMode::Catalog) => 300,
         (NeedMemory::Maybe, RetrievalMode::Details) => 600,
         _ if full_review => 2000,
+        // What someone did or said is scattered over many conversations: the top of the deep tier.
+        (_, RetrievalMode::Details) if main_signal == "person" => 1500,
         (_, RetrievalMode::Catalog) => 400,
         (_, RetrievalMode::Details) => 1000,
     };

@@ -144,7 +144,13 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Recall(args) => crate::commands::recall(args).await,
         Command::Show(args) => crate::commands::show(args).await,
         Command::Admin { task } => crate::commands::admin(task).await,
-        Command::Bench { bench } => crate::bench::run(bench, config).await,
+        Command::Bench { bench } => {
+            // Warnings and errors of the services under test go to stderr; the figures to stdout.
+            let mut telemetry = config.telemetry.clone();
+            telemetry.log_level = "warn".into();
+            let _guard = thinkus_common::telemetry::init("thinkus-bench", &telemetry)?;
+            crate::bench::run(bench, config).await
+        }
         Command::Keys { task } => crate::commands::keys(task),
         Command::Config => crate::commands::print_config(&config),
         _ => Ok(()),
