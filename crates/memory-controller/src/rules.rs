@@ -260,10 +260,6 @@ fn time_range(message: &str, now: DateTime<Utc>) -> Option<(TimeRange, &'static 
             r"(?i)(上个月|上月|这个月|本月|最近一个月|过去一个月|近一个月|这一个月|\blast month\b|\bthis month\b|\bpast month\b|\bpast (30|thirty) days\b|\blast (30|thirty) days\b|\bfew weeks ago\b|\b(last|past) (few|couple( of)?) weeks\b|\ba couple( of)? weeks (back|ago)\b)",
         )
     });
-    static CN_DATE: LazyLock<Regex> = LazyLock::new(|| re(r"(\d{1,2})月(\d{1,2})[日号]"));
-    static EN_DATE: LazyLock<Regex> = LazyLock::new(|| {
-        re(r"(?i)\b(jan|feb|mar|apr|may|jun|jul|aug|sep|sept|oct|nov|dec)[a-z]*\.?\s+(\d{1,2})(?:st|nd|rd|th)?\b")
-    });
     let day = |date: NaiveDate| Utc.from_utc_datetime(&date.and_hms_opt(0, 0, 0).unwrap_or_default());
     let today = day(now.date_naive());
     if DAY_BEFORE.is_match(message) {
@@ -284,41 +280,8 @@ fn time_range(message: &str, now: DateTime<Utc>) -> Option<(TimeRange, &'static 
             "time:yesterday",
         ));
     }
-    let explicit_day = |month: u32, dom: u32| -> Option<TimeRange> {
-        // A date without a year is the latest one not after today.
-        let mut date = NaiveDate::from_ymd_opt(now.year(), month, dom)?;
-        if day(date) > today {
-            date = NaiveDate::from_ymd_opt(now.year() - 1, month, dom)?;
-        }
-        Some(TimeRange::Between {
-            start: Some(day(date)),
-            end: Some(day(date) + Duration::days(1)),
-        })
-    };
-    if let Some(c) = CN_DATE.captures(message) {
-        let (month, dom) = (c[1].parse().ok()?, c[2].parse().ok()?);
-        if let Some(range) = explicit_day(month, dom) {
-            return Some((range, "time:date"));
-        }
-    }
-    if let Some(c) = EN_DATE.captures(message) {
-        let month = match c[1].to_lowercase().get(..3)? {
-            "jan" => 1,
-            "feb" => 2,
-            "mar" => 3,
-            "apr" => 4,
-            "may" => 5,
-            "jun" => 6,
-            "jul" => 7,
-            "aug" => 8,
-            "sep" => 9,
-            "oct" => 10,
-            "nov" => 11,
-            _ => 12,
-        };
-        if let Some(range) = c[2].parse().ok().and_then(|dom| explicit_day(month, dom)) {
-            return Some((range, "time:date"));
-        }
+    if let Some(found) = explicit_date(message, now) {
+        return Some(found);
     }
     if TODAY.is_match(message) {
         return Some((
@@ -336,6 +299,206 @@ fn time_range(message: &str, now: DateTime<Utc>) -> Option<(TimeRange, &'static 
         return Some((TimeRange::Last30Days, "time:month"));
     }
     None
+}
+
+/// How far before a named date what was said about it may be (plans, announcements).
+const NAMED_DATE_BEFORE_DAYS: i64 = 7;
+/// How far after a named date what was said about it may be (reports, "last month we...").
+const NAMED_DATE_AFTER_DAYS: i64 = 31;
+
+/// Month names and their usual abbreviations (whole words only: "marketing" is no month).
+const MONTH_NAMES: &str = r"(january|february|march|april|may|june|july|august|september|october|november|december|jan|feb|mar|apr|jun|jul|aug|sept|sep|oct|nov|dec)";
+
+fn month_number(name: &str) -> Option<u32> {
+    let months = [
+        "jan", "feb", "mar", "apr", "may", "jun", "jul", "aug", "sep", "oct", "nov", "dec",
+    ];
+    let key = name.to_lowercase();
+    months.iter().position(|m| key.starts_with(m)).map(|i| i as u32 + 1)
+}
+
+/// A named day, month or year ("October 13, 2023", "13 Oct", "in May 2023", "2023年5月",
+/// "11月3号", "in 2023"), as the range it spans; "as of", "by", "until" or "before" it (之前,
+/// 以前) keep only what came before, "since" or "after" it (以来, 之后) only what came after.
+/// A day or month without a year is the latest one not after today.
+fn explicit_date(message: &str, now: DateTime<Utc>) -> Option<(TimeRange, &'static str)> {
+    static EN_MONTH_DAY: LazyLock<Regex> = LazyLock::new(|| {
+        re(&format!(
+            r"(?i)\b{MONTH_NAMES}\.?\s+(\d{{1,2}})(?:st|nd|rd|th)?\b(?:,?\s+(\d{{4}})\b)?"
+        ))
+    });
+    static EN_DAY_MONTH: LazyLock<Regex> = LazyLock::new(|| {
+        re(&format!(
+            r"(?i)\b(\d{{1,2}})(?:st|nd|rd|th)?\s+(?:of\s+)?{MONTH_NAMES}\b\.?(?:,?\s+(\d{{4}})\b)?"
+        ))
+    });
+    static EN_MONTH_YEAR: LazyLock<Regex> =
+        LazyLock::new(|| re(&format!(r"(?i)\b{MONTH_NAMES}\.?,?\s+(?:of\s+)?(\d{{4}})\b")));
+    static EN_MONTH: LazyLock<Regex> = LazyLock::new(|| {
+        re(&format!(
+            r"(?i)\b(?:in|during|since|after|before|until|by|from|of)\s+(?:early\s+|late\s+|mid-?)?{MONTH_NAMES}\b"
+        ))
+    });
+    static CN_MONTH_ONLY: LazyLock<Regex> = LazyLock::new(|| re(r"(^|[^\d年])(\d{1,2})月(份)?([^\d]|$)"));
+    static ISO_DAY: LazyLock<Regex> = LazyLock::new(|| re(r"\b(\d{4})-(\d{1,2})-(\d{1,2})\b"));
+    static CN_DAY: LazyLock<Regex> = LazyLock::new(|| re(r"(?:(\d{4})年)?(\d{1,2})月(\d{1,2})[日号]"));
+    static CN_MONTH: LazyLock<Regex> = LazyLock::new(|| re(r"(\d{4})年(\d{1,2})月"));
+    static CN_YEAR: LazyLock<Regex> = LazyLock::new(|| re(r"(\d{4})年"));
+    static EN_YEAR: LazyLock<Regex> =
+        LazyLock::new(|| re(r"(?i)\b(?:in|during|of|for|since|after|before|until|by)\s+(\d{4})\b"));
+    static BEFORE: LazyLock<Regex> = LazyLock::new(|| re(r"(?i)\b(as of|by|until|till|up to|before)\s*$"));
+    static AFTER: LazyLock<Regex> = LazyLock::new(|| re(r"(?i)\b(since|after|from)\s*$"));
+    static CN_BEFORE: LazyLock<Regex> = LazyLock::new(|| re(r"^\s*(之前|以前|前|为止)"));
+    static CN_AFTER: LazyLock<Regex> = LazyLock::new(|| re(r"^\s*(以来|之后|以后|后|起)"));
+
+    let midnight = |date: NaiveDate| Utc.from_utc_datetime(&date.and_hms_opt(0, 0, 0).unwrap_or_default());
+    let today = now.date_naive();
+    let year_of = |text: Option<regex::Match<'_>>| text.and_then(|m| m.as_str().parse::<i32>().ok());
+    let plausible = |year: i32| (1900..=2200).contains(&year);
+    // (first day, day after the last, where the phrase starts and ends).
+    let span: Option<(NaiveDate, NaiveDate, usize, usize, &'static str)> = (|| {
+        let day_span = |year: Option<i32>, month: u32, dom: u32| -> Option<(NaiveDate, NaiveDate)> {
+            let date = match year {
+                Some(year) if plausible(year) => NaiveDate::from_ymd_opt(year, month, dom)?,
+                Some(_) => return None,
+                None => {
+                    let this_year = NaiveDate::from_ymd_opt(today.year(), month, dom)?;
+                    if this_year > today {
+                        NaiveDate::from_ymd_opt(today.year() - 1, month, dom)?
+                    } else {
+                        this_year
+                    }
+                }
+            };
+            Some((date, date.succ_opt()?))
+        };
+        let month_span = |year: i32, month: u32| -> Option<(NaiveDate, NaiveDate)> {
+            let first = NaiveDate::from_ymd_opt(year, month, 1)?;
+            let next = if month == 12 {
+                NaiveDate::from_ymd_opt(year + 1, 1, 1)?
+            } else {
+                NaiveDate::from_ymd_opt(year, month + 1, 1)?
+            };
+            plausible(year).then_some((first, next))
+        };
+        if let Some(c) = ISO_DAY.captures(message) {
+            let whole = c.get(0)?;
+            let (month, dom) = (c[2].parse().ok()?, c[3].parse().ok()?);
+            if let Some((a, b)) = day_span(year_of(c.get(1)), month, dom) {
+                return Some((a, b, whole.start(), whole.end(), "time:date"));
+            }
+        }
+        if let Some(c) = CN_DAY.captures(message) {
+            let whole = c.get(0)?;
+            let (month, dom) = (c[2].parse().ok()?, c[3].parse().ok()?);
+            if let Some((a, b)) = day_span(year_of(c.get(1)), month, dom) {
+                return Some((a, b, whole.start(), whole.end(), "time:date"));
+            }
+        }
+        for pattern in [&*EN_MONTH_DAY, &*EN_DAY_MONTH] {
+            if let Some(c) = pattern.captures(message) {
+                let whole = c.get(0)?;
+                let (month_text, dom_text) = if c[1].chars().all(|ch| ch.is_ascii_digit()) {
+                    (&c[2], &c[1])
+                } else {
+                    (&c[1], &c[2])
+                };
+                let (Some(month), Ok(dom)) = (month_number(month_text), dom_text.parse::<u32>()) else {
+                    continue;
+                };
+                if let Some((a, b)) = day_span(year_of(c.get(3)), month, dom) {
+                    return Some((a, b, whole.start(), whole.end(), "time:date"));
+                }
+            }
+        }
+        if let Some(c) = CN_MONTH.captures(message) {
+            let whole = c.get(0)?;
+            if let (Some(year), Ok(month)) = (year_of(c.get(1)), c[2].parse::<u32>())
+                && let Some((a, b)) = month_span(year, month)
+            {
+                return Some((a, b, whole.start(), whole.end(), "time:month_of_year"));
+            }
+        }
+        if let Some(c) = EN_MONTH_YEAR.captures(message) {
+            let whole = c.get(0)?;
+            if let (Some(month), Some(year)) = (month_number(&c[1]), year_of(c.get(2)))
+                && let Some((a, b)) = month_span(year, month)
+            {
+                return Some((a, b, whole.start(), whole.end(), "time:month_of_year"));
+            }
+        }
+        // A month without a year: the latest one that has begun.
+        let latest_month = |month: u32| -> Option<(NaiveDate, NaiveDate)> {
+            let year = if month > today.month() {
+                today.year() - 1
+            } else {
+                today.year()
+            };
+            month_span(year, month)
+        };
+        if let Some(c) = EN_MONTH.captures(message) {
+            let name = c.get(1)?;
+            if let Some((a, b)) = month_number(name.as_str()).and_then(latest_month) {
+                return Some((a, b, name.start(), name.end(), "time:month"));
+            }
+        }
+        if let Some(c) = CN_MONTH_ONLY.captures(message) {
+            let number = c.get(2)?;
+            if let Some((a, b)) = number
+                .as_str()
+                .parse::<u32>()
+                .ok()
+                .filter(|m| (1..=12).contains(m))
+                .and_then(latest_month)
+            {
+                return Some((
+                    a,
+                    b,
+                    number.start(),
+                    c.get(3).map_or(number.end(), |m| m.end()),
+                    "time:month",
+                ));
+            }
+        }
+        for pattern in [&*CN_YEAR, &*EN_YEAR] {
+            if let Some(c) = pattern.captures(message) {
+                let number = c.get(1)?;
+                let year = year_of(Some(number))?;
+                if plausible(year) {
+                    let (a, b) = (
+                        NaiveDate::from_ymd_opt(year, 1, 1)?,
+                        NaiveDate::from_ymd_opt(year + 1, 1, 1)?,
+                    );
+                    // The bound words of "since 2023" sit before the number, inside the match.
+                    return Some((a, b, number.start(), c.get(0)?.end(), "time:year"));
+                }
+            }
+        }
+        None
+    })();
+    let (first, after_last, at, end, signal) = span?;
+    let (before_text, after_text) = (&message[..at], &message[end..]);
+    let range = if BEFORE.is_match(before_text) || CN_BEFORE.is_match(after_text) {
+        TimeRange::Between {
+            start: None,
+            end: Some(midnight(after_last)),
+        }
+    } else if AFTER.is_match(before_text) || CN_AFTER.is_match(after_text) {
+        TimeRange::Between {
+            start: Some(midnight(first)),
+            end: None,
+        }
+    } else {
+        // A named date is when something happened; it is usually told afterwards ("yesterday
+        // I met...", "two weeks ago I read..."), sometimes planned a little before: the range
+        // reaches a week before it and a month after it. Ranking, not the filter, picks the
+        // turns of the day itself.
+        TimeRange::Between {
+            start: Some(midnight(first) - Duration::days(NAMED_DATE_BEFORE_DAYS)),
+            end: Some(midnight(after_last) + Duration::days(NAMED_DATE_AFTER_DAYS)),
+        }
+    };
+    Some((range, signal))
 }
 
 fn types_of(message: &str) -> Vec<MemoryType> {
@@ -361,6 +524,10 @@ fn reason(language: Language, signal: &str) -> String {
         "person" => (
             "问到用户身边某个人的经历或说法，需要回忆",
             "Asks about someone in the user's life: only the history knows",
+        ),
+        "past_event" => (
+            "问到用户经历过的某次具体活动，需要回忆",
+            "Asks about a particular past event of the user's: only the history knows",
         ),
         "general_knowledge" => ("通用知识问答，不需要记忆", "General knowledge, no memory needed"),
         "self_contained_task" => (
@@ -615,26 +782,276 @@ const NOT_A_PERSON: &[&str] = &[
     "pm",
 ];
 
-/// A question about what someone in the user's life did, said or likes ("When did Caroline go
-/// to the support group?", "What is Melanie's favourite book?", "Did Jon talk to Gina?"):
-/// general knowledge cannot answer it. Well-known companies, products and places do not count.
-fn about_a_person(head: &str) -> bool {
-    static NAMED: LazyLock<Regex> = LazyLock::new(|| {
+/// A question about a particular event of the past, named with "the" ("What was discussed in
+/// the counseling workshop?", "What did the posters at the poetry reading say?", "Who was at
+/// the offsite?"): the user's history, not general knowledge, knows what happened there. An
+/// event named after something public ("the Yalta conference", "the Google I/O keynote") is
+/// the world's history, not the user's.
+fn about_a_past_event(head: &str) -> bool {
+    static QUESTION_IN_PAST: LazyLock<Regex> = LazyLock::new(|| {
+        re(r"(?i)^(what|who|where|how|why|which|when)\b.*\b(was|were|did|had|said|discussed|raised|showed)\b")
+    });
+    static EVENT: LazyLock<Regex> = LazyLock::new(|| {
         re(
-            r"\b(?:[Dd]id|[Dd]oes|[Dd]o|[Hh]as|[Hh]ave|[Hh]ad|[Ii]s|[Ww]as|[Ww]ere|[Ww]ould|[Ww]ill|[Cc]an|[Cc]ould|[Ss]hould|[Mm]ight|to|for|about|from|and|help|helps|helped|supports?|told|tell|asked|meet|met)\s+([A-Z][a-z]+)\b|\b([A-Z][a-z]+)'s\b|\b([A-Z][a-z]+)\s+(?:has|had|is|was|got|faced|attended|mentioned|said|felt|went|made|took|shared|organi[sz]ed|supports?|likes?|loves?|wants?|plans?|misses|needs?|thinks?|considers?|considering|planning|working|doing)\b",
+            r"(?i)\b(?:the|that|this)\s+((?:[\w+-]+\s+){0,3})(meeting|workshop|race|reading|conference|event|trip|party|call|class|festival|concert|interview|session|retreat|offsite|sync|standup|review|demo|presentation|talk|seminar|webinar|dinner|lunch|wedding|ceremony|exhibition|fair|visit|tour|hike|match|game|fundraiser|parade|march|rally|flood|storm|accident|posters?|speech|keynote)\b",
         )
     });
-    static QUESTION: LazyLock<Regex> = LazyLock::new(|| {
-        re(r"(?i)([?]\s*$|^(what|which|how|when|where|who|why|is|are|do|does|did|was|were|would|has|have)\b)")
-    });
-    QUESTION.is_match(head)
-        && NAMED.captures_iter(head).any(|c| {
-            let name = (1..=3)
-                .find_map(|i| c.get(i))
-                .map(|m| m.as_str().to_lowercase())
-                .unwrap_or_default();
-            !name.is_empty() && !NOT_A_PERSON.contains(&name.as_str())
+    QUESTION_IN_PAST.is_match(head)
+        && EVENT.captures_iter(head).any(|c| {
+            let modifiers = c.get(1).map_or("", |m| m.as_str());
+            !modifiers.split_whitespace().any(|w| {
+                let mut chars = w.chars();
+                chars.next().is_some_and(|c| c.is_uppercase()) && chars.any(|c| c.is_lowercase())
+            })
         })
+}
+
+/// A question whose answer gathers many things ("What activities has Melanie done with her
+/// family?", "Which cities did Dave travel to?", "How many times has she been to the beach?",
+/// "What have Caroline and Melanie both painted?", "他都去过哪些城市？").
+fn asks_for_many(head: &str) -> bool {
+    static COUNTING: LazyLock<Regex> = LazyLock::new(|| {
+        re(
+            r"(?i)(\bhow many\b|\bhow often\b|\bin total\b|\bboth\b|\ball (the )?(times|places|ways|things)\b|几次|多少次|哪几(个|次|种|家|位)|都(去过|做过|买过|读过|看过|有过|试过|养过)|一共)",
+        )
+    });
+    static PLURAL_QUESTION: LazyLock<Regex> = LazyLock::new(|| {
+        re(r"(?i)^(what|which)((\s+[\w+-]+){0,3}?)\s+([a-z]{3,}[^s\W]s)\s+(have|has|had|did|does|do|are|were|is)\b")
+    });
+    COUNTING.is_match(head) || PLURAL_QUESTION.is_match(head)
+}
+
+/// Words that, just before a capitalised word, make it someone acting or acted upon ("did
+/// Caroline", "has Melanie", "told Jon", "shared by John", "with Audrey").
+const BEFORE_A_NAME: &[&str] = &[
+    "did",
+    "does",
+    "do",
+    "has",
+    "have",
+    "had",
+    "is",
+    "was",
+    "were",
+    "would",
+    "will",
+    "can",
+    "could",
+    "should",
+    "might",
+    "to",
+    "for",
+    "about",
+    "from",
+    "and",
+    "with",
+    "by",
+    "between",
+    "help",
+    "helps",
+    "helped",
+    "support",
+    "supports",
+    "supported",
+    "told",
+    "tell",
+    "tells",
+    "asked",
+    "ask",
+    "meet",
+    "met",
+    "showed",
+    "show",
+    "shows",
+    "gave",
+    "give",
+    "gives",
+    "describe",
+    "describes",
+    "described",
+    "inspired",
+    "inspires",
+    "motivated",
+    "motivates",
+    "sent",
+    "send",
+    "visited",
+    "visit",
+    "called",
+    "invited",
+    "taught",
+    "remind",
+    "reminds",
+    "reminded",
+    "makes",
+    "made",
+    "that",
+];
+
+/// Words that, just after a capitalised word, make it someone doing something ("Caroline
+/// went", "Melanie likes", "Calvin received").
+const AFTER_A_NAME: &[&str] = &[
+    "has",
+    "had",
+    "is",
+    "was",
+    "got",
+    "gets",
+    "faced",
+    "attended",
+    "mentioned",
+    "said",
+    "says",
+    "felt",
+    "feels",
+    "went",
+    "goes",
+    "made",
+    "makes",
+    "took",
+    "takes",
+    "shared",
+    "organized",
+    "organised",
+    "support",
+    "supports",
+    "like",
+    "likes",
+    "love",
+    "loves",
+    "want",
+    "wants",
+    "plan",
+    "plans",
+    "misses",
+    "miss",
+    "need",
+    "needs",
+    "think",
+    "thinks",
+    "consider",
+    "considers",
+    "considering",
+    "planning",
+    "working",
+    "doing",
+    "sang",
+    "sings",
+    "play",
+    "plays",
+    "enjoy",
+    "enjoys",
+    "do",
+    "does",
+    "did",
+    "use",
+    "uses",
+    "used",
+    "saw",
+    "sees",
+    "see",
+    "buy",
+    "bought",
+    "learn",
+    "learned",
+    "learnt",
+    "start",
+    "started",
+    "find",
+    "found",
+    "get",
+    "keep",
+    "keeps",
+    "feel",
+    "could",
+    "would",
+    "should",
+    "might",
+    "will",
+    "can",
+];
+
+/// Adverbs that may stand between a name and its verb ("Andrew really misses").
+const ADVERBS: &[&str] = &[
+    "really",
+    "often",
+    "usually",
+    "currently",
+    "recently",
+    "ever",
+    "just",
+    "still",
+    "always",
+    "never",
+    "once",
+    "also",
+    "first",
+    "finally",
+    "actually",
+];
+
+/// A question about what someone in the user's life did, said or likes ("When did Caroline go
+/// to the support group?", "What is Melanie's favourite book?", "Which song motivates Caroline
+/// to be courageous?"): general knowledge cannot answer it. Every capitalised word is looked at
+/// with its neighbours (a single regex would let "What has" hide "has Melanie"); well-known
+/// companies, products, places, days and months do not count, and neither does a capital that
+/// only starts the sentence.
+fn about_a_person(head: &str) -> bool {
+    static QUESTION: LazyLock<Regex> = LazyLock::new(|| {
+        re(
+            r"(?i)([?]\s*$|^(what|which|how|when|where|who|whom|whose|why|is|are|do|does|did|was|were|would|has|have)\b)",
+        )
+    });
+    // "Do restaurants generally do better with Toast or Square?" asks about the world.
+    static GENERIC: LazyLock<Regex> =
+        LazyLock::new(|| re(r"(?i)\b(generally|typically|in general|most (people|companies|teams|startups))\b"));
+    if !QUESTION.is_match(head) || GENERIC.is_match(head) {
+        return false;
+    }
+    let is_quote = |c: char| matches!(c, '\'' | '`' | '’');
+    let words: Vec<&str> = head
+        .split_whitespace()
+        .map(|w| w.trim_matches(|c: char| !c.is_alphanumeric() && !is_quote(c)))
+        .map(|w| w.trim_start_matches(is_quote))
+        .collect();
+    let plain = |w: &str| w.trim_end_matches(is_quote).to_lowercase();
+    for (i, word) in words.iter().enumerate() {
+        // "Melanie's", "Deborah`s": a possessive names someone whatever comes before it.
+        let (name, possessive) = match word.char_indices().find(|(_, c)| is_quote(*c)) {
+            Some((at, _)) => {
+                let rest: String = word[at..].chars().skip(1).collect();
+                (&word[..at], rest.eq_ignore_ascii_case("s"))
+            }
+            None => (*word, false),
+        };
+        let mut chars = name.chars();
+        let capitalised = chars.next().is_some_and(|c| c.is_ascii_uppercase())
+            && name.len() >= 2
+            && chars.all(|c| c.is_ascii_lowercase());
+        if !capitalised || NOT_A_PERSON.contains(&name.to_lowercase().as_str()) {
+            continue;
+        }
+        if possessive {
+            return true;
+        }
+        if i == 0 {
+            continue;
+        }
+        let before = plain(words[i - 1]);
+        if BEFORE_A_NAME.contains(&before.as_str()) {
+            return true;
+        }
+        let mut next = words.get(i + 1).map(|w| plain(w));
+        if next.as_deref().is_some_and(|w| ADVERBS.contains(&w)) {
+            next = words.get(i + 2).map(|w| plain(w));
+        }
+        if let Some(next) = next
+            && (AFTER_A_NAME.contains(&next.as_str()) || (next.len() > 4 && next.ends_with("ed")))
+        {
+            return true;
+        }
+    }
+    false
 }
 
 /// The rules' decision.
@@ -671,6 +1088,9 @@ pub fn decide(input: &RuleInput<'_>) -> ControlDecision {
         }
         if about_a_person(head) {
             return (NeedMemory::Yes, "person");
+        }
+        if about_a_past_event(head) && !EXTERNAL.is_match(message) {
+            return (NeedMemory::Yes, "past_event");
         }
         if EXTERNAL.is_match(message) {
             return (NeedMemory::No, "outside_world");
@@ -716,6 +1136,7 @@ pub fn decide(input: &RuleInput<'_>) -> ControlDecision {
 
     let overview = OVERVIEW.is_match(message) && !SPECIFIC.is_match(message);
     let full_review = FULL_REVIEW.is_match(message);
+    let aggregate = asks_for_many(head);
     let retrieval_mode = match need {
         NeedMemory::Yes if !overview => RetrievalMode::Details,
         NeedMemory::Maybe if !overview && (DECISION_SUPPORT.is_match(message) || own_question(head)) => {
@@ -731,6 +1152,9 @@ pub fn decide(input: &RuleInput<'_>) -> ControlDecision {
         (NeedMemory::Maybe, RetrievalMode::Catalog) => 300,
         (NeedMemory::Maybe, RetrievalMode::Details) => 600,
         _ if full_review => 2000,
+        // Everything someone did of a kind ("what books has she read?", "how many times...")
+        // is spread over many conversations: the full-review tier.
+        (NeedMemory::Yes, RetrievalMode::Details) if aggregate => 2000,
         // What someone did or said is scattered over many conversations: the top of the deep tier.
         (_, RetrievalMode::Details) if main_signal == "person" => 1500,
         (_, RetrievalMode::Catalog) => 400,
@@ -1011,17 +1435,136 @@ mod tests {
             "When did Caroline go to the LGBTQ support group?",
             "What is Melanie's favourite book?",
             "What career path has Caroline decided to pursue?",
+            // A sentence-initial "What has" must not hide "has Melanie".
+            "What has Melanie painted?",
+            "Where has Melanie camped?",
+            "What is Caroline excited about in the adoption process?",
+            "Which song motivates Caroline to be courageous?",
+            "What is something that Andrew really misses while working in the city?",
+            "Which of Deborah`s family and friends have passed away?",
+            "How did the extra funding help the school shown in the photo shared by John?",
+            "When is Andrew going to go hiking with Audrey?",
+            "What was the necklace Calvin received meant to remind him of?",
+            "Did Priya sign off on the deck?",
         ] {
             let d = decide_text(text);
             assert_eq!(d.need_memory, NeedMemory::Yes, "{text}");
             assert!(d.signals.contains(&"person".to_string()), "{text}: {:?}", d.signals);
         }
         for text in [
+            "What was discussed in the LGBTQ+ counseling workshop?",
+            "What did the posters at the poetry reading say?",
+            "What did the charity race raise awareness for?",
+            "Who was at the offsite last spring?",
+        ] {
+            let d = decide_text(text);
+            assert_eq!(d.need_memory, NeedMemory::Yes, "{text}: {:?}", d.signals);
+        }
+        for text in [
             "What was Twitter's previous logo?",
             "How do Stripe webhooks work?",
             "Is Tailwind better than Bootstrap?",
+            "What is the capital of France?",
+            "When did Apple release the first iPhone?",
+            "How does Kubernetes schedule pods?",
+            "Do restaurants generally do better with Toast or Square as a POS?",
+            "What was discussed at the Yalta conference in 1945?",
         ] {
             assert_eq!(decide_text(text).need_memory, NeedMemory::No, "{text}");
         }
+    }
+
+    fn between(text: &str) -> (Option<String>, Option<String>) {
+        match decide_text(text).time_range {
+            TimeRange::Between { start, end } => (
+                start.map(|t| t.format("%Y-%m-%d").to_string()),
+                end.map(|t| t.format("%Y-%m-%d").to_string()),
+            ),
+            other => panic!("{text}: {other:?}"),
+        }
+    }
+
+    fn span(start: &str, end: &str) -> (Option<String>, Option<String>) {
+        (Some(start.to_string()), Some(end.to_string()))
+    }
+
+    #[test]
+    fn questions_gathering_many_things_get_the_full_review_budget() {
+        for text in [
+            "What activities has Melanie done with her family?",
+            "Which cities did Dave travel to in 2023?",
+            "How many times has Melanie gone to the beach?",
+            "What LGBTQ+ events has Caroline participated in?",
+            "What subject have Caroline and Melanie both painted?",
+        ] {
+            let d = decide_text(text);
+            assert_eq!(
+                (d.need_memory, d.budget_tokens),
+                (NeedMemory::Yes, 2000),
+                "{text}: {:?}",
+                d.signals
+            );
+        }
+        for text in [
+            "What is Melanie's favourite book?",
+            "When did Caroline go to the support group?",
+        ] {
+            assert_eq!(decide_text(text).budget_tokens, 1500, "{text}");
+        }
+    }
+
+    #[test]
+    fn named_days_months_and_years_keep_their_year() {
+        // "now" is 2026-11-22 in these tests. A named date spans from a week before it to a
+        // month after it: what happened then is mostly told afterwards.
+        assert_eq!(
+            between("What painting did Melanie show to Caroline on October 13, 2023?"),
+            span("2023-10-06", "2023-11-14")
+        );
+        assert_eq!(
+            between("What was Calvin excited to do after getting his car fixed on 7 July, 2023?"),
+            span("2023-06-30", "2023-08-08")
+        );
+        assert_eq!(
+            between("what did we agree on 3 March"),
+            span("2026-02-24", "2026-04-04")
+        );
+        // The latest such day not after today: December 5 is last year's.
+        assert_eq!(
+            between("what did we agree on Dec 5th?"),
+            span("2025-11-28", "2026-01-06")
+        );
+        assert_eq!(
+            between("What is Jolene currently doing in June 2023?"),
+            span("2023-05-25", "2023-08-01")
+        );
+        assert_eq!(between("2024年5月我们定的预算是多少"), span("2024-04-24", "2024-07-02"));
+        assert_eq!(between("2025年3月8日开会说了什么"), span("2025-03-01", "2025-04-09"));
+        assert_eq!(between("what did we ship in 2025?"), span("2024-12-25", "2026-02-01"));
+        assert_eq!(
+            between("changes to the plan on 2026-02-14"),
+            span("2026-02-07", "2026-03-18")
+        );
+        // Bounds: as of / before keep the past, since / after the rest.
+        assert_eq!(
+            between("How long has it been since Andrew adopted his first pet, as of November 2023?"),
+            (None, Some("2023-12-01".to_string()))
+        );
+        assert_eq!(
+            between("what have we decided since March 2026?"),
+            (Some("2026-03-01".to_string()), None)
+        );
+        assert_eq!(
+            between("2025年以来我们签了哪些合同"),
+            (Some("2025-01-01".to_string()), None)
+        );
+        // A month without a year is the latest one that has begun.
+        assert_eq!(
+            between("What did we learn from the warehouse overload in October?"),
+            span("2026-09-24", "2026-12-02")
+        );
+        assert_eq!(between("12月份的复盘结论是什么"), span("2025-11-24", "2026-02-01"));
+        // Words that only look like months are not dates.
+        assert_eq!(decide_text("what did marketing 12 say").time_range, TimeRange::All);
     }
 }

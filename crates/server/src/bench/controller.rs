@@ -41,15 +41,28 @@ fn day(text: &str) -> Option<DateTime<Utc>> {
         .map(|d| Utc.from_utc_datetime(&d.and_hms_opt(0, 0, 0).unwrap_or_default()))
 }
 
-/// Whether a decided range matches a label ("all", a preset, or explicit dates compared by day).
+/// Whether a decided range matches a label: "all" and the presets by name; explicit dates when
+/// the decided range covers the labelled days (its end may be inclusive or exclusive), since a
+/// range around the named day still finds what was said about it.
 fn range_matches(decided: TimeRange, label: &Value) -> bool {
     match (decided, label) {
         (TimeRange::All, Value::String(s)) => s == "all",
         (TimeRange::Last7Days, Value::String(s)) => s == "last_7_days",
         (TimeRange::Last30Days, Value::String(s)) => s == "last_30_days",
-        (TimeRange::Between { start, .. }, Value::Object(range)) => {
+        (TimeRange::Between { start, end }, Value::Object(range)) => {
             let label_start = range.get("start").and_then(|v| v.as_str()).and_then(day);
-            start.map(|s| s.date_naive()) == label_start.map(|s| s.date_naive())
+            let label_end = range.get("end").and_then(|v| v.as_str()).and_then(day);
+            let starts_before = match (start, label_start) {
+                (None, _) => true,
+                (Some(start), Some(label)) => start.date_naive() <= label.date_naive(),
+                (Some(_), None) => false,
+            };
+            let ends_after = match (end, label_end.or(label_start)) {
+                (None, _) => true,
+                (Some(end), Some(label)) => end.date_naive() >= label.date_naive(),
+                (Some(_), None) => false,
+            };
+            starts_before && ends_after
         }
         _ => false,
     }
