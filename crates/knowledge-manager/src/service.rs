@@ -25,9 +25,7 @@ use thinkus_backends::vector::{Bm25Encoder, IndexedPoint, Layers, Reader, Vector
 use thinkus_common::ApiError;
 use thinkus_common::error::ErrorCode;
 use thinkus_common::ids::{IdKind, check_id, new_id};
-use thinkus_common::model::{
-    EngineChoice, Language, Memory, MemorySource, MemoryStatus, MemoryType, Scope, Visibility,
-};
+use thinkus_common::model::{EngineChoice, Memory, MemorySource, MemoryStatus, MemoryType, Scope, Visibility};
 use thinkus_common::text::{char_count, detect_language, summarize_to};
 use tracing::Instrument;
 
@@ -244,33 +242,18 @@ impl KnowledgeManager {
 
     /// The text embedded and indexed for a memory.
     pub(crate) fn index_text(memory: &Memory) -> String {
-        if memory.memory_type != MemoryType::ConversationTurn {
-            return memory.index_text();
+        if memory.memory_type == MemoryType::ConversationTurn {
+            return crate::turns::index_text(memory);
         }
-        // "(8 May 2023) Previous: ...\nSpeaker: what was said". The date lets "what did she
-        // buy in March 2023" meet the turns of that month; a reply is often meaningless alone
-        // ("Yes, last Tuesday!"), so what it answers is indexed with it; the speaker lets
-        // "what did Caroline say" meet her turns. Measured on LoCoMo: docs/retrieval.md.
-        let date = match memory.language {
-            Language::Zh => memory.occurred_at.format("%Y年%-m月%-d日").to_string(),
-            Language::En => memory.occurred_at.format("%-d %B %Y").to_string(),
-        };
-        let speaker = memory.speaker.as_deref().unwrap_or("");
-        let mut text = format!("({date}) ");
-        if !memory.context.is_empty() {
-            text.push_str(&memory.context);
-            text.push('\n');
-        }
-        if !speaker.is_empty() {
-            text.push_str(speaker);
-            text.push_str(": ");
-        }
-        text.push_str(&memory.content);
-        text
+        memory.index_text()
     }
 
     pub(crate) fn point(&self, memory: &Memory, dense: Vec<f32>) -> IndexedPoint {
-        let sparse = self.bm25.document(&Self::index_text(memory));
+        let sparse = if memory.memory_type == MemoryType::ConversationTurn {
+            crate::turns::sparse_vector(&self.bm25, memory)
+        } else {
+            self.bm25.document(&Self::index_text(memory))
+        };
         IndexedPoint::from_memory(memory, dense, sparse)
     }
 

@@ -13,6 +13,11 @@ pub enum Fusion {
     /// mean +- 3 standard deviations to 0-1, then added with their weights. Keeps how far
     /// apart the hits are, which ranks alone lose.
     Dbsf,
+    /// Min-max fusion: each list's scores are scaled so that its best hit is 1 and its last
+    /// candidate 0, then added with their weights. Keeps the gaps like DBSF, but the best hit
+    /// of each list always counts fully, however far it stands from the rest: one keyword
+    /// match far ahead of the others is not flattened by a crowd of weak ones.
+    MinMax,
 }
 
 /// How candidates are fused and ranked.
@@ -36,7 +41,9 @@ pub struct RankingConfig {
     /// Share of the relevance of a conversation turn's best neighbour (the turn before or after
     /// it in its session) that it inherits: an answer is often only found through its question.
     pub neighbor: f64,
-    /// Extra relevance for memories said by a person the query names.
+    /// Extra relevance for memories said by a person the query names (the speaker's first name
+    /// as a word of the query). Added after the neighbour and session shares: it tells who
+    /// said a turn, not what the turn says, so the turns around it must not inherit it.
     pub speaker: f64,
     /// Share of its session's relevance (the mean of the session's best three candidates) that
     /// every candidate of that session gains: a conversation whose turns match strongly is
@@ -46,10 +53,11 @@ pub struct RankingConfig {
 
 impl Default for RankingConfig {
     /// Chosen on the LoCoMo development half (docs/retrieval.md): BM25 carries more signal
-    /// than multilingual-e5-small on conversational recall, so it weighs twice the dense list.
+    /// than multilingual-e5-small on conversational recall, so it weighs twice the dense list;
+    /// a question about someone is mostly answered by what that person said.
     fn default() -> Self {
         Self {
-            fusion: Fusion::Dbsf,
+            fusion: Fusion::MinMax,
             rrf_k: 60.0,
             dense_weight: 0.5,
             keyword_weight: 1.0,
@@ -57,7 +65,7 @@ impl Default for RankingConfig {
             importance: 0.05,
             freshness: 0.05,
             neighbor: 0.4,
-            speaker: 0.13,
+            speaker: 0.5,
             session: 0.5,
         }
     }

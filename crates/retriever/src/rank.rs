@@ -59,9 +59,14 @@ pub fn fuse(dense: &[VectorHit], keyword: &[VectorHit], config: &RankingConfig) 
                 evidence.relevance = if max > 0.0 { fused / max } else { 0.0 };
             }
         }
-        Fusion::Dbsf => {
-            let dense_scale = Scale::of(dense);
-            let keyword_scale = Scale::of(keyword);
+        Fusion::Dbsf | Fusion::MinMax => {
+            let scale = if config.fusion == Fusion::Dbsf {
+                Scale::of
+            } else {
+                Scale::min_max
+            };
+            let dense_scale = scale(dense);
+            let keyword_scale = scale(keyword);
             let max = dense_weight + keyword_weight;
             for evidence in out.values_mut() {
                 let mut fused = 0.0;
@@ -98,6 +103,18 @@ impl Scale {
             low: mean - 3.0 * sd,
             width: 6.0 * sd,
         }
+    }
+
+    /// Maps a list's scores to 0-1 from its lowest to its highest.
+    fn min_max(hits: &[VectorHit]) -> Self {
+        let scores = hits.iter().map(|h| f64::from(h.score));
+        let low = scores.clone().fold(f64::INFINITY, f64::min);
+        let high = scores.fold(f64::NEG_INFINITY, f64::max);
+        if hits.len() < 2 || high - low <= f64::EPSILON {
+            // One hit, or hits all alike: each is as good as the best.
+            return Self { low: 0.0, width: 0.0 };
+        }
+        Self { low, width: high - low }
     }
 
     fn apply(&self, score: f64) -> f64 {
@@ -162,7 +179,10 @@ mod tests {
 
     #[test]
     fn dbsf_keeps_score_gaps_and_weights() {
-        let config = RankingConfig::default();
+        let config = RankingConfig {
+            fusion: Fusion::Dbsf,
+            ..RankingConfig::default()
+        };
         let scored = |pairs: &[(&str, f32)]| -> Vec<VectorHit> {
             pairs
                 .iter()
@@ -179,6 +199,36 @@ mod tests {
         assert!(fused["k"].relevance > fused["d"].relevance);
         assert!(fused.values().all(|e| (0.0..=1.0).contains(&e.relevance)));
         assert_eq!(fused["d"].dense_rank, 1);
+    }
+
+    #[test]
+    fn min_max_puts_each_lists_best_at_one() {
+        let config = RankingConfig {
+            fusion: Fusion::MinMax,
+            ..RankingConfig::default()
+        };
+        let scored = |pairs: &[(&str, f32)]| -> Vec<VectorHit> {
+            pairs
+                .iter()
+                .map(|(id, score)| VectorHit {
+                    id: id.to_string(),
+                    score: *score,
+                })
+                .collect()
+        };
+        let dense = scored(&[("d", 0.86), ("k", 0.85), ("y", 0.70)]);
+        let keyword = scored(&[("k", 12.0), ("d", 2.0), ("y", 1.0)]);
+        let fused = fuse(&dense, &keyword, &config);
+        assert!(
+            (fused["k"].relevance - (0.5 * 0.9375 + 1.0) / 1.5).abs() < 1e-6,
+            "{:?}",
+            fused["k"]
+        );
+        assert!(fused["y"].relevance.abs() < 1e-9, "last of both lists");
+        assert!(fused["k"].relevance > fused["d"].relevance);
+        // Hits all alike, or alone: each counts fully.
+        let alike = fuse(&scored(&[("a", 0.5), ("b", 0.5)]), &[], &config);
+        assert!((alike["a"].relevance - 1.0).abs() < 1e-9 && (alike["b"].relevance - 1.0).abs() < 1e-9);
     }
 
     #[test]

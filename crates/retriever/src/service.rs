@@ -231,16 +231,7 @@ impl Retriever {
             .filter(|m| filter.matches_memory(m))
             .filter_map(|memory| {
                 let e = evidence.get(&memory.id)?;
-                let mut relevance = e.relevance;
-                if ranking.speaker > 0.0
-                    && let Some(speaker) = &memory.speaker
-                {
-                    let first = speaker.split_whitespace().next().unwrap_or(speaker).to_lowercase();
-                    if !first.is_empty() && query_lower.contains(&first) {
-                        relevance += ranking.speaker;
-                    }
-                }
-                Some((memory, e, relevance))
+                Some((memory, e, e.relevance))
             })
             .collect();
         let inherited = neighbour_relevance(&memories, ranking.neighbor);
@@ -254,7 +245,14 @@ impl Retriever {
             .into_iter()
             .zip(from_session)
             .map(|((memory, e, relevance), from_session)| {
-                let relevance = relevance + from_session;
+                // Who said it counts after the shares: the turns around a named speaker's turn
+                // are the other person's, and must not inherit the boost.
+                let named = ranking.speaker > 0.0
+                    && memory
+                        .speaker
+                        .as_deref()
+                        .is_some_and(|speaker| names_speaker(&query_lower, speaker));
+                let relevance = relevance + from_session + if named { ranking.speaker } else { 0.0 };
                 let score = final_score(relevance, memory.importance, memory.freshness, ranking);
                 let layer = if memory.scope.project_id.is_some() {
                     "project"
@@ -396,6 +394,26 @@ fn neighbour_relevance(candidates: &[(Memory, &Evidence, f64)], share: f64) -> V
         inherited[i] = share * best;
     }
     inherited
+}
+
+/// Whether a lowercased query names a speaker: the speaker's first name, lowercased, stands in
+/// it as a word ("Caroline's" names Caroline, "Al" is not in "also"). A name in ideographs is
+/// looked for anywhere, since Chinese has no spaces between words.
+fn names_speaker(query_lower: &str, speaker: &str) -> bool {
+    let first = speaker.split_whitespace().next().unwrap_or_default().to_lowercase();
+    if first.is_empty() {
+        return false;
+    }
+    // A letter or digit of a spaced script; ideographs need no boundary.
+    let spaced = |c: char| c.is_alphanumeric() && !thinkus_common::text::is_han(c);
+    query_lower.match_indices(first.as_str()).any(|(at, _)| {
+        let before = query_lower[..at].chars().next_back();
+        let after = query_lower[at + first.len()..].chars().next();
+        // Inside a longer word: "jon" in "jonathan", "al" in "also".
+        let glued_before = before.is_some_and(spaced) && first.starts_with(spaced);
+        let glued_after = after.is_some_and(spaced) && first.ends_with(spaced);
+        !(glued_before || glued_after)
+    })
 }
 
 /// How many of a session's best candidates make its relevance.
@@ -722,6 +740,18 @@ mod tests {
         assert!((inherited[2] - 0.05).abs() < 1e-9, "from the turn before only");
         assert_eq!(inherited[3], 0.0, "another session is no neighbour");
         assert!(neighbour_relevance(&candidates, 0.0).iter().all(|&v| v == 0.0));
+    }
+
+    #[test]
+    fn a_speaker_is_named_by_a_whole_word() {
+        assert!(names_speaker("what did caroline say?", "Caroline"));
+        assert!(names_speaker("what are the names of audrey's dogs?", "Audrey"));
+        assert!(names_speaker("when did jon smith call", "Jon Smith"));
+        assert!(!names_speaker("what did jonathan say?", "Jon"));
+        assert!(!names_speaker("we also agreed", "Al"));
+        assert!(names_speaker("小王喜欢什么设计风格", "小王"));
+        assert!(names_speaker("what did 小王 say", "小王"));
+        assert!(!names_speaker("anything", ""));
     }
 
     #[test]

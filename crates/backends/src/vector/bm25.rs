@@ -69,23 +69,38 @@ impl Default for Bm25Encoder {
 }
 
 impl Bm25Encoder {
-    fn counts(text: &str) -> (BTreeMap<u32, u32>, usize) {
-        let terms = text::terms(text);
-        let len = terms.len();
+    /// Weighted term frequencies of fields and the weighted length, in terms.
+    fn counts(fields: &[(&str, f32)]) -> (BTreeMap<u32, f32>, f32) {
         let mut counts = BTreeMap::new();
-        for term in &terms {
-            *counts.entry(term_id(term)).or_insert(0) += 1;
+        let mut len = 0.0;
+        for (text, weight) in fields {
+            if *weight <= 0.0 {
+                continue;
+            }
+            let terms = text::terms(text);
+            len += weight * terms.len() as f32;
+            for term in &terms {
+                *counts.entry(term_id(term)).or_insert(0.0) += weight;
+            }
         }
         (counts, len)
     }
 
     /// The document side: tf * (k1 + 1) / (tf + k1 * (1 - b + b * len / avg_len)).
     pub fn document(&self, text: &str) -> SparseVector {
-        let (counts, len) = Self::counts(text);
-        let norm = self.k1 * (1.0 - self.b + self.b * len as f32 / self.avg_len.max(1.0));
+        self.document_fields(&[(text, 1.0)])
+    }
+
+    /// The document side of a text made of weighted fields (BM25F): a term's frequency is the
+    /// sum of its occurrences times the weight of the field they are in, and so is the length,
+    /// before saturation. A field of weight 0.25 counts a quarter as much as one of weight 1,
+    /// which saturation alone cannot do: repeating a term four times is far from four times
+    /// the score.
+    pub fn document_fields(&self, fields: &[(&str, f32)]) -> SparseVector {
+        let (counts, len) = Self::counts(fields);
+        let norm = self.k1 * (1.0 - self.b + self.b * len / self.avg_len.max(1.0));
         let mut vector = SparseVector::default();
         for (id, tf) in counts {
-            let tf = tf as f32;
             vector.indices.push(id);
             vector.values.push(tf * (self.k1 + 1.0) / (tf + norm));
         }
@@ -94,7 +109,7 @@ impl Bm25Encoder {
 
     /// The query side: weight 1 for each distinct term.
     pub fn query(&self, text: &str) -> SparseVector {
-        let (counts, _) = Self::counts(text);
+        let (counts, _) = Self::counts(&[(text, 1.0)]);
         SparseVector {
             values: vec![1.0; counts.len()],
             indices: counts.into_keys().collect(),
@@ -124,6 +139,26 @@ mod tests {
         let q = encoder.query("budget");
         assert!(many.dot(&q) > once.dot(&q) * 0.5);
         assert!(many.dot(&q) < encoder.k1 + 1.0);
+    }
+
+    #[test]
+    fn a_light_field_counts_less() {
+        let encoder = Bm25Encoder::default();
+        let q = encoder.query("pottery");
+        let own = encoder.document_fields(&[("I signed up for a pottery class", 1.0), ("Mel: how are you", 0.25)]);
+        let context = encoder.document_fields(&[("I signed up for a class", 1.0), ("Mel: my pottery class", 0.25)]);
+        assert!(context.dot(&q) > 0.0, "the light field still matches");
+        assert!(
+            own.dot(&q) > 1.5 * context.dot(&q),
+            "{} vs {}",
+            own.dot(&q),
+            context.dot(&q)
+        );
+        // Weight 1 everywhere is plain BM25 over the concatenation.
+        let whole = encoder.document("Mel: my pottery class I signed up");
+        let split = encoder.document_fields(&[("Mel: my pottery class", 1.0), ("I signed up", 1.0)]);
+        assert_eq!(whole, split);
+        assert!(encoder.document_fields(&[("pottery", 0.0)]).is_empty());
     }
 
     #[test]
