@@ -14,6 +14,7 @@ pub mod parse;
 pub mod prompts;
 pub mod render;
 pub mod rules;
+pub mod salience;
 pub mod service;
 
 pub use api::SummaryApi;

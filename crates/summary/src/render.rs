@@ -1,10 +1,14 @@
 //! Markdown rendering of a summary in the layout of seed 001 section 4.3: a heading with the
-//! age, the goal, what was done, decisions, what is pending, risks and artifacts. Within a
-//! budget, sections lose their items least important first: artifacts, risks, constraints,
-//! open questions, progress, next steps, decisions; the goal is cut last.
+//! age, the goal, what was done, decisions, what is pending, risks and artifacts. A summary
+//! with no goal, decision, constraint or artifact is a conversation's: what was done and what
+//! is planned read as one list of key points. Items attributed to the same speaker
+//! ("Maria: …") share one line per list. Within a budget, sections lose their items least
+//! important first: artifacts, risks, constraints, open questions, progress, next steps,
+//! decisions; the goal is cut last.
 
 use chrono::{DateTime, Utc};
 use thinkus_common::model::{DecisionConfidence, Language};
+use thinkus_common::text::is_han;
 use thinkus_common::time::relative;
 use thinkus_common::tokens::TokenCounter;
 
@@ -15,6 +19,7 @@ struct Labels {
     goal: &'static str,
     constraints: &'static str,
     done: &'static str,
+    key_points: &'static str,
     decisions: &'static str,
     pending: &'static str,
     risks: &'static str,
@@ -32,6 +37,7 @@ const ZH: Labels = Labels {
     goal: "目标",
     constraints: "约束",
     done: "✅ 已完成",
+    key_points: "要点",
     decisions: "🧭 决策",
     pending: "⏳ 待处理",
     risks: "⚠️ 风险",
@@ -49,6 +55,7 @@ const EN: Labels = Labels {
     goal: "Goal",
     constraints: "Constraints",
     done: "✅ Done",
+    key_points: "Key points",
     decisions: "🧭 Decisions",
     pending: "⏳ Pending",
     risks: "⚠️ Risks",
@@ -89,8 +96,11 @@ fn sections(summary: &SessionSummary, l: &Labels) -> Vec<Section> {
             format!("{} ({})", d.what, parts.join("; "))
         })
         .collect();
-    let mut pending: Vec<String> = summary.next_actions.clone();
-    pending.extend(summary.open_questions.iter().map(|q| format!("{q} ({})", l.open)));
+    let conversation = summary.goal.is_empty()
+        && summary.decisions.is_empty()
+        && summary.constraints.is_empty()
+        && summary.artifacts.is_empty();
+    let open_questions = summary.open_questions.iter().map(|q| format!("{q} ({})", l.open));
     let artifacts = summary
         .artifacts
         .iter()
@@ -107,6 +117,30 @@ fn sections(summary: &SessionSummary, l: &Labels) -> Vec<Section> {
             }
         })
         .collect();
+    if conversation {
+        // What each participant reported and plans, then what is still open.
+        let mut points = summary.progress.clone();
+        points.extend(summary.next_actions.iter().cloned());
+        return vec![
+            Section {
+                title: l.key_points.to_string(),
+                items: points,
+                cut_order: 4,
+            },
+            Section {
+                title: l.pending.to_string(),
+                items: open_questions.collect(),
+                cut_order: 3,
+            },
+            Section {
+                title: l.risks.to_string(),
+                items: summary.risks.clone(),
+                cut_order: 1,
+            },
+        ];
+    }
+    let mut pending: Vec<String> = summary.next_actions.clone();
+    pending.extend(open_questions);
     vec![
         Section {
             title: l.constraints.to_string(),
@@ -141,6 +175,62 @@ fn sections(summary: &SessionSummary, l: &Labels) -> Vec<Section> {
     ]
 }
 
+/// The speaker an item is attributed to ("Maria: …", "David：…"), its separator and the rest.
+fn attribution(item: &str) -> Option<(&str, &str, &str)> {
+    let (at, sep) = [": ", "："]
+        .iter()
+        .filter_map(|sep| item.find(sep).map(|at| (at, *sep)))
+        .min_by_key(|(at, _)| *at)?;
+    let speaker = &item[..at];
+    let rest = &item[at + sep.len()..];
+    let plausible = !speaker.is_empty()
+        && speaker.chars().count() <= 24
+        && speaker.split_whitespace().count() <= 3
+        && speaker.chars().next().is_some_and(|c| c.is_uppercase() || is_han(c))
+        && !speaker
+            .chars()
+            .any(|c| matches!(c, '.' | ',' | '，' | '。' | '(' | '（' | '[' | '*'))
+        && !rest.trim().is_empty();
+    plausible.then_some((speaker, sep, rest.trim()))
+}
+
+/// One line per speaker, in the order they first appear: "Maria: Went to X. Plans Y.";
+/// other items stay as they are.
+fn by_speaker(items: &[String]) -> Vec<String> {
+    let mut lines: Vec<(Option<&str>, &str, Vec<&str>)> = Vec::new();
+    for item in items {
+        match attribution(item) {
+            Some((speaker, sep, rest)) => match lines.iter_mut().find(|(s, _, _)| *s == Some(speaker)) {
+                Some((_, _, parts)) => parts.push(rest),
+                None => lines.push((Some(speaker), sep, vec![rest])),
+            },
+            None => lines.push((None, "", vec![item.as_str()])),
+        }
+    }
+    lines
+        .into_iter()
+        .map(|(speaker, sep, parts)| {
+            let mut line = speaker.map(|s| format!("{s}{sep}")).unwrap_or_default();
+            for (i, part) in parts.iter().enumerate() {
+                if i > 0 {
+                    let last = line.chars().last().unwrap_or(' ');
+                    if matches!(last, '。' | '！' | '？' | '；') {
+                        // Chinese punctuation needs no space.
+                    } else if is_han(last) {
+                        line.push('；');
+                    } else if matches!(last, '.' | '!' | '?' | '…') {
+                        line.push(' ');
+                    } else {
+                        line.push_str(". ");
+                    }
+                }
+                line.push_str(part);
+            }
+            line
+        })
+        .collect()
+}
+
 fn assemble(head: &str, goal: &str, sections: &[Section], l: &Labels) -> String {
     let mut out = String::from(head);
     if !goal.is_empty() {
@@ -148,7 +238,7 @@ fn assemble(head: &str, goal: &str, sections: &[Section], l: &Labels) -> String 
     }
     for section in sections.iter().filter(|s| !s.items.is_empty()) {
         out.push_str(&format!("\n\n**{}**", section.title));
-        for item in &section.items {
+        for item in &by_speaker(&section.items) {
             out.push_str("\n- ");
             out.push_str(item);
         }
@@ -263,5 +353,60 @@ mod tests {
         assert!(cut.contains("决策"), "{cut}");
         let tiny = markdown(&s, Language::Zh, 12, s.updated_at, &tokens);
         assert!(tokens.count(&tiny) <= 12, "{tiny}");
+    }
+
+    fn conversation() -> SessionSummary {
+        SessionSummary {
+            goal: String::new(),
+            constraints: vec![],
+            decisions: vec![],
+            artifacts: vec![],
+            risks: vec![],
+            open_questions: vec![],
+            progress: vec![
+                "Maria: Adopted a puppy yesterday.".into(),
+                "John: Went to a pottery workshop last Friday".into(),
+                "Maria: Named her Coco".into(),
+            ],
+            next_actions: vec!["John: Planning a trip to the East Coast.".into()],
+            ..summary()
+        }
+    }
+
+    #[test]
+    fn a_conversation_reads_as_key_points_by_speaker() {
+        let s = conversation();
+        let en = markdown(&s, Language::En, 2000, s.updated_at, &TokenCounter::default());
+        assert!(en.contains("**Key points**"), "{en}");
+        assert!(!en.contains("Done") && !en.contains("Pending"), "{en}");
+        assert!(
+            en.contains("- Maria: Adopted a puppy yesterday. Named her Coco\n"),
+            "one line per speaker: {en}"
+        );
+        assert!(
+            en.contains("- John: Went to a pottery workshop last Friday. Planning a trip to the East Coast."),
+            "{en}"
+        );
+        let zh = SessionSummary {
+            progress: vec!["小李：上周去杭州参加了摄影展".into(), "小王：在准备驾照考试。".into()],
+            next_actions: vec!["小李：下个月去北京".into()],
+            ..conversation()
+        };
+        let zh = markdown(&zh, Language::Zh, 2000, s.updated_at, &TokenCounter::default());
+        assert!(zh.contains("**要点**"), "{zh}");
+        assert!(zh.contains("- 小李：上周去杭州参加了摄影展；下个月去北京"), "{zh}");
+    }
+
+    #[test]
+    fn a_working_summary_keeps_its_sections() {
+        let s = SessionSummary {
+            progress: vec!["David: Finished the schema".into(), "David: Deployed staging".into()],
+            ..summary()
+        };
+        let en = markdown(&s, Language::En, 2000, s.updated_at, &TokenCounter::default());
+        assert!(en.contains("✅ Done") && !en.contains("Key points"), "{en}");
+        assert!(en.contains("- David: Finished the schema. Deployed staging"), "{en}");
+        // "Budget: $500" is not a speaker's line: it stays as it is.
+        assert_eq!(attribution("Budget (max): $500"), None);
     }
 }

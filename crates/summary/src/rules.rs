@@ -2,23 +2,38 @@
 //! answer in the JSON the LLM prompt asks for (the complete, merged summary), so both engines
 //! share one parser.
 //!
-//! The rules read the new messages sentence by sentence. Greetings, interjections and
-//! vocatives are stripped; each remaining sentence is classified by the first pattern family
+//! The rules read the new messages sentence by sentence. Greetings, interjections, vocatives
+//! and lead-ins ("by the way", "对了") are stripped; questions that are not open questions,
+//! small talk and reactions to the other party ("That's so cool!", "You're so dedicated",
+//! "太厉害了") are dropped. Each remaining sentence is classified by the first pattern family
 //! that matches, in this order: decisions (with their reasons, who made them and how settled
-//! they are), constraints, risks, open questions, completed work, next steps. A sentence
-//! stating what the session is for becomes the goal when none is known yet. A short
-//! confirmation ("好，就这么定了", "sounds good, let's do that") turns the other party's last
-//! proposal into a decision. Artifacts are attached by reference: the session's stored
-//! artifacts, and `art_…` / `ART-…` references mentioned in the text.
+//! they are), constraints, risks, open questions, completed work, next steps; a sentence of
+//! no family is a key point (something a participant reported). A sentence of the opening
+//! messages stating what the session is for becomes the goal when none is known yet. A short
+//! confirmation ("好，就这么定了", "sounds good, let's do that") answering the other party's
+//! proposal turns it into a decision. Artifacts are attached by reference: the session's
+//! stored artifacts, and `art_…` / `ART-…` references mentioned in the text.
 //!
-//! Items are ranked by their family and their specificity (content words, names, numbers),
-//! and the best are kept until the new items reach `max_share` of the characters read (but at
-//! least `min_chars`), so a summary stays a fraction of its session. The result is merged into the previous summary:
-//! near-duplicates (term Jaccard ≥ 0.6) are dropped, a newer decision on the same subject
-//! replaces the older one, open questions answered by a new decision are closed, and each
-//! section keeps its newest `max_items`.
+//! A session with no goal, decision or artifact is a conversation: its sentences are weighed
+//! by what they report alone, and its risks and constraints read as key points. In a working
+//! session each family adds its weight, and of the key points only reported events (done
+//! work) are kept, as progress.
+//!
+//! Kept sentences are shortened ([`salience::compress`]: no hedges, no verdict tails, no
+//! questions tacked on) and attributed to a named speaker. Which are kept is a greedy choice
+//! under a length budget: each sentence is worth its salience ([`salience::salience`]:
+//! reported events, plans, dates, names, numbers, content, the session's opening; not
+//! reactions, not reminiscences), its family's weight in a working session, and the
+//! session's topic words it adds (words the session keeps using or opened with), less what it
+//! repeats of the sentences already chosen. The most valuable is taken first, until the new
+//! items reach `max_share` of the characters read (but at least `min_chars`), so a summary
+//! stays a fraction of its session; a sentence worth less than a threshold is left out unless
+//! a family named it, and a section takes its `max_items` most valuable. The result is merged
+//! into the previous summary: near-duplicates (term Jaccard ≥ 0.6) are dropped, a newer
+//! decision on the same subject replaces the older one, open questions answered by a new
+//! decision are closed, and each section keeps its newest `max_items`.
 
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, LazyLock};
 
 use regex::Regex;
@@ -26,9 +41,12 @@ use serde::Deserialize;
 use serde_json::Value;
 use thinkus_backends::llm::{LlmError, LlmTask, RuleEngine, RuleHandler};
 use thinkus_common::model::{ArtifactRef, Decision, DecisionConfidence, Language};
-use thinkus_common::text::{char_count, detect_language, is_han, sentences, summarize_to, term_jaccard, terms};
+use thinkus_common::text::{
+    char_count, detect_language, is_han, sentences, summarize_to, term_jaccard, term_set, terms,
+};
 
 use crate::api::SummaryContent;
+use crate::salience::{self, Position, TermStats, choice};
 
 /// Registers the summary rules.
 pub fn register(engine: &RuleEngine) {
@@ -69,15 +87,18 @@ impl Default for RulesInput {
             messages: Vec::new(),
             previous: None,
             artifacts: Vec::new(),
-            max_share: 0.16,
+            max_share: 0.22,
             min_chars: 300,
             max_items: 12,
         }
     }
 }
 
+/// Compiles a rule pattern. Word boundaries are ASCII ones: the same on English text, a
+/// boundary between an ideograph and a Latin word ("用Stripe"), and fast (a Unicode boundary
+/// keeps the regex engine off its DFA).
 fn re(pattern: &str) -> Regex {
-    Regex::new(pattern).expect("valid summary rule pattern")
+    Regex::new(&pattern.replace(r"\b", r"(?-u:\b)")).expect("valid summary rule pattern")
 }
 
 /// What a sentence says.
@@ -89,6 +110,8 @@ enum Kind {
     Question,
     Progress,
     Next,
+    /// Something a participant reported that no family names: a key point.
+    Point,
 }
 
 impl Kind {
@@ -101,21 +124,43 @@ impl Kind {
             Kind::Next => 2.0,
             Kind::Progress => 2.0,
             Kind::Question => 1.6,
+            Kind::Point => 0.0,
+        }
+    }
+
+    /// The section an item of this family goes to (key points are progress).
+    fn section(self) -> Kind {
+        match self {
+            Kind::Point => Kind::Progress,
+            other => other,
         }
     }
 }
 
 static LEADING_NOISE: LazyLock<Regex> = LazyLock::new(|| {
     re(
-        r"(?i)^(?:(?:hey|hi|hello|wow|woah|whoa|woohoo|yeah|yep|yup|yes|nope|no|oh|ooh|aw+|ah|cool|nice|great|awesome|amazing|sure|ok|okay|haha+|lol|well|so|hmm+|thanks(?: a lot)?|thank you(?: so much)?|congrats|definitely|totally|absolutely|right|true|indeed|good|sounds good|got it|好的|好|嗯+|哈+|谢谢|对|是的|没问题|行)(?:\s+[A-Z][a-z]+)?\s*[,，!！.。~…:：-]+\s*)+",
+        r"(?i)^(?:(?:hey|hi|hello|wow|woah|whoa|woohoo|yeah|yep|yup|yes|yay|nope|no|oh|ooh|aw+|ah|cool|nice|great|awesome|amazing|sure|sure thing|ok|okay|haha+|lol|well|so|hmm+|um+|thanks(?: a lot| so much)?|thank you(?: so much)?|congrats|congratulations|definitely|totally|absolutely|right|true|indeed|good|sounds good|got it|oh man|man|gosh|omg|btw|by the way|anyway|anyways|honestly|actually|guess what|you know what|exactly|of course|for sure|oops|ugh|phew|好的|好|嗯+|哈+|谢谢|对|是的|没问题|行|哇|哇塞|天哪)(?:\s+[A-Z][a-z]+)?\s*[,，!！.。~…:：;；-]+\s*)+",
+    )
+});
+/// Discourse openers that only connect: "By the way,", "Since we last spoke,", "对了，".
+static LEAD_IN: LazyLock<Regex> = LazyLock::new(|| {
+    re(
+        r"(?i)^(?:(?:by the way|btw|anyway|anyways|also|plus|oh|and|but|so|well|actually|honestly|to be honest|you know|speaking of which|on another note|in other news|since (?:we|i) last (?:spoke|talked|chatted|caught up|saw each other)|since our last (?:chat|talk|conversation)|since we (?:spoke|talked|chatted) last)\s*[,:-]?\s+)+|^(?:对了|顺便说一下|话说|另外)[，,]\s*",
     )
 });
 static TRAILING_VOCATIVE: LazyLock<Regex> = LazyLock::new(|| re(r",\s*[A-Z][a-z]+\s*([!.?])?$"));
-static LEADING_VOCATIVE: LazyLock<Regex> = LazyLock::new(|| re(r"^[A-Z][a-z]+,\s+"));
+static LEADING_VOCATIVE: LazyLock<Regex> = LazyLock::new(|| re(r"^[A-Z][a-z]+\s*[,!]\s+"));
 
 static CHITCHAT: LazyLock<Regex> = LazyLock::new(|| {
     re(
-        r"(?i)^(how (are|have) you|how'?s it going|what'?s up|good to see you|long time no see|nice to (meet|see)|take care|bye|see you|talk (to you )?soon|have a (good|great|nice)|thanks for|thank you for|you too|me too|same here|that'?s (so )?(great|awesome|cool|amazing|wonderful|nice|fantastic)|sounds (great|awesome|fun|amazing|cool|nice|like)|i'?m (so )?(glad|happy) (for|to hear)|好久不见|你好|再见|辛苦了|太棒了|真不错)",
+        r"(?i)^(how (are|have|was|is|did|do) you|how'?s it going|what'?s up|good to (see|hear|talk|chat)|great to (see|hear|talk|chat)|long time no see|nice to (meet|see|hear|talk|chat)|been (ages|a while|a few days|forever) since|it'?s been (ages|a while|a few days|so long) since|take care|bye|see (you|ya)|talk (to you )?(soon|later)|catch you|have a (good|great|nice|awesome|wonderful|fun)|thanks for|thank you for|you too|me too|same here|no problem|no worries|anytime|my pleasure|you'?re welcome|that'?s (so )?(great|awesome|cool|amazing|wonderful|nice|fantastic)|sounds (great|awesome|fun|amazing|cool|nice|like)|i'?m (so )?(glad|happy) (for|to hear)|好久不见|你好|再见|辛苦了|太棒了|真不错)",
+    )
+});
+/// A reaction to the other party rather than something reported: "That's so cool", "You're
+/// so dedicated", "Can't wait to see it", "太厉害了".
+static REACTION: LazyLock<Regex> = LazyLock::new(|| {
+    re(
+        r"(?i)^(that'?s|this is|these are|those are|(i )?(totally |completely )?(get|understand|know|can imagine) (how|what|that feeling|the feeling|it'?s|you)|(i'?m )?(so )?sorry (to hear|about|for|that)|it'?s (so |really )?(great|awesome|cool|amazing|wonderful|nice|fantastic|good|lovely|inspiring|beautiful) (to|that|how|you)|sounds|looks|what a|congrat|keep (it up|going|up the|rocking|pushing)|you'?re|you are|you have|you'?ve|you must|your |i bet|i'?m sure you|i hope you|hope you|can'?t wait to (see|hear)|let me know|i'?d love to (see|hear)|love (that|it|the|your|this|how)|i love (that|it|your|how|the way)|good luck|best of luck|wishing you|enjoy|glad (to|you|it|that)|thanks|thank you)|^(太(好|棒|厉害)了|真(好|棒|不错|厉害)|听起来|看起来|你(真|太)|加油|祝你|恭喜|谢谢|不客气|没关系)",
     )
 });
 
@@ -188,7 +233,7 @@ static GOAL: LazyLock<Vec<Regex>> = LazyLock::new(|| {
             r"目标是|目的是|这次(要|想|来)|今天(要|想|来)|主要(是|想)|我想(做|要|讨论|聊)|我们要(做|讨论|确定)|帮我(做|设计|规划|写|看)|讨论(一下)?.{2,20}(方案|设计|计划|架构)",
         ),
         re(
-            r"(?i)\b(the goal is|our goal|my goal|goal for (today|this session)|the aim is|we need to (build|design|plan|decide|figure out)|i want to (build|create|make|launch|start|design|plan)|let'?s (discuss|talk about|plan|design|figure out)|help me (build|design|plan|write|with)|today we('ll| will)? (discuss|plan|work on))\b",
+            r"(?i)\b(the goal is|our goal|my goal (for|with|in) (this|the|today)|goal for (today|this session)|the aim is|we need to (build|design|plan|decide|figure out)|i want to (build|create|make|launch|start|design|plan)|let'?s (discuss|talk about|plan|design|figure out)|today we('ll| will)? (discuss|plan|work on))\b|(?i)(^|\b(can|could|would) you |\bplease )help me (build|design|plan|write|with)\b",
         ),
     ]
 });
@@ -211,22 +256,23 @@ static CONFIRMATION: LazyLock<Regex> = LazyLock::new(|| {
 });
 static PROPOSAL: LazyLock<Regex> = LazyLock::new(|| {
     re(
-        r"(?i)建议|推荐|可以考虑|不如|方案|\b(i suggest|i recommend|we could|how about|what about|my suggestion|i propose|option)\b",
+        r"(?i)建议|推荐|可以考虑|不如|方案|\b(i suggest|i recommend|how about|what about|my suggestion|i propose|option)\b|(^|[,;:]\s*)(maybe |then |so )?we could\b",
     )
 });
 static ARTIFACT_REF: LazyLock<Regex> = LazyLock::new(|| re(r"\b(art_[0-9a-f]{32}|ART-\d{1,6})\b"));
-static FIRST_PERSON_LEAD: LazyLock<Regex> = LazyLock::new(|| re(r"^((I'm|I am|I've|I have|I'll|I)\b|我)\s*"));
+static FIRST_PERSON_LEAD: LazyLock<Regex> = LazyLock::new(|| re(r"^((I'm|I am|I've|I have|I'll|I'd|I)\b|我们|我)\s*"));
 
 fn any_match(patterns: &[Regex], text: &str) -> bool {
     patterns.iter().any(|p| p.is_match(text))
 }
 
-/// Strips greetings, interjections and vocatives around a sentence.
+/// Strips greetings, interjections, lead-ins and vocatives around a sentence.
 fn clean(sentence: &str) -> String {
     let mut text = sentence.trim().to_string();
-    for _ in 0..3 {
+    for _ in 0..4 {
         let stripped = LEADING_NOISE.replace(&text, "").to_string();
-        let stripped = LEADING_VOCATIVE.replace(&stripped, "").to_string();
+        let stripped = strip_vocative(&stripped);
+        let stripped = LEAD_IN.replace(&stripped, "").to_string();
         if stripped == text {
             break;
         }
@@ -242,6 +288,46 @@ fn clean(sentence: &str) -> String {
     }
 }
 
+/// "Maria, I went…" -> "I went…"; but "Yesterday, I went…" keeps its time.
+fn strip_vocative(text: &str) -> String {
+    const NOT_NAMES: &[&str] = &[
+        "yesterday",
+        "today",
+        "tonight",
+        "tomorrow",
+        "recently",
+        "lately",
+        "now",
+        "then",
+        "finally",
+        "luckily",
+        "sadly",
+        "unfortunately",
+        "thankfully",
+        "hopefully",
+        "meanwhile",
+        "later",
+        "currently",
+        "initially",
+        "first",
+        "second",
+        "next",
+        "last",
+        "also",
+    ];
+    match LEADING_VOCATIVE.find(text) {
+        Some(found) => {
+            let word = found.as_str().trim_end_matches(|c: char| !c.is_alphabetic());
+            if NOT_NAMES.contains(&word.to_lowercase().as_str()) {
+                text.to_string()
+            } else {
+                text[found.end()..].to_string()
+            }
+        }
+        None => text.to_string(),
+    }
+}
+
 /// Who a message is from, as a summary names them.
 fn who(message: &RuleMessage) -> String {
     match &message.speaker {
@@ -254,13 +340,28 @@ fn is_question(sentence: &str) -> bool {
     sentence.ends_with('?') || sentence.ends_with('？') || sentence.ends_with('吗')
 }
 
-/// The item text: the cleaned sentence, attributed to a named speaker.
+/// The item text: the cleaned sentence, attributed to a named speaker ("I went…" from Maria
+/// reads "Maria: Went…").
 fn attributed(message: &RuleMessage, sentence: &str, max_chars: usize) -> String {
     let text = summarize_to(sentence, max_chars);
     match &message.speaker {
         Some(speaker) if !speaker.trim().is_empty() => {
-            let rest = FIRST_PERSON_LEAD.replace(&text, "").to_string();
-            let rest = if rest.trim().is_empty() { text.clone() } else { rest };
+            let lead = FIRST_PERSON_LEAD.find(&text);
+            // "我们" is the speaker's team, not the speaker: it stays.
+            let rest = match lead {
+                Some(found) if !found.as_str().starts_with("我们") => text[found.end()..].trim().to_string(),
+                _ => text.clone(),
+            };
+            let rest = if salience::content_words(&rest) == 0 {
+                text.clone()
+            } else {
+                rest
+            };
+            let mut chars = rest.chars();
+            let rest = match chars.next() {
+                Some(first) if first.is_ascii_lowercase() => first.to_ascii_uppercase().to_string() + chars.as_str(),
+                _ => rest.clone(),
+            };
             let sep = if rest.chars().next().is_some_and(is_han) {
                 "："
             } else {
@@ -272,38 +373,44 @@ fn attributed(message: &RuleMessage, sentence: &str, max_chars: usize) -> String
     }
 }
 
-static DATED: LazyLock<Regex> = LazyLock::new(|| {
-    re(
-        r"(?i)\b(yesterday|today|tonight|last (week|weekend|month|year|night|monday|tuesday|wednesday|thursday|friday|saturday|sunday|fri|sat|sun|tues?)|this (week|weekend|morning|month)|(a few|two|three|\d+) (days|weeks|months) ago|recently|just (got|finished|started|joined|went|took|made|signed)|next (week|month|year))\b|昨天|今天|上周|上个月|刚刚|刚才|最近|下周",
-    )
-});
-
-/// How specific a sentence is: content words, names, numbers, and a date (a dated action is
-/// an event worth keeping).
-fn specificity(sentence: &str) -> f64 {
-    let dated = if DATED.is_match(sentence) { 0.8 } else { 0.0 };
-    let content = terms(sentence);
-    let distinct: HashSet<&String> = content.iter().collect();
-    let names = sentence
-        .split_whitespace()
-        .skip(1)
-        .filter(|w| w.chars().next().is_some_and(|c| c.is_ascii_uppercase()))
-        .count();
-    let numbers = sentence
-        .split_whitespace()
-        .filter(|w| w.chars().any(|c| c.is_ascii_digit()))
-        .count();
-    dated + (distinct.len().min(14) as f64) * 0.15 + (names.min(3) as f64) * 0.25 + (numbers.min(2) as f64) * 0.3
-}
-
 /// A candidate item of the new messages.
 #[derive(Debug, Clone)]
 struct Candidate {
     kind: Kind,
     text: String,
     decision: Option<Decision>,
+    /// The family's weight and the sentence's salience.
     score: f64,
+    /// A reported event (a key point of a working session is kept only when it is one).
+    event: bool,
+    /// Named by a pattern family in a working session: kept whatever its value, within the
+    /// budget.
+    certain: bool,
+    /// The content terms of the item, and those that name its topic.
+    terms: HashSet<String>,
+    topic: HashSet<String>,
     order: usize,
+}
+
+impl Candidate {
+    fn new(kind: Kind, text: String, decision: Option<Decision>, score: f64, names: &HashSet<String>) -> Self {
+        let shown = match &decision {
+            Some(d) => format!("{} {} {}", d.what, d.why, d.who),
+            None => text.clone(),
+        };
+        let terms = term_set(&shown);
+        Candidate {
+            kind,
+            topic: salience::topic_of(&terms, names),
+            terms,
+            text,
+            decision,
+            score,
+            event: false,
+            certain: false,
+            order: 0,
+        }
+    }
 }
 
 fn classify(sentence: &str, user_authored: bool) -> Option<Kind> {
@@ -374,7 +481,8 @@ fn decision_of(sentence: &str, next_sentence: Option<&str>, who: String) -> Deci
 }
 
 fn goal_of(messages: &[RuleMessage]) -> Option<String> {
-    for message in messages {
+    // What a session is for is said as it opens.
+    for message in messages.iter().take(3) {
         for sentence in sentences(&message.content) {
             let sentence = clean(&sentence);
             if any_match(&GOAL, &sentence) {
@@ -388,12 +496,54 @@ fn goal_of(messages: &[RuleMessage]) -> Option<String> {
 /// The summary of the previous content and the new messages.
 pub fn summarize(input: &RulesInput) -> SummaryContent {
     let max_items = input.max_items.max(1);
+    let speakers: HashSet<String> = input
+        .messages
+        .iter()
+        .filter_map(|m| m.speaker.as_deref())
+        .map(str::trim)
+        .filter(|s| !s.is_empty())
+        .map(str::to_string)
+        .collect();
+    let name_terms: HashSet<String> = speakers.iter().flat_map(|s| term_set(s)).collect();
+    // Each message's sentences, cleaned, with their content terms.
+    let read: Vec<Vec<(String, String, HashSet<String>)>> = input
+        .messages
+        .iter()
+        .map(|message| {
+            sentences(&message.content)
+                .into_iter()
+                .map(|raw| {
+                    let cleaned = clean(&raw);
+                    let content = term_set(&cleaned);
+                    (raw, cleaned, content)
+                })
+                .collect()
+        })
+        .collect();
+    let stats = TermStats::of(read.iter().map(|message| {
+        message
+            .iter()
+            .flat_map(|(_, _, content)| content.iter().cloned())
+            .collect::<HashSet<String>>()
+    }));
     let mut candidates: Vec<Candidate> = Vec::new();
-    let mut order = 0usize;
-    let mut last_proposal: Option<(String, String)> = None;
+    // The last proposal: who made it, what it was, in which message.
+    let mut last_proposal: Option<(String, String, usize)> = None;
     let mut chars_read = 0usize;
     let mut mentioned: Vec<(String, String)> = Vec::new();
-    for message in &input.messages {
+    let mut after_question = false;
+    // A confirmed proposal is a decision of the one who confirmed it.
+    let confirmed = |proposal: String, who: String| {
+        let decision = Decision {
+            what: summarize_to(&proposal, 120),
+            why: String::new(),
+            who,
+            confidence: DecisionConfidence::High,
+        };
+        let score = salience::salience(&proposal, &term_set(&proposal), &speakers, Position::default()).score;
+        Candidate::new(Kind::Decision, proposal, Some(decision), score, &name_terms)
+    };
+    for (message_index, (message, read)) in input.messages.iter().zip(&read).enumerate() {
         chars_read += char_count(&message.content);
         let user_authored = message.role == "user";
         let speaker = who(message);
@@ -405,100 +555,112 @@ pub fn summarize(input: &RulesInput) -> SummaryContent {
                 ));
             }
         }
-        let raw: Vec<String> = sentences(&message.content);
-        let cleaned: Vec<String> = raw.iter().map(|s| clean(s)).collect();
-        for (i, sentence) in cleaned.iter().enumerate() {
-            if sentence.is_empty() || terms(sentence).len() < 2 {
-                // "好，就这么定了" is short but decides: handled as a confirmation below.
-                if CONFIRMATION.is_match(raw[i].trim())
-                    && let Some((proposer, proposal)) = last_proposal.take()
-                    && proposer != speaker
-                {
-                    candidates.push(Candidate {
-                        kind: Kind::Decision,
-                        text: proposal.clone(),
-                        decision: Some(Decision {
-                            what: summarize_to(&proposal, 120),
-                            why: String::new(),
-                            who: speaker.clone(),
-                            confidence: DecisionConfidence::High,
-                        }),
-                        score: Kind::Decision.weight() + specificity(&proposal),
-                        order,
-                    });
-                    order += 1;
-                }
-                continue;
-            }
-            if CONFIRMATION.is_match(raw[i].trim())
-                && terms(sentence).len() <= 4
-                && let Some((proposer, proposal)) = last_proposal.take()
+        let mut first_of_message = true;
+        for (i, (raw, sentence, content)) in read.iter().enumerate() {
+            let term_count = content.len();
+            let short = term_count < 2;
+            // "好，就这么定了" is short but decides.
+            if CONFIRMATION.is_match(raw.trim())
+                && term_count <= 4
+                && let Some((proposer, proposal, at)) = last_proposal.take()
                 && proposer != speaker
+                && at + 1 == message_index
             {
-                candidates.push(Candidate {
-                    kind: Kind::Decision,
-                    text: proposal.clone(),
-                    decision: Some(Decision {
-                        what: summarize_to(&proposal, 120),
-                        why: String::new(),
-                        who: speaker.clone(),
-                        confidence: DecisionConfidence::High,
-                    }),
-                    score: Kind::Decision.weight() + specificity(&proposal),
-                    order,
-                });
-                order += 1;
+                candidates.push(confirmed(proposal, speaker.clone()));
                 continue;
             }
+            if short {
+                continue;
+            }
+            // "I finished another pot - want to see it?" reports; only its question goes.
+            let statement = is_question(sentence)
+                .then(|| salience::statement_head(sentence))
+                .flatten()
+                .filter(|_| !any_match(&OPEN_QUESTION, sentence));
+            let sentence = statement.as_ref().unwrap_or(sentence);
             if PROPOSAL.is_match(sentence) && !is_question(sentence) {
-                last_proposal = Some((speaker.clone(), sentence.clone()));
+                last_proposal = Some((speaker.clone(), sentence.clone(), message_index));
             }
-            let Some(kind) = classify(sentence, user_authored) else {
-                continue;
+            let kind = match classify(sentence, user_authored) {
+                Some(kind) => kind,
+                None if is_question(sentence) || CHITCHAT.is_match(sentence) => continue,
+                None => Kind::Point,
             };
+            if matches!(kind, Kind::Progress | Kind::Next | Kind::Point) && REACTION.is_match(sentence) {
+                continue;
+            }
+            let position = Position {
+                message: message_index,
+                messages: input.messages.len(),
+                first_of_message,
+                after_question,
+            };
+            first_of_message = false;
+            let head_terms = statement.as_ref().map(|head| term_set(head));
+            let content = head_terms.as_ref().unwrap_or(content);
+            let salience = salience::salience(sentence, content, &speakers, position);
+            if kind == Kind::Point {
+                // Not worth shortening when even all its words new could not make it worth
+                // its place.
+                let best: f64 = salience::topic_of(content, &name_terms)
+                    .iter()
+                    .map(|t| stats.weight(t))
+                    .sum();
+                if salience.score + best + choice::CONTINUES_TOPIC < choice::THRESHOLD {
+                    continue;
+                }
+            }
             let decision = (kind == Kind::Decision).then(|| {
-                let next = cleaned.get(i + 1).map(String::as_str);
+                let next = read.get(i + 1).map(|(_, cleaned, _)| cleaned.as_str());
                 decision_of(sentence, next, speaker.clone())
             });
-            let text = match &decision {
-                Some(d) => d.what.clone(),
-                None => attributed(message, sentence, 140),
+            let text = match (&decision, kind) {
+                (Some(d), _) => d.what.clone(),
+                (None, Kind::Question) => attributed(message, sentence, 140),
+                (None, _) => attributed(message, &salience::compress(sentence), 140),
             };
-            candidates.push(Candidate {
-                kind,
-                score: kind.weight() + specificity(sentence),
-                text,
-                decision,
-                order,
-            });
-            order += 1;
+            let mut candidate = Candidate::new(kind, text, decision, salience.score, &name_terms);
+            candidate.event = salience.event;
+            candidates.push(candidate);
+        }
+        after_question = read.last().is_some_and(|(raw, _, _)| is_question(raw.trim()));
+    }
+    for (order, candidate) in candidates.iter_mut().enumerate() {
+        candidate.order = order;
+    }
+
+    let previous = input.previous.clone().unwrap_or_default();
+    let goal = if previous.goal.is_empty() {
+        goal_of(&input.messages)
+    } else {
+        None
+    };
+    let conversation = previous.goal.is_empty()
+        && goal.is_none()
+        && previous.decisions.is_empty()
+        && previous.constraints.is_empty()
+        && input.artifacts.is_empty()
+        && mentioned.is_empty()
+        && !candidates.iter().any(|c| c.kind == Kind::Decision);
+    if conversation {
+        // What each participant reported, ranked by what it says rather than by family; a
+        // chat's "must" is rarely a constraint, but a worry stays a risk.
+        for candidate in &mut candidates {
+            if candidate.kind == Kind::Constraint {
+                candidate.kind = Kind::Point;
+            }
+        }
+    } else {
+        // A working session's key points are its done work.
+        candidates.retain(|c| c.kind != Kind::Point || c.event);
+        for candidate in &mut candidates {
+            candidate.score += candidate.kind.weight();
+            candidate.certain = candidate.kind != Kind::Point;
         }
     }
 
-    // Keep the best items within the share of what was read, then restore their order.
     let budget = (((chars_read as f64) * input.max_share).ceil() as usize).max(input.min_chars);
-    let mut ranked: Vec<&Candidate> = candidates.iter().collect();
-    ranked.sort_by(|a, b| b.score.total_cmp(&a.score).then(a.order.cmp(&b.order)));
-    let mut kept: Vec<&Candidate> = Vec::new();
-    let mut used = 0usize;
-    for candidate in ranked {
-        let cost = candidate_chars(candidate);
-        if used + cost > budget && !kept.is_empty() {
-            continue;
-        }
-        if used + cost > budget.max(cost) {
-            continue;
-        }
-        if kept
-            .iter()
-            .any(|k| k.kind == candidate.kind && term_jaccard(&k.text, &candidate.text) >= 0.6)
-        {
-            continue;
-        }
-        used += cost;
-        kept.push(candidate);
-    }
-    kept.sort_by_key(|c| c.order);
+    let kept = choose(&candidates, budget, max_items, &stats);
 
     let mut fresh = SummaryContent::default();
     for candidate in kept {
@@ -509,14 +671,11 @@ pub fn summarize(input: &RulesInput) -> SummaryContent {
             Kind::Constraint => fresh.constraints.push(candidate.text.clone()),
             Kind::Risk => fresh.risks.push(candidate.text.clone()),
             Kind::Question => fresh.open_questions.push(candidate.text.clone()),
-            Kind::Progress => fresh.progress.push(candidate.text.clone()),
+            Kind::Progress | Kind::Point => fresh.progress.push(candidate.text.clone()),
             Kind::Next => fresh.next_actions.push(candidate.text.clone()),
         }
     }
-    let previous_goal = input.previous.as_ref().map(|p| p.goal.clone()).unwrap_or_default();
-    if previous_goal.is_empty()
-        && let Some(goal) = goal_of(&input.messages)
-    {
+    if let Some(goal) = goal {
         fresh.goal = goal;
     }
     for known in &input.artifacts {
@@ -531,7 +690,113 @@ pub fn summarize(input: &RulesInput) -> SummaryContent {
             });
         }
     }
-    merge(input.previous.clone().unwrap_or_default(), fresh, max_items)
+    merge(previous, fresh, max_items)
+}
+
+/// The items worth their place within `budget` characters, in the order they were said: the
+/// most valuable first (its score, the session's topic words it adds, less what it repeats);
+/// one worth less than [`choice::THRESHOLD`] is left out unless a pattern family named it,
+/// and a section takes at most `max_items` (its most valuable, not its first).
+fn choose<'a>(candidates: &'a [Candidate], budget: usize, max_items: usize, stats: &TermStats) -> Vec<&'a Candidate> {
+    // Terms as numbers: the values are computed many times over.
+    let mut ids: HashMap<&str, usize> = HashMap::new();
+    let mut numbered = |terms: &'a HashSet<String>| -> Vec<usize> {
+        terms
+            .iter()
+            .map(|t| {
+                let next = ids.len();
+                *ids.entry(t.as_str()).or_insert(next)
+            })
+            .collect()
+    };
+    struct Choice<'a> {
+        candidate: &'a Candidate,
+        terms: Vec<usize>,
+        /// Topic terms and what each adds.
+        topic: Vec<(usize, f64)>,
+    }
+    let mut pool: Vec<Choice> = candidates
+        .iter()
+        .map(|candidate| Choice {
+            candidate,
+            terms: numbered(&candidate.terms),
+            topic: Vec::new(),
+        })
+        .collect();
+    for choice in &mut pool {
+        choice.topic = choice
+            .candidate
+            .topic
+            .iter()
+            .map(|t| (ids[t.as_str()], stats.weight(t)))
+            .collect();
+    }
+    let mut said = vec![false; ids.len()];
+    let mut topics = vec![false; ids.len()];
+    let value = |choice: &Choice, said: &[bool], topics: &[bool]| {
+        let new = choice.terms.iter().filter(|t| !said[**t]).count();
+        let repeated = 1.0 - new as f64 / choice.terms.len().max(1) as f64;
+        let continues = new >= 2 && choice.topic.iter().any(|(t, _)| topics[*t]);
+        let adds: f64 = choice.topic.iter().filter(|(t, _)| !said[*t]).map(|(_, w)| w).sum();
+        choice.candidate.score - choice::REDUNDANCY * 3.0 * repeated
+            + if continues { choice::CONTINUES_TOPIC } else { 0.0 }
+            + adds
+    };
+    let mut kept: Vec<&Candidate> = Vec::new();
+    let mut used = 0usize;
+    while !pool.is_empty() {
+        let (index, best) = pool
+            .iter()
+            .enumerate()
+            .map(|(i, c)| (i, value(c, &said, &topics)))
+            .max_by(|(ia, a), (ib, b)| {
+                a.total_cmp(b)
+                    .then(pool[*ib].candidate.order.cmp(&pool[*ia].candidate.order))
+            })
+            .expect("a non-empty pool");
+        let choice = pool.swap_remove(index);
+        let candidate = choice.candidate;
+        if best < choice::THRESHOLD && !candidate.certain {
+            continue;
+        }
+        let cost = candidate_chars(candidate);
+        if used + cost > budget && !kept.is_empty() {
+            continue;
+        }
+        if kept
+            .iter()
+            .filter(|k| k.kind.section() == candidate.kind.section())
+            .count()
+            >= max_items
+        {
+            continue;
+        }
+        if kept
+            .iter()
+            .any(|k| k.kind == candidate.kind && jaccard(&k.terms, &candidate.terms) >= 0.6)
+        {
+            continue;
+        }
+        used += cost;
+        for term in &choice.terms {
+            said[*term] = true;
+        }
+        for (term, _) in &choice.topic {
+            topics[*term] = true;
+        }
+        kept.push(candidate);
+    }
+    kept.sort_by_key(|c| c.order);
+    kept
+}
+
+/// The Jaccard similarity of two term sets (what [`term_jaccard`] computes from texts).
+fn jaccard(a: &HashSet<String>, b: &HashSet<String>) -> f64 {
+    if a.is_empty() || b.is_empty() {
+        return 0.0;
+    }
+    let shared = a.intersection(b).count() as f64;
+    shared / ((a.len() + b.len()) as f64 - shared)
 }
 
 /// What the text says an artifact is: the clause mentioning it, without the reference and
@@ -567,20 +832,31 @@ fn same_item(a: &str, b: &str) -> bool {
 }
 
 /// Appends the new items of a list, dropping near-duplicates, keeping the newest `max`.
-fn merge_list(mut old: Vec<String>, new: Vec<String>, max: usize) -> Vec<String> {
+fn merge_list(old: Vec<String>, new: Vec<String>, max: usize) -> Vec<String> {
+    let mut items: Vec<(String, HashSet<String>)> = old
+        .into_iter()
+        .map(|item| {
+            let terms = term_set(&item);
+            (item, terms)
+        })
+        .collect();
     for item in new {
         if item.trim().is_empty() {
             continue;
         }
-        if let Some(pos) = old.iter().position(|o| same_item(o, &item)) {
+        let terms = term_set(&item);
+        if let Some(pos) = items
+            .iter()
+            .position(|(o, t)| o.trim().eq_ignore_ascii_case(item.trim()) || jaccard(t, &terms) >= 0.6)
+        {
             // The newer wording wins and moves to the end (it is the most recent state).
-            old.remove(pos);
+            items.remove(pos);
         }
-        old.push(item);
+        items.push((item, terms));
     }
-    let excess = old.len().saturating_sub(max);
-    old.drain(..excess);
-    old
+    let excess = items.len().saturating_sub(max);
+    items.drain(..excess);
+    items.into_iter().map(|(item, _)| item).collect()
 }
 
 /// Merges new content into a summary: the deterministic merge both engines' results go
@@ -616,7 +892,11 @@ pub fn merge(previous: SummaryContent, fresh: SummaryContent, max_items: usize) 
     // Next steps that were since done are no longer next.
     let fresh_next = fresh.next_actions.clone();
     let mut next_actions = merge_list(previous.next_actions, fresh.next_actions, max_items);
-    next_actions.retain(|n| !progress.iter().any(|p| term_jaccard(n, p) >= 0.6) || fresh_next.contains(n));
+    let done: Vec<HashSet<String>> = progress.iter().map(|p| term_set(p)).collect();
+    next_actions.retain(|n| {
+        let next = term_set(n);
+        !done.iter().any(|p| jaccard(&next, p) >= 0.6) || fresh_next.contains(n)
+    });
     SummaryContent {
         goal: if fresh.goal.is_empty() {
             previous.goal
@@ -889,5 +1169,185 @@ mod tests {
         assert!(asks_for_summary("Can you summarize where we are?"));
         assert!(asks_for_summary("quick recap please"));
         assert!(!asks_for_summary("the summary field is empty"));
+    }
+
+    fn chat(lines: &[(&str, &str)]) -> Vec<RuleMessage> {
+        lines
+            .iter()
+            .enumerate()
+            .map(|(i, (speaker, text))| msg(i as u32, "user", Some(speaker), text))
+            .collect()
+    }
+
+    #[test]
+    fn a_conversation_keeps_what_each_speaker_reported() {
+        let messages = chat(&[
+            ("Maria", "Hey John! Long time no see! How have you been?"),
+            (
+                "John",
+                "Hey Maria! I went to a pottery workshop with my kids last Friday - it was so cool! Have you ever tried pottery?",
+            ),
+            ("Maria", "Wow, that's so awesome! You're such a great dad."),
+            (
+                "Maria",
+                "I adopted a puppy from the shelter yesterday, her name is Coco. I'm taking her to the vet next week.",
+            ),
+            ("John", "Congrats! Coco looks adorable. I bet your family loves her."),
+            ("John", "By the way, I'm planning a trip to the East Coast in July."),
+            ("Maria", "Sounds amazing! Have fun and take care!"),
+        ]);
+        let read: usize = messages.iter().map(|m| char_count(&m.content)).sum();
+        let out = summarize(&RulesInput {
+            messages,
+            max_share: 0.5,
+            min_chars: 0,
+            ..Default::default()
+        });
+        let points = format!("{:?}", [&out.progress[..], &out.next_actions[..]].concat());
+        assert!(out.goal.is_empty() && out.decisions.is_empty(), "{out:?}");
+        assert!(
+            points.contains("John: Went to a pottery workshop with my kids last Friday"),
+            "{points}"
+        );
+        assert!(
+            !points.contains("so cool") && !points.contains("tried pottery"),
+            "{points}"
+        );
+        assert!(
+            points.contains("Maria: Adopted a puppy from the shelter yesterday"),
+            "{points}"
+        );
+        assert!(points.contains("East Coast"), "{points}");
+        for reaction in ["awesome", "great dad", "adorable", "Long time", "take care"] {
+            assert!(!points.contains(reaction), "{reaction} in {points}");
+        }
+        // A fraction of the conversation, not all of it.
+        let written: usize = out
+            .progress
+            .iter()
+            .chain(&out.next_actions)
+            .map(|p| char_count(p))
+            .sum();
+        assert!(written * 2 <= read, "{written} of {read}: {points}");
+    }
+
+    #[test]
+    fn a_chinese_conversation_keeps_what_each_speaker_reported() {
+        let messages = chat(&[
+            ("小王", "嗨！好久不见！最近怎么样？"),
+            (
+                "小李",
+                "哇，好久不见！我上周去杭州参加了一个摄影展，拍了很多西湖的照片。",
+            ),
+            ("小王", "太棒了！你拍的照片一定很好看。"),
+            ("小王", "我最近在准备驾照考试，下个月考科目二。"),
+            ("小李", "加油！你一定能过的。"),
+        ]);
+        let out = summarize(&RulesInput {
+            messages,
+            ..Default::default()
+        });
+        let points = format!("{:?}", [&out.progress[..], &out.next_actions[..]].concat());
+        assert!(points.contains("小李：上周去杭州参加了一个摄影展"), "{points}");
+        assert!(points.contains("驾照"), "{points}");
+        for reaction in ["太棒了", "一定很好看", "加油", "好久不见"] {
+            assert!(!points.contains(reaction), "{reaction} in {points}");
+        }
+    }
+
+    #[test]
+    fn a_working_session_keeps_done_work_not_remarks() {
+        let messages = vec![
+            msg(0, "user", None, "The goal is to ship the billing page this week."),
+            msg(
+                1,
+                "assistant",
+                None,
+                "I deployed the invoice service to staging yesterday.",
+            ),
+            msg(
+                2,
+                "assistant",
+                None,
+                "The weather here is lovely and the coffee machine is new.",
+            ),
+        ];
+        let out = summarize(&input(messages));
+        assert!(out.progress.iter().any(|p| p.contains("invoice service")), "{out:?}");
+        assert!(!format!("{out:?}").contains("coffee"), "{out:?}");
+    }
+
+    #[test]
+    fn a_confirmation_decides_only_the_proposal_it_answers() {
+        let decided = summarize(&input(vec![
+            msg(0, "cto", Some("David"), "I suggest we use Postgres for the ledger."),
+            msg(1, "user", None, "Sounds good, let's do that."),
+        ]));
+        assert!(
+            decided.decisions.iter().any(|d| d.what.contains("Postgres")),
+            "{decided:?}"
+        );
+        let unrelated = summarize(&input(vec![
+            msg(0, "cto", Some("David"), "I suggest we use Postgres for the ledger."),
+            msg(1, "user", None, "I will check the invoices tomorrow."),
+            msg(
+                2,
+                "cto",
+                Some("David"),
+                "The staging server was restarted this morning.",
+            ),
+            msg(3, "user", None, "Sounds good, let's do that."),
+        ]));
+        assert!(unrelated.decisions.is_empty(), "{unrelated:?}");
+        let remark = summarize(&input(vec![
+            msg(
+                0,
+                "user",
+                Some("Ann"),
+                "It felt great to see we could make a difference.",
+            ),
+            msg(1, "user", Some("Bo"), "Agreed!"),
+        ]));
+        assert!(remark.decisions.is_empty(), "{remark:?}");
+    }
+
+    #[test]
+    fn a_full_section_keeps_its_most_valuable_items() {
+        let mut lines = vec![("Ann", "I got a new job at the Seattle aquarium last week!".to_string())];
+        for i in 0..8 {
+            lines.push(("Ann", format!("Also the plants on shelf {i} need some water.")));
+        }
+        let messages: Vec<RuleMessage> = lines
+            .iter()
+            .enumerate()
+            .map(|(i, (speaker, text))| msg(i as u32, "user", Some(speaker), text))
+            .collect();
+        let out = summarize(&RulesInput {
+            messages,
+            max_share: 10.0,
+            max_items: 2,
+            ..Default::default()
+        });
+        assert!(out.progress.len() <= 2, "{out:?}");
+        assert!(out.progress.iter().any(|p| p.contains("aquarium")), "{out:?}");
+    }
+
+    #[test]
+    fn a_worry_in_a_session_without_decisions_is_a_risk() {
+        let out = summarize(&input(vec![
+            msg(0, "user", None, "We must finish the billing migration by June."),
+            msg(
+                1,
+                "user",
+                None,
+                "I'm worried the old invoices might not import cleanly.",
+            ),
+        ]));
+        assert!(out.risks.iter().any(|r| r.contains("invoices")), "{out:?}");
+        let zh = summarize(&input(vec![
+            msg(0, "user", None, "我们下周要和供应商谈合同。"),
+            msg(1, "user", None, "我担心对方会临时涨价。"),
+        ]));
+        assert!(zh.risks.iter().any(|r| r.contains("涨价")), "{zh:?}");
     }
 }
