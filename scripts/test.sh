@@ -6,6 +6,9 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
+# The embedding engine's OpenMP threads sleep between calls (docs/runbook.md).
+export OMP_WAIT_POLICY="${OMP_WAIT_POLICY:-passive}"
+
 say() { printf '\n==> %s\n' "$*" >&2; }
 
 say "model weights"
