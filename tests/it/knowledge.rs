@@ -5,9 +5,9 @@
 use thinkus_proto::common::{Engine, MemoryStatus, MemoryType, Message, RetrievalMode, Scope};
 use thinkus_proto::knowledge::knowledge_manager_service_client::KnowledgeManagerServiceClient;
 use thinkus_proto::knowledge::{
-    ChangeKind, CorrectMemoryRequest, CorrectionAction, GetMemoryHistoryRequest, GetMemoryRequest,
+    ChangeKind, CorrectMemoryRequest, CorrectionAction, GetMemoryHistoryRequest, GetMemoryRequest, IngestTurnsRequest,
     LearnFromConversationRequest, LearnFromConversationResponse, ListMemoriesRequest, MemoryDraft, RememberRequest,
-    SetPlanRequest, WriteOutcome,
+    SetPlanRequest, Turn, WriteOutcome,
 };
 use thinkus_proto::retriever::RecallRequest;
 use thinkus_proto::retriever::retriever_service_client::RetrieverServiceClient;
@@ -125,6 +125,29 @@ async fn recalled_ids(node: &Node, scope: &Scope, query: &str) -> Vec<String> {
         .into_iter()
         .map(|e| e.id)
         .collect()
+}
+
+/// Stores a conversation's turns (speaker, text) in the scope's session; their ids in order.
+async fn ingest(node: &Node, scope: &Scope, turns: &[(&str, &str)]) -> Vec<String> {
+    let mut session = scope.clone();
+    session.session_id = "talk".into();
+    node.km()
+        .ingest_turns(IngestTurnsRequest {
+            scope: Some(session),
+            turns: turns
+                .iter()
+                .map(|(speaker, text)| Turn {
+                    speaker: speaker.to_string(),
+                    text: text.to_string(),
+                    ..Default::default()
+                })
+                .collect(),
+            ..Default::default()
+        })
+        .await
+        .expect("ingest turns")
+        .into_inner()
+        .memory_ids
 }
 
 fn created(response: &LearnFromConversationResponse) -> Vec<&thinkus_proto::common::Memory> {
@@ -295,10 +318,18 @@ async fn budget_correction_replaces(backend: Backend) {
         return;
     };
     let me = scope("km-budget", "cfo", Some("launch"));
+    // The conversation is kept turn by turn, as the gateway does, besides what is learnt.
+    let said = ingest(
+        &node,
+        &me,
+        &[("user", "这个项目的预算是$500"), ("cfo", "记下了，预算$500。")],
+    )
+    .await;
     let first = learn(&node, &me, "这个项目的预算是$500", "budget-1").await;
     let old = created(&first);
     assert_eq!(old.len(), 1, "{first:?}");
     let old_id = old[0].id.clone();
+    let correction = ingest(&node, &me, &[("user", "预算改成$800了，不是之前说的$500")]).await;
     let second = learn(&node, &me, "预算改成$800了，不是之前说的$500", "budget-2").await;
     let result = second
         .results
@@ -307,7 +338,24 @@ async fn budget_correction_replaces(backend: Backend) {
         .unwrap_or_else(|| panic!("the new budget replaces the old one: {second:?}"));
     let new = result.memory.clone().unwrap();
     assert!(new.content.contains("$800"));
-    assert_eq!(result.replaced_ids, vec![old_id.clone()]);
+    let mut replaced = result.replaced_ids.clone();
+    replaced.sort();
+    let mut expected = vec![old_id.clone(), said[0].clone(), said[1].clone()];
+    expected.sort();
+    assert_eq!(replaced, expected, "the old fact and the turns that said $500 only");
+    let memories = all_memories(&node, &me).await;
+    let status_of = |id: &str| {
+        let memory = memories.iter().find(|m| m.id == id).expect("stored");
+        (memory.status, memory.superseded_by.clone())
+    };
+    for turn in &said {
+        assert_eq!(status_of(turn), (MemoryStatus::Replaced as i32, new.id.clone()));
+    }
+    assert_eq!(
+        status_of(&correction[0]).0,
+        MemoryStatus::Active as i32,
+        "the correction itself says $800"
+    );
 
     let stored_old = node
         .km()

@@ -30,6 +30,24 @@ pub fn relative(then: DateTime<Utc>, now: DateTime<Utc>, language: Language) -> 
     }
 }
 
+/// When something was, for a reader who must reason about dates (a prompt's context): relative
+/// within a week ("2天前", "yesterday"), beyond that the date itself ("5月8日", "8 May"), with
+/// its year when it is not this year's ("2023年5月8日", "8 May 2023"). "3 years ago" cannot
+/// answer "when did she go?"; "8 May 2023" can.
+pub fn when(then: DateTime<Utc>, now: DateTime<Utc>, language: Language) -> String {
+    use chrono::Datelike;
+    if (now - then).num_seconds().unsigned_abs() < 7 * 86_400 {
+        return relative(then, now, language);
+    }
+    let same_year = then.year() == now.year();
+    match (language, same_year) {
+        (Language::Zh, true) => format!("{}月{}日", then.month(), then.day()),
+        (Language::Zh, false) => format!("{}年{}月{}日", then.year(), then.month(), then.day()),
+        (Language::En, true) => then.format("%-d %b").to_string(),
+        (Language::En, false) => then.format("%-d %b %Y").to_string(),
+    }
+}
+
 #[derive(Clone, Copy)]
 enum Unit {
     Now,
@@ -91,5 +109,19 @@ mod tests {
         assert_eq!(relative(now - Duration::days(400), now, Language::Zh), "1年前");
         assert_eq!(relative(now + Duration::days(3), now, Language::En), "in 3 days");
         assert_eq!(relative(now - Duration::minutes(1), now, Language::En), "1 minute ago");
+    }
+
+    #[test]
+    fn dates_beyond_a_week() {
+        use chrono::TimeZone;
+        let now = Utc.with_ymd_and_hms(2026, 11, 22, 12, 0, 0).unwrap();
+        assert_eq!(when(now - Duration::days(2), now, Language::Zh), "2天前");
+        assert_eq!(when(now - Duration::days(1), now, Language::En), "yesterday");
+        let may = Utc.with_ymd_and_hms(2023, 5, 8, 13, 56, 0).unwrap();
+        assert_eq!(when(may, now, Language::En), "8 May 2023");
+        assert_eq!(when(may, now, Language::Zh), "2023年5月8日");
+        let march = Utc.with_ymd_and_hms(2026, 3, 3, 9, 0, 0).unwrap();
+        assert_eq!(when(march, now, Language::En), "3 Mar");
+        assert_eq!(when(march, now, Language::Zh), "3月3日");
     }
 }

@@ -1,7 +1,9 @@
 //! Assembling a turn's context: sections in the order of seed 002 section 4.2 (decisions,
 //! preferences, conclusions, insights, other memories), then artifacts, then the last session,
-//! packed into one token budget. Whole entries only: an entry that does not fit is left out
-//! and the trace says so.
+//! packed into one token budget. Entries are chosen in the order they are offered (best first:
+//! a weak decision does not push out a strong conversation turn), each group within its cap,
+//! and only then laid out by section. Whole entries only: an entry that does not fit is left
+//! out and the trace says so.
 
 use thinkus_common::model::{Language, MemoryType};
 use thinkus_common::tokens::TokenCounter;
@@ -52,6 +54,13 @@ pub struct Entry {
     pub section_cap: Option<u32>,
 }
 
+impl SectionKind {
+    /// Whether the section holds recalled memories (they share the memory budget).
+    pub fn is_memory(self) -> bool {
+        !matches!(self, Self::Artifacts | Self::LastSession)
+    }
+}
+
 /// The packed context.
 #[derive(Debug, Clone, Default)]
 pub struct Packed {
@@ -66,16 +75,15 @@ fn heading(kind: SectionKind, language: Language) -> String {
     format!("## {}\n", kind.title(language))
 }
 
-/// Packs `entries` (best first within each section) into `budget` tokens, sections in their
-/// order. The whole context, headings included, is counted with `tokens` and never exceeds
-/// the budget.
-pub fn pack(entries: &[Entry], budget: u32, language: Language, tokens: &TokenCounter) -> Packed {
-    let mut order: Vec<&Entry> = entries.iter().collect();
-    order.sort_by_key(|e| e.kind); // stable: keeps the rank order within a section
+/// Packs `entries` (offered best first) into `budget` tokens, the memory sections together
+/// into at most `memory_cap`, then lays them out in section order. The whole context,
+/// headings included, is counted with `tokens` and never exceeds the budget.
+pub fn pack(entries: &[Entry], budget: u32, memory_cap: u32, language: Language, tokens: &TokenCounter) -> Packed {
     let mut chosen: Vec<(&Entry, u32)> = Vec::new();
     let mut used: u32 = 0;
+    let mut memory_used: u32 = 0;
     let mut section_used: std::collections::BTreeMap<SectionKind, u32> = Default::default();
-    for entry in order {
+    for entry in entries {
         let entry_tokens = tokens.count(&entry.text) as u32 + 1;
         let opens_section = !section_used.contains_key(&entry.kind);
         // A heading and the blank line between sections.
@@ -90,21 +98,35 @@ pub fn pack(entries: &[Entry], budget: u32, language: Language, tokens: &TokenCo
         {
             continue;
         }
+        if entry.kind.is_memory() && memory_used + overhead + entry_tokens > memory_cap {
+            continue;
+        }
         if used + overhead + entry_tokens > budget {
             continue;
         }
         used += overhead + entry_tokens;
+        if entry.kind.is_memory() {
+            memory_used += overhead + entry_tokens;
+        }
         *section_used.entry(entry.kind).or_insert(0) += overhead + entry_tokens;
         chosen.push((entry, entry_tokens));
     }
+    // Laid out by section; stable, so each section keeps the order the entries were offered in.
+    chosen.sort_by_key(|(entry, _)| entry.kind);
     // Render, then make sure the exact count fits (token counts of joined text can differ
-    // slightly from the sum of the parts): drop the last entries until it does.
+    // slightly from the sum of the parts): drop the weakest entry until it does.
     loop {
         let packed = render(&chosen, language, tokens);
         if packed.tokens <= budget || chosen.is_empty() {
             return packed;
         }
-        chosen.pop();
+        let weakest = chosen
+            .iter()
+            .enumerate()
+            .max_by_key(|(_, (entry, _))| entry.trace)
+            .map(|(i, _)| i)
+            .expect("chosen is not empty");
+        chosen.remove(weakest);
     }
 }
 
@@ -165,7 +187,7 @@ mod tests {
             entry(SectionKind::Preferences, "- 喜欢简约的设计风格", 2),
             entry(SectionKind::Decisions, "- 支付用Stripe", 3),
         ];
-        let packed = pack(&entries, 1000, Language::Zh, &tokens);
+        let packed = pack(&entries, 1000, 1000, Language::Zh, &tokens);
         let kinds: Vec<SectionKind> = packed.sections.iter().map(|s| s.kind).collect();
         assert_eq!(
             kinds,
@@ -175,11 +197,70 @@ mod tests {
         assert_eq!(packed.tokens, tokens.count(&packed.context) as u32);
 
         for budget in [5, 20, 35, 50] {
-            let packed = pack(&entries, budget, Language::Zh, &tokens);
+            let packed = pack(&entries, budget, budget, Language::Zh, &tokens);
             assert!(packed.tokens <= budget, "{} > {budget}", packed.tokens);
         }
-        let small = pack(&entries, 30, Language::Zh, &tokens);
+        let small = pack(&entries, 30, 30, Language::Zh, &tokens);
         assert!(small.included.len() < entries.len());
+    }
+
+    #[test]
+    fn the_best_entries_are_chosen_then_laid_out_by_section() {
+        let tokens = TokenCounter::default();
+        // Offered best first: a strong conversation turn, then a weak decision.
+        let entries = vec![
+            entry(
+                SectionKind::Other,
+                "- Caroline: I went to the LGBTQ support group yesterday",
+                0,
+            ),
+            entry(
+                SectionKind::Decisions,
+                "- we settled on a weekly newsletter for the launch",
+                1,
+            ),
+        ];
+        let one = tokens.count(&heading(SectionKind::Other, Language::En)) as u32
+            + 1
+            + tokens.count(&entries[0].text) as u32
+            + 1;
+        let packed = pack(&entries, 1000, one, Language::En, &tokens);
+        assert_eq!(packed.included.iter().map(|(t, _)| *t).collect::<Vec<_>>(), vec![0]);
+
+        let both = pack(&entries, 1000, 1000, Language::En, &tokens);
+        let kinds: Vec<SectionKind> = both.sections.iter().map(|s| s.kind).collect();
+        assert_eq!(kinds, vec![SectionKind::Decisions, SectionKind::Other]);
+    }
+
+    #[test]
+    fn the_memory_cap_leaves_room_for_artifacts() {
+        let tokens = TokenCounter::default();
+        let mut entries: Vec<Entry> = (0..40)
+            .map(|i| {
+                entry(
+                    SectionKind::Other,
+                    &format!("- memory number {i} about the launch plan"),
+                    i,
+                )
+            })
+            .collect();
+        entries.push(Entry {
+            section_cap: Some(100),
+            ..entry(SectionKind::Artifacts, "- art_1 build log: 3 errors (lines 10-40)", 40)
+        });
+        let packed = pack(&entries, 200, 120, Language::En, &tokens);
+        let memory: u32 = packed
+            .sections
+            .iter()
+            .filter(|s| s.kind.is_memory())
+            .map(|s| s.tokens)
+            .sum();
+        assert!(memory <= 120, "{memory}");
+        assert!(
+            packed.included.iter().any(|(t, _)| *t == 40),
+            "the artifact fits beside the memories"
+        );
+        assert!(packed.tokens <= 200);
     }
 
     #[test]
@@ -193,7 +274,7 @@ mod tests {
             },
             entry(SectionKind::Decisions, "- use Postgres", 1),
         ];
-        let packed = pack(&entries, 1000, Language::En, &tokens);
+        let packed = pack(&entries, 1000, 1000, Language::En, &tokens);
         assert_eq!(packed.included.len(), 1);
         assert_eq!(packed.included[0].0, 1);
     }

@@ -10,8 +10,11 @@ use serde::{Deserialize, Serialize};
 use thinkus_backends::llm::{ChatMessage, CompletionRequest, LanguageModel, LlmTask};
 use thinkus_backends::sql::{JobRecord, JobStatus, JobStore};
 use thinkus_common::ApiError;
-use thinkus_common::model::{ControlDecision, Language, Message, NeedMemory, RetrievalMode, Scope, Visibility};
+use thinkus_common::model::{
+    ControlDecision, Language, MemoryType, Message, NeedMemory, RetrievalMode, Scope, Visibility,
+};
 use thinkus_common::text::detect_language;
+use thinkus_common::time::when;
 use thinkus_common::tokens::TokenCounter;
 use thinkus_knowledge_manager::KnowledgeApi;
 use thinkus_knowledge_manager::api::{IngestTurnsRequest, LearnRequest, Turn};
@@ -241,32 +244,43 @@ impl Gateway {
             timings.insert("artifacts".to_string(), millis(started));
         }
 
+        let mut memory_budget = 0;
         if decision.need_memory != NeedMemory::No {
             let started = Instant::now();
-            let memory_budget = decision
+            memory_budget = decision
                 .budget_tokens
                 .max(1)
                 .min(budget.saturating_sub(reserved).max(budget / 2));
-            let recalled = self
-                .upstreams
-                .retriever
-                .recall(RecallRequest {
-                    scope: request.scope.clone(),
-                    query: request.message.clone(),
-                    mode: decision.retrieval_mode,
-                    types: decision.memory_types.clone(),
-                    time_range: Some(decision.time_range),
-                    budget_tokens: Some(memory_budget),
-                    language: Some(language),
-                    now: Some(now),
-                    ..Default::default()
-                })
-                .await?;
+            // The retriever counts its budget in its own, longer rendering (numbers, types,
+            // headings): asked for twice the memory budget, it offers enough entries for the
+            // gateway to fill the memory budget in the context's rendering.
+            let offered_budget = memory_budget.saturating_mul(2).min(*BUDGET_RANGE.end());
+            // The controller's types narrow the curated memories (decisions, constraints...);
+            // the conversation itself stays eligible, since what was said is often all there
+            // is ("what career has Caroline decided on?" names a decision no memory was
+            // extracted for). Turns that stated a value a later memory replaced are replaced
+            // with it (knowledge manager), so they stay out of sight like the memory.
+            let mut types = decision.memory_types.clone();
+            if !types.is_empty() && !types.contains(&MemoryType::ConversationTurn) {
+                types.push(MemoryType::ConversationTurn);
+            }
+            let recall = RecallRequest {
+                scope: request.scope.clone(),
+                query: request.message.clone(),
+                mode: decision.retrieval_mode,
+                types,
+                time_range: Some(decision.time_range),
+                budget_tokens: Some(offered_budget),
+                language: Some(language),
+                now: Some(now),
+                ..Default::default()
+            };
+            let recalled = self.upstreams.retriever.recall(recall).await?;
             timings.insert("retriever".to_string(), millis(started));
-            memory_entries(&recalled, &decision, language, &mut items, &mut entries);
+            memory_entries(&recalled, &decision, language, now, &mut items, &mut entries);
         }
 
-        let packed = pack(&entries, budget, language, &self.tokens);
+        let packed = pack(&entries, budget, memory_budget, language, &self.tokens);
         for (trace, tokens) in &packed.included {
             items[*trace].included = true;
             items[*trace].tokens = *tokens;
@@ -593,11 +607,13 @@ impl Gateway {
     }
 }
 
-/// Turns recalled memories into context entries and trace items, best first.
+/// Turns recalled memories into context entries and trace items, best first. Times are dates
+/// beyond a week (`thinkus_common::time::when`): the reader may have to say when.
 fn memory_entries(
     recalled: &RecallResult,
     decision: &ControlDecision,
     language: Language,
+    now: DateTime<Utc>,
     items: &mut Vec<TraceItem>,
     entries: &mut Vec<Entry>,
 ) {
@@ -620,9 +636,10 @@ fn memory_entries(
             detailed.insert(detail.id.as_str());
             let entry = scores.get(detail.id.as_str());
             let parts = entry.map(|e| e.score.clone()).unwrap_or_default();
-            let mut text = format!("- {} ({})", detail.content.trim(), detail.relative_time);
+            let at = when(detail.occurred_at, now, language);
+            let mut text = format!("- {} ({at})", detail.content.trim());
             if let Some(speaker) = &detail.speaker {
-                text = format!("- {speaker}: {} ({})", detail.content.trim(), detail.relative_time);
+                text = format!("- {speaker}: {} ({at})", detail.content.trim());
             }
             if !detail.context.trim().is_empty() {
                 text.push_str(&format!("\n  {}", detail.context.trim()));
@@ -646,9 +663,10 @@ fn memory_entries(
         }
     }
     for entry in recalled.catalog.iter().filter(|e| !detailed.contains(e.id.as_str())) {
+        let at = when(entry.occurred_at, now, language);
         let text = match &entry.speaker {
-            Some(speaker) => format!("- {speaker}: {} ({})", entry.summary, entry.relative_time),
-            None => format!("- {} ({})", entry.summary, entry.relative_time),
+            Some(speaker) => format!("- {speaker}: {} ({at})", entry.summary),
+            None => format!("- {} ({at})", entry.summary),
         };
         items.push(TraceItem {
             kind: TraceKind::Memory,

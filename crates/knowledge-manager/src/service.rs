@@ -344,6 +344,7 @@ impl KnowledgeManager {
             ..Default::default()
         };
         let negated = subject::negated_values(&memory.content);
+        let stated = subject::values(&memory.content);
         Ok(self
             .store
             .list_memories(&query)
@@ -353,6 +354,13 @@ impl KnowledgeManager {
             // Private memories of other roles stay theirs.
             .filter(|old| old.scope.role_id == memory.scope.role_id || old.visibility != Visibility::Private)
             .filter(|old| {
+                if old.memory_type == MemoryType::ConversationTurn {
+                    // A turn is a record of what was said, values and all: it goes only when
+                    // it states none of the new values ("预算改成$800了，不是之前说的$500"
+                    // stays with "预算是$800", "这个项目的预算是$500" goes).
+                    let said = subject::values(&old.content);
+                    return !stated.is_empty() && !said.is_empty() && said.is_disjoint(&stated);
+                }
                 subject::values_differ(&old.content, &memory.content)
                     || subject::values(&old.content).iter().any(|v| negated.contains(v))
             })

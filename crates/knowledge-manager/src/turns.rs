@@ -13,6 +13,7 @@ use tracing::Instrument;
 
 use crate::api::{IngestResult, IngestTurnsRequest, Turn};
 use crate::service::{KnowledgeManager, actor_of};
+use crate::subject;
 
 fn validate(turns: &[Turn], max_chars: usize) -> Result<(), ApiError> {
     if turns.is_empty() || turns.len() > 1000 {
@@ -158,6 +159,9 @@ pub(crate) async fn ingest(km: &KnowledgeManager, request: IngestTurnsRequest) -
         }
         let content = content_of(turn);
         let occurred_at = turn.occurred_at.unwrap_or(now);
+        // What the turn states a value of ("the budget is $500"): a later fact with another
+        // value replaces the turn as it replaces an older fact.
+        let subject = subject::detect(&content).map(str::to_string);
         let memory = Memory {
             id: new_id(IdKind::Memory),
             scope: scope.clone(),
@@ -183,7 +187,7 @@ pub(crate) async fn ingest(km: &KnowledgeManager, request: IngestTurnsRequest) -
             artifact_refs: Vec::new(),
             speaker: Some(turn.speaker.trim().to_string()),
             occurred_at,
-            subject: None,
+            subject,
             iteration_id: None,
             external_id: turn.external_id.clone(),
             version: 0,

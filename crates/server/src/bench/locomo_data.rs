@@ -29,6 +29,18 @@ pub struct Session {
     pub events: Vec<String>,
 }
 
+/// The name of a LoCoMo question category (1-4; 5, adversarial, is never scored).
+pub fn category_name(category: u32) -> &'static str {
+    match category {
+        1 => "multi-hop",
+        2 => "temporal",
+        3 => "open-domain",
+        4 => "single-hop",
+        5 => "adversarial",
+        _ => "unknown",
+    }
+}
+
 /// A question about a conversation.
 #[derive(Debug, Clone)]
 pub struct Question {

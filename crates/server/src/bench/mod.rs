@@ -61,6 +61,9 @@ pub enum Bench {
         /// Only the first N samples.
         #[arg(long)]
         limit: Option<usize>,
+        /// Print every question whose evidence is not all in the context, with the decision.
+        #[arg(long)]
+        verbose: bool,
     },
     /// The knowledge manager's extraction rules and admission on a labelled JSONL file
     /// (datasets/extract.jsonl): precision, recall and junk ratio per language.
@@ -139,7 +142,12 @@ pub async fn run(bench: Bench, config: Config) -> anyhow::Result<()> {
             users,
             queries,
         } => recall::run(config, memories, users, queries).await,
-        Bench::Tokens { data, data_dir, limit } => tokens::run(config, &data, data_dir, limit).await,
+        Bench::Tokens {
+            data,
+            data_dir,
+            limit,
+            verbose,
+        } => tokens::run(config, &data, data_dir, limit, verbose).await,
         Bench::Extract { data, verbose } => extract::run(&data, verbose).await,
         Bench::Ingest { n, data_dir } => ingest::run(config, n, data_dir).await,
         Bench::Summary { data, limit, verbose } => summary::run(config, &data, limit, verbose).await,

@@ -39,6 +39,7 @@ pub async fn run(
     data: &Path,
     data_dir: Option<PathBuf>,
     limit: Option<usize>,
+    verbose: bool,
 ) -> anyhow::Result<()> {
     let mut samples = locomo_data::load(data)?;
     if let Some(limit) = limit {
@@ -128,6 +129,8 @@ pub async fn run(
     let mut history_tokens: Vec<f64> = Vec::new();
     let mut latencies: Vec<Duration> = Vec::new();
     let (mut all_in, mut any_in, mut n) = (0usize, 0usize, 0usize);
+    // Per LoCoMo category: (questions, all evidence in context).
+    let mut per_category: std::collections::BTreeMap<u32, (usize, usize)> = Default::default();
     let mut dia_of: HashMap<String, Option<String>> = HashMap::new();
     for sample in &samples {
         let user = format!("locomo-{}", sample.id);
@@ -167,8 +170,35 @@ pub async fn run(
                 }
             }
             let present = question.evidence.iter().filter(|e| found.contains(e)).count();
+            let category = per_category.entry(question.category).or_default();
+            category.0 += 1;
             if present == question.evidence.len() {
                 all_in += 1;
+                category.1 += 1;
+            } else if verbose {
+                let decision = prepared.trace.as_ref().and_then(|t| t.decision.as_ref());
+                let memories = prepared
+                    .trace
+                    .iter()
+                    .flat_map(|t| &t.items)
+                    .filter(|i| i.kind == TraceItemKind::Memory as i32);
+                let offered = memories.clone().count();
+                let included = memories.filter(|i| i.included).count();
+                say(format!(
+                    "--- [{}] {:?}\n    evidence {:?}, found {present}; {included} of {offered} memories in {} tokens; decision {:?}",
+                    locomo_data::category_name(question.category),
+                    question.question,
+                    question.evidence,
+                    prepared.tokens_used,
+                    decision.map(|d| (
+                        d.need_memory,
+                        d.retrieval_mode,
+                        &d.memory_types,
+                        d.budget_tokens,
+                        &d.time_range,
+                        &d.reason
+                    )),
+                ));
             }
             if present > 0 {
                 any_in += 1;
@@ -191,6 +221,20 @@ pub async fn run(
         ratio(all_in),
         ratio(any_in)
     ));
+    let category_shares: serde_json::Map<String, serde_json::Value> = per_category
+        .iter()
+        .map(|(category, (questions, all))| {
+            let share = *all as f64 / (*questions).max(1) as f64;
+            say(format!(
+                "  {:<12} all evidence {share:.3} ({questions} questions)",
+                locomo_data::category_name(*category)
+            ));
+            (
+                locomo_data::category_name(*category).to_string(),
+                json!((share * 10_000.0).round() / 10_000.0),
+            )
+        })
+        .collect();
     say(format!("PrepareTurn through gRPC: p50 {p50:.1} ms, p95 {p95:.1} ms"));
     node.shutdown().await?;
     let round = |v: f64| (v * 10_000.0).round() / 10_000.0;
@@ -200,6 +244,7 @@ pub async fn run(
         "full_tokens": full,
         "evidence_in_context": round(ratio(all_in)),
         "some_evidence_in_context": round(ratio(any_in)),
+        "per_category": category_shares,
         "p50_ms": round(p50),
         "p95_ms": round(p95),
         "n": n,
