@@ -2,9 +2,9 @@
 
 CARGO ?= cargo
 BIN := target/release/thinkus
-# The embedding engine's OpenMP threads sleep between calls instead of spinning, which starves
-# every other thread of a busy node (docs/runbook.md, "The embedding engine's threads").
-export OMP_WAIT_POLICY ?= passive
+# The embedding engine's OpenMP threads spin briefly between parallel regions, then sleep
+# (docs/runbook.md, "The embedding engine's threads").
+export GOMP_SPINCOUNT ?= 30000
 
 .DEFAULT_GOAL := help
 .PHONY: help models build run test fmt clippy check bench bench-locomo bench-recall clean

@@ -6,8 +6,8 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-# The embedding engine's OpenMP threads sleep between calls (docs/runbook.md).
-export OMP_WAIT_POLICY="${OMP_WAIT_POLICY:-passive}"
+# The embedding engine's OpenMP threads spin briefly, then sleep (docs/runbook.md).
+export GOMP_SPINCOUNT="${GOMP_SPINCOUNT:-30000}"
 
 say() { printf '\n==> %s\n' "$*" >&2; }
 

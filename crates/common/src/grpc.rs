@@ -4,10 +4,10 @@ use std::net::SocketAddr;
 use std::time::Duration;
 
 use tokio::net::TcpListener;
-use tokio_stream::wrappers::TcpListenerStream;
 use tokio_util::sync::CancellationToken;
 use tonic::codegen::InterceptedService;
 use tonic::service::Routes;
+use tonic::transport::server::TcpIncoming;
 use tonic::transport::{Channel, Endpoint, Server};
 use tonic_health::ServingStatus;
 use tonic_health::server::HealthReporter;
@@ -134,7 +134,10 @@ pub async fn serve(
         .add_service(health_service)
         .add_service(reflection)
         .add_service(reflection_alpha)
-        .serve_with_incoming_shutdown(TcpListenerStream::new(listener), async move {
+        // Accepted connections without Nagle's algorithm: a response is several small writes
+        // (headers, data, trailers), and Nagle held each one back until the client's delayed
+        // ACK, 40 ms later. `Server::tcp_nodelay` applies only to listeners tonic binds itself.
+        .serve_with_incoming_shutdown(TcpIncoming::from(listener).with_nodelay(Some(true)), async move {
             stop.cancelled().await;
             health_on_stop.not_serving().await;
             drained_signal.cancel();
