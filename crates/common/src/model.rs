@@ -234,6 +234,50 @@ pub struct Memory {
 pub const TURN_LINE_CHARS: usize = 300;
 
 impl Memory {
+    /// A conversation turn as the knowledge manager stores it: said by `speaker` at
+    /// `occurred_at`, recorded at `now`, with the line of the turn before as `context`
+    /// ([`Memory::turn_line`]); private, active, importance 3, its summary the first 50
+    /// characters, in the language of its text.
+    pub fn conversation_turn(
+        scope: Scope,
+        speaker: &str,
+        content: String,
+        context: String,
+        occurred_at: DateTime<Utc>,
+        now: DateTime<Utc>,
+    ) -> Self {
+        Self {
+            id: crate::ids::new_id(crate::ids::IdKind::Memory),
+            scope,
+            memory_type: MemoryType::ConversationTurn,
+            summary: crate::text::summarize_to(&content, 50),
+            language: crate::text::detect_language(&content),
+            content,
+            context,
+            importance: 3,
+            confidence: 1.0,
+            freshness: 3.0,
+            evidence_count: 1,
+            visibility: Visibility::Private,
+            status: MemoryStatus::Active,
+            superseded_by: None,
+            source: MemorySource::Conversation,
+            tags: Vec::new(),
+            created_at: now,
+            updated_at: now,
+            last_accessed_at: None,
+            access_count: 0,
+            related_decision_ids: Vec::new(),
+            artifact_refs: Vec::new(),
+            speaker: Some(speaker.trim().to_string()),
+            occurred_at,
+            subject: None,
+            iteration_id: None,
+            external_id: None,
+            version: 0,
+        }
+    }
+
     /// A conversation turn as one line, "Speaker: what was said", cut to [`TURN_LINE_CHARS`]:
     /// the context stored with the turn after it, and how the retriever recognises neighbours.
     pub fn turn_line(&self) -> String {

@@ -7,8 +7,8 @@ use thinkus_backends::sql::{Change, ChangeKind, MemoryOrder, MemoryQuery, WriteB
 use thinkus_backends::vector::{Bm25Encoder, SparseVector};
 use thinkus_common::ApiError;
 use thinkus_common::ids::{IdKind, new_id};
-use thinkus_common::model::{Language, Memory, MemorySource, MemoryStatus, MemoryType};
-use thinkus_common::text::{char_count, detect_language, summarize_to};
+use thinkus_common::model::{Language, Memory, MemoryType};
+use thinkus_common::text::{char_count, detect_language};
 use tracing::Instrument;
 
 use crate::api::{IngestResult, IngestTurnsRequest, Turn};
@@ -162,36 +162,17 @@ pub(crate) async fn ingest(km: &KnowledgeManager, request: IngestTurnsRequest) -
         // What the turn states a value of ("the budget is $500"): a later fact with another
         // value replaces the turn as it replaces an older fact.
         let subject = subject::detect(&content).map(str::to_string);
-        let memory = Memory {
-            id: new_id(IdKind::Memory),
-            scope: scope.clone(),
-            memory_type: MemoryType::ConversationTurn,
-            summary: summarize_to(&content, 50),
-            language: detect_language(&content),
-            context: previous.as_ref().map(Memory::turn_line).unwrap_or_default(),
+        let mut memory = Memory::conversation_turn(
+            scope.clone(),
+            &turn.speaker,
             content,
-            importance: 3,
-            confidence: 1.0,
-            freshness: 3.0,
-            evidence_count: 1,
-            visibility: request.visibility,
-            status: MemoryStatus::Active,
-            superseded_by: None,
-            source: MemorySource::Conversation,
-            tags: Vec::new(),
-            created_at: now,
-            updated_at: now,
-            last_accessed_at: None,
-            access_count: 0,
-            related_decision_ids: Vec::new(),
-            artifact_refs: Vec::new(),
-            speaker: Some(turn.speaker.trim().to_string()),
+            previous.as_ref().map(Memory::turn_line).unwrap_or_default(),
             occurred_at,
-            subject,
-            iteration_id: None,
-            external_id: turn.external_id.clone(),
-            version: 0,
-        };
+            now,
+        );
+        memory.visibility = request.visibility;
+        memory.subject = subject;
+        memory.external_id = turn.external_id.clone();
         if let Some(external_id) = &turn.external_id {
             known.insert(external_id.clone(), memory.id.clone());
         }
@@ -269,36 +250,8 @@ mod tests {
 
     fn stored(speaker: &str, content: &str, context: &str) -> Memory {
         let at = chrono::TimeZone::with_ymd_and_hms(&Utc, 2023, 5, 8, 13, 56, 0).unwrap();
-        Memory {
-            id: new_id(IdKind::Memory),
-            scope: thinkus_common::model::Scope::new("u1", "assistant").with_session("s1"),
-            memory_type: MemoryType::ConversationTurn,
-            summary: summarize_to(content, 50),
-            content: content.into(),
-            context: context.into(),
-            language: detect_language(content),
-            importance: 3,
-            confidence: 1.0,
-            freshness: 3.0,
-            evidence_count: 1,
-            visibility: thinkus_common::model::Visibility::Private,
-            status: MemoryStatus::Active,
-            superseded_by: None,
-            source: MemorySource::Conversation,
-            tags: Vec::new(),
-            created_at: at,
-            updated_at: at,
-            last_accessed_at: None,
-            access_count: 0,
-            related_decision_ids: Vec::new(),
-            artifact_refs: Vec::new(),
-            speaker: Some(speaker.into()),
-            occurred_at: at,
-            subject: None,
-            iteration_id: None,
-            external_id: None,
-            version: 0,
-        }
+        let scope = thinkus_common::model::Scope::new("u1", "assistant").with_session("s1");
+        Memory::conversation_turn(scope, speaker, content.into(), context.into(), at, at)
     }
 
     #[test]

@@ -177,20 +177,22 @@ mod tests {
         }
     }
 
+    /// Hits with their scores, in order.
+    fn scored(pairs: &[(&str, f32)]) -> Vec<VectorHit> {
+        pairs
+            .iter()
+            .map(|(id, score)| VectorHit {
+                id: id.to_string(),
+                score: *score,
+            })
+            .collect()
+    }
+
     #[test]
     fn dbsf_keeps_score_gaps_and_weights() {
         let config = RankingConfig {
             fusion: Fusion::Dbsf,
             ..RankingConfig::default()
-        };
-        let scored = |pairs: &[(&str, f32)]| -> Vec<VectorHit> {
-            pairs
-                .iter()
-                .map(|(id, score)| VectorHit {
-                    id: id.to_string(),
-                    score: *score,
-                })
-                .collect()
         };
         // "k" leads the keyword list by far; "d" leads the dense list by a hair.
         let dense = scored(&[("d", 0.86), ("k", 0.85), ("x", 0.84), ("y", 0.70)]);
@@ -206,15 +208,6 @@ mod tests {
         let config = RankingConfig {
             fusion: Fusion::MinMax,
             ..RankingConfig::default()
-        };
-        let scored = |pairs: &[(&str, f32)]| -> Vec<VectorHit> {
-            pairs
-                .iter()
-                .map(|(id, score)| VectorHit {
-                    id: id.to_string(),
-                    score: *score,
-                })
-                .collect()
         };
         let dense = scored(&[("d", 0.86), ("k", 0.85), ("y", 0.70)]);
         let keyword = scored(&[("k", 12.0), ("d", 2.0), ("y", 1.0)]);

@@ -676,42 +676,15 @@ impl RetrieverApi for Retriever {
 #[cfg(test)]
 mod tests {
     use chrono::TimeZone;
-    use thinkus_common::model::{MemorySource, Scope, Visibility};
+    use thinkus_common::model::Scope;
 
     use super::*;
 
     fn turn(session: &str, speaker: &str, content: &str, previous: Option<&Memory>) -> Memory {
         let at = Utc.with_ymd_and_hms(2023, 5, 8, 13, 56, 0).unwrap();
-        Memory {
-            id: thinkus_common::ids::new_id(thinkus_common::ids::IdKind::Memory),
-            scope: Scope::new("u1", "assistant").with_session(session),
-            memory_type: MemoryType::ConversationTurn,
-            summary: content.into(),
-            content: content.into(),
-            context: previous.map(Memory::turn_line).unwrap_or_default(),
-            language: Language::En,
-            importance: 3,
-            confidence: 1.0,
-            freshness: 3.0,
-            evidence_count: 1,
-            visibility: Visibility::Private,
-            status: MemoryStatus::Active,
-            superseded_by: None,
-            source: MemorySource::Conversation,
-            tags: Vec::new(),
-            created_at: at,
-            updated_at: at,
-            last_accessed_at: None,
-            access_count: 0,
-            related_decision_ids: Vec::new(),
-            artifact_refs: Vec::new(),
-            speaker: Some(speaker.into()),
-            occurred_at: at,
-            subject: None,
-            iteration_id: None,
-            external_id: None,
-            version: 0,
-        }
+        let scope = Scope::new("u1", "assistant").with_session(session);
+        let context = previous.map(Memory::turn_line).unwrap_or_default();
+        Memory::conversation_turn(scope, speaker, content.into(), context, at, at)
     }
 
     #[test]
