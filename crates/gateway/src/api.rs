@@ -17,12 +17,13 @@ pub struct PrepareRequest {
 }
 
 /// The sections of a prepared context, in the order they appear (seed 002 section 4.2).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub enum SectionKind {
     Decisions,
     Preferences,
     Conclusions,
     Insights,
+    #[default]
     Other,
     Artifacts,
     LastSession,

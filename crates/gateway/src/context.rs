@@ -3,7 +3,10 @@
 //! packed into one token budget. Entries are chosen in the order they are offered (best first:
 //! a weak decision does not push out a strong conversation turn), each group within its cap,
 //! and only then laid out by section. Whole entries only: an entry that does not fit is left
-//! out and the trace says so.
+//! out and the trace says so. A conversation turn shows the turn before it under it, unless
+//! that turn is in the context too: the room saved goes to more entries.
+
+use std::collections::{BTreeMap, HashSet};
 
 use thinkus_common::model::{Language, MemoryType};
 use thinkus_common::tokens::TokenCounter;
@@ -44,7 +47,7 @@ impl SectionKind {
 }
 
 /// One entry offered for the context.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, Default)]
 pub struct Entry {
     pub kind: SectionKind,
     pub text: String,
@@ -52,6 +55,27 @@ pub struct Entry {
     pub trace: usize,
     /// The most this entry's section may take (artifacts and the last session have caps).
     pub section_cap: Option<u32>,
+    /// A line shown under the entry (a conversation turn's previous turn, which a reply like
+    /// "Yes, last Tuesday!" needs), left out when another chosen entry is that line.
+    pub context: String,
+    /// What the entry is as another entry's context: a turn's "Speaker: what was said".
+    pub line: Option<String>,
+}
+
+impl Entry {
+    /// Whether the entry's context line is shown, given the lines of the chosen entries.
+    fn shows_context(&self, lines: &HashSet<&str>) -> bool {
+        !self.context.is_empty() && !lines.contains(self.context.as_str())
+    }
+
+    /// The entry as rendered.
+    fn rendered(&self, lines: &HashSet<&str>) -> String {
+        if self.shows_context(lines) {
+            format!("{}\n  {}", self.text, self.context)
+        } else {
+            self.text.clone()
+        }
+    }
 }
 
 impl SectionKind {
@@ -79,40 +103,19 @@ fn heading(kind: SectionKind, language: Language) -> String {
 /// into at most `memory_cap`, then lays them out in section order. The whole context,
 /// headings included, is counted with `tokens` and never exceeds the budget.
 pub fn pack(entries: &[Entry], budget: u32, memory_cap: u32, language: Language, tokens: &TokenCounter) -> Packed {
-    let mut chosen: Vec<(&Entry, u32)> = Vec::new();
-    let mut used: u32 = 0;
-    let mut memory_used: u32 = 0;
-    let mut section_used: std::collections::BTreeMap<SectionKind, u32> = Default::default();
-    for entry in entries {
-        let entry_tokens = tokens.count(&entry.text) as u32 + 1;
-        let opens_section = !section_used.contains_key(&entry.kind);
-        // A heading and the blank line between sections.
-        let overhead = if opens_section {
-            tokens.count(&heading(entry.kind, language)) as u32 + 1
-        } else {
-            0
-        };
-        let in_section = section_used.get(&entry.kind).copied().unwrap_or(0);
-        if let Some(cap) = entry.section_cap
-            && in_section + overhead + entry_tokens > cap
-        {
-            continue;
-        }
-        if entry.kind.is_memory() && memory_used + overhead + entry_tokens > memory_cap {
-            continue;
-        }
-        if used + overhead + entry_tokens > budget {
-            continue;
-        }
-        used += overhead + entry_tokens;
-        if entry.kind.is_memory() {
-            memory_used += overhead + entry_tokens;
-        }
-        *section_used.entry(entry.kind).or_insert(0) += overhead + entry_tokens;
-        chosen.push((entry, entry_tokens));
+    let mut chosen = vec![false; entries.len()];
+    // Twice: a context line that a later choice made redundant frees room for more entries.
+    for _ in 0..2 {
+        choose(entries, &mut chosen, budget, memory_cap, language, tokens);
     }
+    let mut chosen: Vec<&Entry> = entries
+        .iter()
+        .zip(&chosen)
+        .filter(|(_, c)| **c)
+        .map(|(e, _)| e)
+        .collect();
     // Laid out by section; stable, so each section keeps the order the entries were offered in.
-    chosen.sort_by_key(|(entry, _)| entry.kind);
+    chosen.sort_by_key(|entry| entry.kind);
     // Render, then make sure the exact count fits (token counts of joined text can differ
     // slightly from the sum of the parts): drop the weakest entry until it does.
     loop {
@@ -123,17 +126,89 @@ pub fn pack(entries: &[Entry], budget: u32, memory_cap: u32, language: Language,
         let weakest = chosen
             .iter()
             .enumerate()
-            .max_by_key(|(_, (entry, _))| entry.trace)
+            .max_by_key(|(_, entry)| entry.trace)
             .map(|(i, _)| i)
             .expect("chosen is not empty");
         chosen.remove(weakest);
     }
 }
 
-fn render(chosen: &[(&Entry, u32)], language: Language, tokens: &TokenCounter) -> Packed {
+/// The lines of the chosen entries.
+fn lines_of<'a>(chosen: impl Iterator<Item = &'a Entry>) -> HashSet<&'a str> {
+    chosen.filter_map(|e| e.line.as_deref()).collect()
+}
+
+/// Tokens taken so far: in all, by memories, by section.
+#[derive(Default)]
+struct Taken {
+    all: u32,
+    memory: u32,
+    sections: BTreeMap<SectionKind, u32>,
+}
+
+impl Taken {
+    fn add(&mut self, entry: &Entry, cost: u32) {
+        self.all += cost;
+        if entry.kind.is_memory() {
+            self.memory += cost;
+        }
+        *self.sections.entry(entry.kind).or_insert(0) += cost;
+    }
+}
+
+/// One greedy pass: the entries already chosen are counted as they now render, then each
+/// other entry, in the order offered, is taken if it fits its section's cap, the memory cap
+/// and the budget.
+fn choose(
+    entries: &[Entry],
+    chosen: &mut [bool],
+    budget: u32,
+    memory_cap: u32,
+    language: Language,
+    tokens: &TokenCounter,
+) {
+    let mut lines = lines_of(entries.iter().zip(chosen.iter()).filter(|(_, c)| **c).map(|(e, _)| e));
+    let mut taken = Taken::default();
+    let cost = |entry: &Entry, lines: &HashSet<&str>, taken: &Taken| {
+        // A heading and the blank line between sections.
+        let overhead = if taken.sections.contains_key(&entry.kind) {
+            0
+        } else {
+            tokens.count(&heading(entry.kind, language)) as u32 + 1
+        };
+        overhead + tokens.count(&entry.rendered(lines)) as u32 + 1
+    };
+    for (entry, _) in entries.iter().zip(chosen.iter()).filter(|(_, c)| **c) {
+        let cost = cost(entry, &lines, &taken);
+        taken.add(entry, cost);
+    }
+    for (i, entry) in entries.iter().enumerate() {
+        if chosen[i] {
+            continue;
+        }
+        let cost = cost(entry, &lines, &taken);
+        let in_section = taken.sections.get(&entry.kind).copied().unwrap_or(0);
+        if entry.section_cap.is_some_and(|cap| in_section + cost > cap)
+            || (entry.kind.is_memory() && taken.memory + cost > memory_cap)
+            || taken.all + cost > budget
+        {
+            continue;
+        }
+        taken.add(entry, cost);
+        chosen[i] = true;
+        if let Some(line) = entry.line.as_deref() {
+            lines.insert(line);
+        }
+    }
+}
+
+fn render(chosen: &[&Entry], language: Language, tokens: &TokenCounter) -> Packed {
+    let lines = lines_of(chosen.iter().copied());
     let mut sections: Vec<Section> = Vec::new();
     let mut included = Vec::new();
-    for (entry, entry_tokens) in chosen {
+    for entry in chosen {
+        let text = entry.rendered(&lines);
+        let entry_tokens = tokens.count(&text) as u32 + 1;
         if sections.last().is_none_or(|s| s.kind != entry.kind) {
             sections.push(Section {
                 kind: entry.kind,
@@ -143,9 +218,9 @@ fn render(chosen: &[(&Entry, u32)], language: Language, tokens: &TokenCounter) -
             });
         }
         let section = sections.last_mut().expect("a section was just pushed");
-        section.text.push_str(&entry.text);
+        section.text.push_str(&text);
         section.text.push('\n');
-        included.push((entry.trace, *entry_tokens));
+        included.push((entry.trace, entry_tokens));
     }
     let mut context = String::new();
     for section in &mut sections {
@@ -174,7 +249,7 @@ mod tests {
             kind,
             text: text.into(),
             trace,
-            section_cap: None,
+            ..Default::default()
         }
     }
 
@@ -261,6 +336,62 @@ mod tests {
             "the artifact fits beside the memories"
         );
         assert!(packed.tokens <= 200);
+    }
+
+    #[test]
+    fn a_turn_shows_the_turn_before_unless_that_turn_is_in_the_context() {
+        let tokens = TokenCounter::default();
+        let turn = |text: &str, line: &str, context: &str, trace: usize| Entry {
+            context: context.into(),
+            line: Some(line.into()),
+            ..entry(SectionKind::Other, text, trace)
+        };
+        let question = "Melanie: Did you go to the support group last week?";
+        let entries = vec![
+            // The answer ranks first; its question, which it carries as context, second.
+            turn(
+                "- Caroline: Yes, last Tuesday! (9 May 2023)",
+                "Caroline: Yes, last Tuesday!",
+                question,
+                0,
+            ),
+            turn(&format!("- {question} (9 May 2023)"), question, "", 1),
+            entry(
+                SectionKind::Other,
+                "- Caroline: the group meets on Tuesdays (2 June 2023)",
+                2,
+            ),
+        ];
+        let alone = pack(&entries[..1], 1000, 1000, Language::En, &tokens);
+        assert!(
+            alone.context.contains(&format!("Tuesday! (9 May 2023)\n  {question}")),
+            "{}",
+            alone.context
+        );
+
+        let all = pack(&entries, 1000, 1000, Language::En, &tokens);
+        assert_eq!(all.context.matches(question).count(), 1, "{}", all.context);
+        assert_eq!(all.included.len(), 3);
+
+        // Just enough room for the answer with its context: once the question is chosen, the
+        // answer's context line goes, and what it took makes room for the third entry.
+        let rendered = |text: &str| tokens.count(text) as u32 + 1;
+        let heading = tokens.count(&heading(SectionKind::Other, Language::En)) as u32 + 1;
+        let cap = heading + rendered(&entries[0].text) + rendered(&entries[1].text) + rendered(&entries[2].text);
+        let with_context =
+            heading + rendered(&format!("{}\n  {question}", entries[0].text)) + rendered(&entries[1].text);
+        assert!(
+            with_context + rendered(&entries[2].text) > cap,
+            "the test needs the context to matter"
+        );
+        let packed = pack(&entries, 1000, cap, Language::En, &tokens);
+        assert_eq!(
+            packed.included.iter().map(|(t, _)| *t).collect::<Vec<_>>(),
+            vec![0, 1, 2],
+            "{}",
+            packed.context
+        );
+        assert!(packed.tokens <= 1000);
     }
 
     #[test]

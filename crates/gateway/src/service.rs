@@ -10,10 +10,11 @@ use serde::{Deserialize, Serialize};
 use thinkus_backends::llm::{ChatMessage, CompletionRequest, LanguageModel, LlmTask};
 use thinkus_backends::sql::{JobRecord, JobStatus, JobStore};
 use thinkus_common::ApiError;
+use thinkus_common::model::TURN_LINE_CHARS;
 use thinkus_common::model::{
     ControlDecision, Language, MemoryType, Message, NeedMemory, RetrievalMode, Scope, Visibility,
 };
-use thinkus_common::text::detect_language;
+use thinkus_common::text::{detect_language, summarize_to};
 use thinkus_common::time::when;
 use thinkus_common::tokens::TokenCounter;
 use thinkus_knowledge_manager::KnowledgeApi;
@@ -203,6 +204,7 @@ impl Gateway {
                     text: last.text,
                     trace: items.len() - 1,
                     section_cap: Some(cap),
+                    ..Default::default()
                 });
                 reserved += tokens.min(cap);
             }
@@ -238,6 +240,7 @@ impl Gateway {
                     text: found.text,
                     trace: items.len() - 1,
                     section_cap: Some(cap),
+                    ..Default::default()
                 });
             }
             reserved += artifact_tokens.min(cap);
@@ -637,13 +640,18 @@ fn memory_entries(
             let entry = scores.get(detail.id.as_str());
             let parts = entry.map(|e| e.score.clone()).unwrap_or_default();
             let at = when(detail.occurred_at, now, language);
-            let mut text = format!("- {} ({at})", detail.content.trim());
-            if let Some(speaker) = &detail.speaker {
-                text = format!("- {speaker}: {} ({at})", detail.content.trim());
-            }
-            if !detail.context.trim().is_empty() {
-                text.push_str(&format!("\n  {}", detail.context.trim()));
-            }
+            let (text, line) = match &detail.speaker {
+                Some(speaker) => (
+                    format!("- {speaker}: {} ({at})", detail.content.trim()),
+                    // The line the turn after this one carries as its context.
+                    Some(
+                        summarize_to(&format!("{speaker}: {}", detail.content), TURN_LINE_CHARS)
+                            .trim()
+                            .to_string(),
+                    ),
+                ),
+                None => (format!("- {} ({at})", detail.content.trim()), None),
+            };
             items.push(TraceItem {
                 kind: TraceKind::Memory,
                 id: detail.id.clone(),
@@ -659,6 +667,8 @@ fn memory_entries(
                 text,
                 trace: items.len() - 1,
                 section_cap: None,
+                context: detail.context.trim().to_string(),
+                line,
             });
         }
     }
@@ -682,7 +692,7 @@ fn memory_entries(
             kind: SectionKind::of(entry.memory_type),
             text,
             trace: items.len() - 1,
-            section_cap: None,
+            ..Default::default()
         });
     }
 }

@@ -821,6 +821,25 @@ fn asks_for_many(head: &str) -> bool {
     COUNTING.is_match(head) || PLURAL_QUESTION.is_match(head)
 }
 
+/// Whether a question about someone asks for a portrait that only their whole history gives:
+/// a guess ("Would Caroline pursue writing?", "What might John's financial status be?"), a
+/// trait or a standing ("What attributes describe John?", "Is Deborah married?" is not: one
+/// fact), or a habit ("What does Calvin do to relax?", "What kind of music does Dave listen
+/// to?").
+fn asks_for_a_portrait(head: &str) -> bool {
+    static PORTRAIT: LazyLock<Regex> = LazyLock::new(|| {
+        re(concat!(
+            r"(?i)^(would|might|could)\b|\b(would|might|likely|potentially|probably) ",
+            r"|\b(identity|personality|traits?|attributes|character|political|religious|financial status|relationship status)\b",
+            r"|\b(describes?|view (his|her|their) \w+ as|feel about)\b",
+            r"|\b(hobbies|interests|passions?)\b|\bwhat (kinds?|types?|sorts?) of\b|\bnames of\b",
+            r"|\bdo(es)? to (relax|destress|de-stress|unwind|cope|recharge)\b|\b(usually|often|typically|tend to)\b",
+            r"|(会不会|可能会?|大概|性格|为人|爱好|兴趣|平时|通常|一般都?)",
+        ))
+    });
+    PORTRAIT.is_match(head)
+}
+
 /// Words that, just before a capitalised word, make it someone acting or acted upon ("did
 /// Caroline", "has Melanie", "told Jon", "shared by John", "with Audrey").
 const BEFORE_A_NAME: &[&str] = &[
@@ -1181,6 +1200,8 @@ pub fn decide(input: &RuleInput<'_>) -> ControlDecision {
         // is spread over many conversations: the full-review tier.
         (NeedMemory::Yes, RetrievalMode::Details) if aggregate => 2000,
         // What someone did or said is scattered over many conversations: the top of the deep tier.
+        // A portrait of someone draws on all of their history: the full-review tier.
+        (NeedMemory::Yes, RetrievalMode::Details) if main_signal == "person" && asks_for_a_portrait(head) => 2000,
         (_, RetrievalMode::Details) if main_signal == "person" => 1500,
         (_, RetrievalMode::Catalog) => 400,
         (_, RetrievalMode::Details) => 1000,
@@ -1552,8 +1573,26 @@ mod tests {
         for text in [
             "What is Melanie's favourite book?",
             "When did Caroline go to the support group?",
+            "Is Deborah married?",
         ] {
             assert_eq!(decide_text(text).budget_tokens, 1500, "{text}");
+        }
+        // A portrait of someone: all of their history.
+        for text in [
+            "Would Caroline pursue writing as a career option?",
+            "What might John's financial status be?",
+            "What attributes describe John?",
+            "What does Calvin do to relax?",
+            "What kind of music does Dave listen to?",
+            "What are the names of Audrey's dogs?",
+        ] {
+            let d = decide_text(text);
+            assert_eq!(
+                (d.need_memory, d.budget_tokens),
+                (NeedMemory::Yes, 2000),
+                "{text}: {:?}",
+                d.signals
+            );
         }
     }
 
