@@ -572,6 +572,18 @@ impl SqlStore {
         self.pool.close().await;
     }
 
+    /// The owner condition of a read by ids, `… = ? AND id IN (…)`. SQLite, without
+    /// statistics, estimates that a user has few rows and walks the user's index row by row
+    /// checking each id; its unary `+` keeps the column off the index, so the ids are looked
+    /// up by primary key (measured: 150 candidates among 10,000 memories of one user, p50 6.5
+    /// ms before). PostgreSQL plans with statistics.
+    fn owner_of_ids(&self) -> &'static str {
+        match self.backend {
+            Backend::Sqlite => "+user_id",
+            Backend::Postgres => "user_id",
+        }
+    }
+
     fn sql(&self, sql: &str) -> String {
         match self.backend {
             Backend::Sqlite => sql.to_string(),
@@ -910,7 +922,10 @@ impl MemoryStore for SqlStore {
         }
         let mut found = std::collections::HashMap::new();
         for chunk in ids.chunks(500) {
-            let mut q = Query::new(&format!("SELECT {MEMORY_COLUMNS} FROM memories WHERE user_id = ? AND"));
+            let mut q = Query::new(&format!(
+                "SELECT {MEMORY_COLUMNS} FROM memories WHERE {} = ? AND",
+                self.owner_of_ids()
+            ));
             q.text(user_id);
             q.push_in("id", chunk.iter().cloned());
             for row in self.fetch_all(&q).await? {
@@ -975,11 +990,12 @@ impl MemoryStore for SqlStore {
         if ids.is_empty() {
             return Ok(Vec::new());
         }
-        let mut q = Query::new(
+        let mut q = Query::new(&format!(
             "UPDATE memories SET last_accessed_at = ?, access_count = access_count + 1, \
              freshness = CASE WHEN freshness + ? > ? THEN ? ELSE freshness + ? END, version = version + 1 \
-             WHERE user_id = ? AND",
-        );
+             WHERE {} = ? AND",
+            self.owner_of_ids()
+        ));
         q.int(ms(at))
             .arg(Arg::Float(boost))
             .arg(Arg::Float(cap))
@@ -988,7 +1004,10 @@ impl MemoryStore for SqlStore {
             .text(user_id);
         q.push_in("id", ids.iter().cloned());
         self.execute(&q).await?;
-        let mut read = Query::new("SELECT id, freshness FROM memories WHERE user_id = ? AND");
+        let mut read = Query::new(&format!(
+            "SELECT id, freshness FROM memories WHERE {} = ? AND",
+            self.owner_of_ids()
+        ));
         read.text(user_id);
         read.push_in("id", ids.iter().cloned());
         self.fetch_all(&read)

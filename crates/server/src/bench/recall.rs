@@ -149,6 +149,8 @@ struct Figures {
     search_p95: f64,
     /// The query embedding alone, in this process.
     embed_p50: f64,
+    /// Reading the candidates' rows from the store.
+    read_p50: f64,
     n: usize,
 }
 
@@ -196,6 +198,7 @@ pub async fn run(config: Config, memories: Option<usize>, users: Option<usize>, 
                 "search_p50_ms": round(f.search_p50),
                 "search_p95_ms": round(f.search_p95),
                 "embed_p50_ms": round(f.embed_p50),
+                "read_p50_ms": round(f.read_p50),
                 "n": f.n,
             })
         })
@@ -208,6 +211,7 @@ pub async fn run(config: Config, memories: Option<usize>, users: Option<usize>, 
         "search_p50_ms": worst(|f| f.search_p50),
         "search_p95_ms": worst(|f| f.search_p95),
         "embed_p50_ms": worst(|f| f.embed_p50),
+        "read_p50_ms": worst(|f| f.read_p50),
         "n": all.iter().map(|f| f.n).sum::<usize>(),
         "synthetic_vectors": true,
         "runs": runs,
@@ -366,6 +370,7 @@ async fn measure(mut config: Config, shape: Shape, queries: usize) -> anyhow::Re
         query_vectors.push((dense, bm25.query(text)));
     }
     let mut searches = Vec::with_capacity(queries);
+    let mut reads = Vec::with_capacity(queries);
     for (q, ((user, _), (dense, sparse))) in texts.iter().zip(&query_vectors).enumerate() {
         let filter = VectorFilter {
             reader: Some(Reader {
@@ -377,13 +382,22 @@ async fn measure(mut config: Config, shape: Shape, queries: usize) -> anyhow::Re
             ..VectorFilter::user(user.clone())
         };
         let asked = Instant::now();
-        let (dense_hits, _sparse_hits) = futures::try_join!(
+        let (dense_hits, sparse_hits) = futures::try_join!(
             vectors.search_dense(dense, &filter, candidates),
             vectors.search_sparse(sparse, &filter, candidates)
         )?;
+        let searched = asked.elapsed();
+        // Then the candidates' rows, as the retriever reads them.
+        let mut ids: Vec<String> = dense_hits.iter().chain(&sparse_hits).map(|h| h.id.clone()).collect();
+        ids.sort();
+        ids.dedup();
+        let read = Instant::now();
+        let rows = store.get_memories(user, &ids).await?;
         if q >= WARMUP {
-            searches.push(asked.elapsed());
+            searches.push(searched);
+            reads.push(read.elapsed());
             anyhow::ensure!(!dense_hits.is_empty(), "the dense search found nothing for {user}");
+            anyhow::ensure!(rows.len() == ids.len(), "candidates missing from the store");
         }
     }
 
@@ -394,13 +408,20 @@ async fn measure(mut config: Config, shape: Shape, queries: usize) -> anyhow::Re
         search_p50: percentile_ms(&searches, 0.5),
         search_p95: percentile_ms(&searches, 0.95),
         embed_p50: percentile_ms(&embeddings, 0.5),
+        read_p50: percentile_ms(&reads, 0.5),
         n: latencies.len(),
     };
     say(format!(
         "recall through gRPC (query embedding included): p50 {:.1} ms, p95 {:.1} ms; \
          search alone (dense + BM25, {candidates} candidates each): p50 {:.2} ms, p95 {:.2} ms; \
-         query embedding alone: p50 {:.1} ms ({} queries)",
-        figures.p50, figures.p95, figures.search_p50, figures.search_p95, figures.embed_p50, figures.n
+         query embedding alone: p50 {:.1} ms; reading the candidates from the store: p50 {:.2} ms ({} queries)",
+        figures.p50,
+        figures.p95,
+        figures.search_p50,
+        figures.search_p95,
+        figures.embed_p50,
+        figures.read_p50,
+        figures.n
     ));
     node.shutdown().await?;
     Ok(figures)
