@@ -11,7 +11,8 @@ pub struct ArtifactConfig {
     /// How long an artifact is kept when its header sets no expiry, in hours; 0 keeps it
     /// until it is deleted.
     pub default_ttl_hours: u64,
-    /// The most tokens a compact may take (the design asks for fewer than 500).
+    /// The most tokens a compact may take (the design asks for fewer than 500); a content
+    /// over 2,000 tokens gets at most a tenth of its own (`service::compact_cap`).
     pub compact_max_tokens: usize,
     /// The head of a content its compact is built from, in bytes: larger contents are
     /// summarised from this head (their size, line count and hash still cover everything).

@@ -449,6 +449,14 @@ impl ArtifactService {
             mime_type: header.mime_type.as_deref(),
         });
         let line_count = if is_text { ingest.line_count() } else { 0 };
+        // The content's tokens: counted when it is small enough to be whole in the head,
+        // estimated at four bytes a token beyond (where the configured cap is a tenth or less).
+        let content_tokens = if is_text && partial.is_none() && ingest.size <= EXACT_COUNT_BYTES {
+            self.tokens.count(valid_head)
+        } else {
+            (ingest.size / 4) as usize
+        };
+        let max_tokens = compact_cap(self.config.compact_max_tokens, content_tokens);
         let meta = CompactMeta {
             id,
             path: header.path.as_deref(),
@@ -463,14 +471,7 @@ impl ArtifactService {
         let mut compacts = StoredCompacts::new();
         for candidate in [Language::En, Language::Zh] {
             let summary = llm_summary.as_deref().filter(|_| candidate == language);
-            let built = compact::build(
-                &analysis,
-                meta,
-                candidate,
-                summary,
-                &self.tokens,
-                self.config.compact_max_tokens,
-            );
+            let built = compact::build(&analysis, meta, candidate, summary, &self.tokens, max_tokens);
             compacts.insert(candidate.as_str().to_string(), built);
         }
         (analysis, compacts)
@@ -872,9 +873,36 @@ impl ArtifactApi for ArtifactService {
     }
 }
 
+/// Contents up to this size have their tokens counted for the compact's cap (a few ms at most).
+const EXACT_COUNT_BYTES: u64 = 64 * 1024;
+
+/// The fewest tokens a compact is cut to: the reference, the size and the locators with their
+/// examples, and a line of summary.
+const MIN_COMPACT_TOKENS: usize = 200;
+
+/// The most tokens the compact of a content of `content_tokens` may take: the configured cap,
+/// and for a content over 2,000 tokens a tenth of it (never under [`MIN_COMPACT_TOKENS`]), so
+/// that a compact saves at least 90% of a large output however near 2,000 tokens it is.
+pub fn compact_cap(configured: usize, content_tokens: usize) -> usize {
+    if content_tokens <= 2_000 {
+        return configured;
+    }
+    configured.min((content_tokens / 10).max(MIN_COMPACT_TOKENS))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_compact_costs_at_most_a_tenth_of_a_large_output() {
+        assert_eq!(compact_cap(480, 500), 480, "small outputs keep the configured cap");
+        assert_eq!(compact_cap(480, 2_000), 480);
+        assert_eq!(compact_cap(480, 2_100), 210);
+        assert_eq!(compact_cap(480, 1_500_000), 480);
+        assert_eq!(compact_cap(150, 3_000), 150, "the configured cap still bounds it");
+        assert!(compact_cap(480, 2_001) >= MIN_COMPACT_TOKENS);
+    }
 
     #[test]
     fn utf8_is_checked_across_chunk_boundaries() {
