@@ -1561,6 +1561,13 @@ mod tests {
             "How many times has Melanie gone to the beach?",
             "What LGBTQ+ events has Caroline participated in?",
             "What subject have Caroline and Melanie both painted?",
+            // A portrait of someone: all of their history.
+            "Would Caroline pursue writing as a career option?",
+            "What might John's financial status be?",
+            "What attributes describe John?",
+            "What does Calvin do to relax?",
+            "What kind of music does Dave listen to?",
+            "What are the names of Audrey's dogs?",
         ] {
             let d = decide_text(text);
             assert_eq!(
@@ -1576,23 +1583,6 @@ mod tests {
             "Is Deborah married?",
         ] {
             assert_eq!(decide_text(text).budget_tokens, 1500, "{text}");
-        }
-        // A portrait of someone: all of their history.
-        for text in [
-            "Would Caroline pursue writing as a career option?",
-            "What might John's financial status be?",
-            "What attributes describe John?",
-            "What does Calvin do to relax?",
-            "What kind of music does Dave listen to?",
-            "What are the names of Audrey's dogs?",
-        ] {
-            let d = decide_text(text);
-            assert_eq!(
-                (d.need_memory, d.budget_tokens),
-                (NeedMemory::Yes, 2000),
-                "{text}: {:?}",
-                d.signals
-            );
         }
     }
 
