@@ -233,11 +233,58 @@ pub struct Memory {
 /// The longest line of a conversation turn carried as the next turn's context, in characters.
 pub const TURN_LINE_CHARS: usize = 300;
 
+/// What a turn said as one line, "Speaker: what was said", cut to [`TURN_LINE_CHARS`]
+/// ([`Memory::turn_line`] of a stored turn).
+pub fn turn_line(speaker: &str, content: &str) -> String {
+    crate::text::summarize_to(&format!("{speaker}: {content}"), TURN_LINE_CHARS)
+}
+
 impl Memory {
+    /// A new active, private memory of `content`, said or written at `at`: importance 3,
+    /// confidence 1, freshness 3, its summary the first 50 characters, in the language of its
+    /// text. Callers set what their source knows more of.
+    pub fn new(
+        scope: Scope,
+        memory_type: MemoryType,
+        content: String,
+        source: MemorySource,
+        at: DateTime<Utc>,
+    ) -> Self {
+        Self {
+            id: crate::ids::new_id(crate::ids::IdKind::Memory),
+            scope,
+            memory_type,
+            summary: crate::text::summarize_to(&content, 50),
+            language: crate::text::detect_language(&content),
+            content,
+            context: String::new(),
+            importance: 3,
+            confidence: 1.0,
+            freshness: 3.0,
+            evidence_count: 1,
+            visibility: Visibility::Private,
+            status: MemoryStatus::Active,
+            superseded_by: None,
+            source,
+            tags: Vec::new(),
+            created_at: at,
+            updated_at: at,
+            last_accessed_at: None,
+            access_count: 0,
+            related_decision_ids: Vec::new(),
+            artifact_refs: Vec::new(),
+            speaker: None,
+            occurred_at: at,
+            subject: None,
+            iteration_id: None,
+            external_id: None,
+            version: 0,
+        }
+    }
+
     /// A conversation turn as the knowledge manager stores it: said by `speaker` at
     /// `occurred_at`, recorded at `now`, with the line of the turn before as `context`
-    /// ([`Memory::turn_line`]); private, active, importance 3, its summary the first 50
-    /// characters, in the language of its text.
+    /// ([`Memory::turn_line`]).
     pub fn conversation_turn(
         scope: Scope,
         speaker: &str,
@@ -247,42 +294,23 @@ impl Memory {
         now: DateTime<Utc>,
     ) -> Self {
         Self {
-            id: crate::ids::new_id(crate::ids::IdKind::Memory),
-            scope,
-            memory_type: MemoryType::ConversationTurn,
-            summary: crate::text::summarize_to(&content, 50),
-            language: crate::text::detect_language(&content),
-            content,
             context,
-            importance: 3,
-            confidence: 1.0,
-            freshness: 3.0,
-            evidence_count: 1,
-            visibility: Visibility::Private,
-            status: MemoryStatus::Active,
-            superseded_by: None,
-            source: MemorySource::Conversation,
-            tags: Vec::new(),
-            created_at: now,
-            updated_at: now,
-            last_accessed_at: None,
-            access_count: 0,
-            related_decision_ids: Vec::new(),
-            artifact_refs: Vec::new(),
             speaker: Some(speaker.trim().to_string()),
             occurred_at,
-            subject: None,
-            iteration_id: None,
-            external_id: None,
-            version: 0,
+            ..Self::new(
+                scope,
+                MemoryType::ConversationTurn,
+                content,
+                MemorySource::Conversation,
+                now,
+            )
         }
     }
 
     /// A conversation turn as one line, "Speaker: what was said", cut to [`TURN_LINE_CHARS`]:
     /// the context stored with the turn after it, and how the retriever recognises neighbours.
     pub fn turn_line(&self) -> String {
-        let speaker = self.speaker.as_deref().unwrap_or("");
-        crate::text::summarize_to(&format!("{speaker}: {}", self.content), TURN_LINE_CHARS)
+        turn_line(self.speaker.as_deref().unwrap_or(""), &self.content)
     }
 
     /// The text that is embedded and indexed for search: summary, content and, for turns, the

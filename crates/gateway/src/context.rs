@@ -68,13 +68,9 @@ impl Entry {
         !self.context.is_empty() && !lines.contains(self.context.as_str())
     }
 
-    /// The entry as rendered.
-    fn rendered(&self, lines: &HashSet<&str>) -> String {
-        if self.shows_context(lines) {
-            format!("{}\n  {}", self.text, self.context)
-        } else {
-            self.text.clone()
-        }
+    /// The entry with its context line under it.
+    fn with_context(&self) -> String {
+        format!("{}\n  {}", self.text, self.context)
     }
 }
 
@@ -103,33 +99,64 @@ fn heading(kind: SectionKind, language: Language) -> String {
 /// into at most `memory_cap`, then lays them out in section order. The whole context,
 /// headings included, is counted with `tokens` and never exceeds the budget.
 pub fn pack(entries: &[Entry], budget: u32, memory_cap: u32, language: Language, tokens: &TokenCounter) -> Packed {
+    // Each entry counted once, with and without its context line; each heading once.
+    let costs: Vec<Cost> = entries
+        .iter()
+        .map(|entry| {
+            let bare = tokens.count(&entry.text) as u32 + 1;
+            let with_context = if entry.context.is_empty() {
+                bare
+            } else {
+                tokens.count(&entry.with_context()) as u32 + 1
+            };
+            Cost { bare, with_context }
+        })
+        .collect();
+    let mut headings: BTreeMap<SectionKind, u32> = BTreeMap::new();
+    for entry in entries {
+        headings
+            .entry(entry.kind)
+            // A heading and the blank line between sections.
+            .or_insert_with(|| tokens.count(&heading(entry.kind, language)) as u32 + 1);
+    }
     let mut chosen = vec![false; entries.len()];
     // Twice: a context line that a later choice made redundant frees room for more entries.
     for _ in 0..2 {
-        choose(entries, &mut chosen, budget, memory_cap, language, tokens);
+        choose(entries, &costs, &headings, &mut chosen, budget, memory_cap);
     }
-    let mut chosen: Vec<&Entry> = entries
-        .iter()
-        .zip(&chosen)
-        .filter(|(_, c)| **c)
-        .map(|(e, _)| e)
-        .collect();
+    let mut chosen: Vec<usize> = (0..entries.len()).filter(|&i| chosen[i]).collect();
     // Laid out by section; stable, so each section keeps the order the entries were offered in.
-    chosen.sort_by_key(|entry| entry.kind);
+    chosen.sort_by_key(|&i| entries[i].kind);
     // Render, then make sure the exact count fits (token counts of joined text can differ
     // slightly from the sum of the parts): drop the weakest entry until it does.
     loop {
-        let packed = render(&chosen, language, tokens);
+        let packed = render(entries, &costs, &chosen, language, tokens);
         if packed.tokens <= budget || chosen.is_empty() {
             return packed;
         }
         let weakest = chosen
             .iter()
             .enumerate()
-            .max_by_key(|(_, entry)| entry.trace)
-            .map(|(i, _)| i)
+            .max_by_key(|(_, i)| entries[**i].trace)
+            .map(|(at, _)| at)
             .expect("chosen is not empty");
         chosen.remove(weakest);
+    }
+}
+
+/// An entry's tokens, a line break included, as rendered with and without its context line.
+struct Cost {
+    bare: u32,
+    with_context: u32,
+}
+
+impl Cost {
+    fn of(&self, entry: &Entry, lines: &HashSet<&str>) -> u32 {
+        if entry.shows_context(lines) {
+            self.with_context
+        } else {
+            self.bare
+        }
     }
 }
 
@@ -161,32 +188,29 @@ impl Taken {
 /// and the budget.
 fn choose(
     entries: &[Entry],
+    costs: &[Cost],
+    headings: &BTreeMap<SectionKind, u32>,
     chosen: &mut [bool],
     budget: u32,
     memory_cap: u32,
-    language: Language,
-    tokens: &TokenCounter,
 ) {
     let mut lines = lines_of(entries.iter().zip(chosen.iter()).filter(|(_, c)| **c).map(|(e, _)| e));
     let mut taken = Taken::default();
-    let cost = |entry: &Entry, lines: &HashSet<&str>, taken: &Taken| {
-        // A heading and the blank line between sections.
-        let overhead = if taken.sections.contains_key(&entry.kind) {
-            0
-        } else {
-            tokens.count(&heading(entry.kind, language)) as u32 + 1
-        };
-        overhead + tokens.count(&entry.rendered(lines)) as u32 + 1
+    let cost = |i: usize, lines: &HashSet<&str>, taken: &Taken| {
+        let entry = &entries[i];
+        let opens_section = !taken.sections.contains_key(&entry.kind);
+        let heading = if opens_section { headings[&entry.kind] } else { 0 };
+        heading + costs[i].of(entry, lines)
     };
-    for (entry, _) in entries.iter().zip(chosen.iter()).filter(|(_, c)| **c) {
-        let cost = cost(entry, &lines, &taken);
-        taken.add(entry, cost);
+    for i in (0..entries.len()).filter(|&i| chosen[i]) {
+        let cost = cost(i, &lines, &taken);
+        taken.add(&entries[i], cost);
     }
     for (i, entry) in entries.iter().enumerate() {
         if chosen[i] {
             continue;
         }
-        let cost = cost(entry, &lines, &taken);
+        let cost = cost(i, &lines, &taken);
         let in_section = taken.sections.get(&entry.kind).copied().unwrap_or(0);
         if entry.section_cap.is_some_and(|cap| in_section + cost > cap)
             || (entry.kind.is_memory() && taken.memory + cost > memory_cap)
@@ -202,13 +226,12 @@ fn choose(
     }
 }
 
-fn render(chosen: &[&Entry], language: Language, tokens: &TokenCounter) -> Packed {
-    let lines = lines_of(chosen.iter().copied());
+fn render(entries: &[Entry], costs: &[Cost], chosen: &[usize], language: Language, tokens: &TokenCounter) -> Packed {
+    let lines = lines_of(chosen.iter().map(|&i| &entries[i]));
     let mut sections: Vec<Section> = Vec::new();
     let mut included = Vec::new();
-    for entry in chosen {
-        let text = entry.rendered(&lines);
-        let entry_tokens = tokens.count(&text) as u32 + 1;
+    for &i in chosen {
+        let entry = &entries[i];
         if sections.last().is_none_or(|s| s.kind != entry.kind) {
             sections.push(Section {
                 kind: entry.kind,
@@ -218,9 +241,13 @@ fn render(chosen: &[&Entry], language: Language, tokens: &TokenCounter) -> Packe
             });
         }
         let section = sections.last_mut().expect("a section was just pushed");
-        section.text.push_str(&text);
+        if entry.shows_context(&lines) {
+            section.text.push_str(&entry.with_context());
+        } else {
+            section.text.push_str(&entry.text);
+        }
         section.text.push('\n');
-        included.push((entry.trace, entry_tokens));
+        included.push((entry.trace, costs[i].of(entry, &lines)));
     }
     let mut context = String::new();
     for section in &mut sections {

@@ -10,11 +10,10 @@ use serde::{Deserialize, Serialize};
 use thinkus_backends::llm::{ChatMessage, CompletionRequest, LanguageModel, LlmTask};
 use thinkus_backends::sql::{JobRecord, JobStatus, JobStore};
 use thinkus_common::ApiError;
-use thinkus_common::model::TURN_LINE_CHARS;
 use thinkus_common::model::{
-    ControlDecision, Language, MemoryType, Message, NeedMemory, RetrievalMode, Scope, Visibility,
+    ControlDecision, Language, MemoryType, Message, NeedMemory, RetrievalMode, Scope, Visibility, turn_line,
 };
-use thinkus_common::text::{detect_language, summarize_to};
+use thinkus_common::text::detect_language;
 use thinkus_common::time::when;
 use thinkus_common::tokens::TokenCounter;
 use thinkus_knowledge_manager::KnowledgeApi;
@@ -644,11 +643,7 @@ fn memory_entries(
                 Some(speaker) => (
                     format!("- {speaker}: {} ({at})", detail.content.trim()),
                     // The line the turn after this one carries as its context.
-                    Some(
-                        summarize_to(&format!("{speaker}: {}", detail.content), TURN_LINE_CHARS)
-                            .trim()
-                            .to_string(),
-                    ),
+                    Some(turn_line(speaker, &detail.content)),
                 ),
                 None => (format!("- {} ({at})", detail.content.trim()), None),
             };

@@ -26,7 +26,7 @@ use thinkus_common::ApiError;
 use thinkus_common::error::ErrorCode;
 use thinkus_common::ids::{IdKind, check_id, new_id};
 use thinkus_common::model::{EngineChoice, Memory, MemorySource, MemoryStatus, MemoryType, Scope, Visibility};
-use thinkus_common::text::{char_count, detect_language, summarize_to};
+use thinkus_common::text::{char_count, summarize_to};
 use tracing::Instrument;
 
 use crate::api::{
@@ -209,34 +209,19 @@ impl KnowledgeManager {
             }
         }
         Memory {
-            id: new_id(IdKind::Memory),
-            scope: scope.clone(),
-            memory_type: draft.memory_type,
-            language: detect_language(&content),
-            content,
             summary,
             importance,
             confidence: draft.confidence.unwrap_or(1.0),
             freshness: f64::from(importance),
-            evidence_count: 1,
             visibility: draft.visibility.unwrap_or(Visibility::Private),
-            status: MemoryStatus::Active,
-            superseded_by: None,
-            source,
             tags,
-            created_at: now,
-            updated_at: now,
-            last_accessed_at: None,
-            access_count: 0,
             context: draft.context.trim().to_string(),
             related_decision_ids: draft.related_decision_ids.clone(),
             artifact_refs: draft.artifact_refs.clone(),
-            speaker: None,
             occurred_at: draft.occurred_at.unwrap_or(now),
             subject,
             iteration_id: draft.iteration_id.clone().filter(|s| !s.is_empty()),
-            external_id: None,
-            version: 0,
+            ..Memory::new(scope.clone(), draft.memory_type, content, source, now)
         }
     }
 

@@ -260,8 +260,7 @@ fn time_range(message: &str, now: DateTime<Utc>) -> Option<(TimeRange, &'static 
             r"(?i)(上个月|上月|这个月|本月|最近一个月|过去一个月|近一个月|这一个月|\blast month\b|\bthis month\b|\bpast month\b|\bpast (30|thirty) days\b|\blast (30|thirty) days\b|\bfew weeks ago\b|\b(last|past) (few|couple( of)?) weeks\b|\ba couple( of)? weeks (back|ago)\b)",
         )
     });
-    let day = |date: NaiveDate| Utc.from_utc_datetime(&date.and_hms_opt(0, 0, 0).unwrap_or_default());
-    let today = day(now.date_naive());
+    let today = midnight(now.date_naive());
     if DAY_BEFORE.is_match(message) {
         return Some((
             TimeRange::Between {
@@ -299,6 +298,11 @@ fn time_range(message: &str, now: DateTime<Utc>) -> Option<(TimeRange, &'static 
         return Some((TimeRange::Last30Days, "time:month"));
     }
     None
+}
+
+/// The start of a day, in UTC.
+fn midnight(date: NaiveDate) -> DateTime<Utc> {
+    Utc.from_utc_datetime(&date.and_hms_opt(0, 0, 0).unwrap_or_default())
 }
 
 /// How far before a named date what was said about it may be (plans, announcements).
@@ -351,7 +355,6 @@ fn explicit_date(message: &str, now: DateTime<Utc>) -> Option<(TimeRange, &'stat
     static CN_BEFORE: LazyLock<Regex> = LazyLock::new(|| re(r"^\s*(之前|以前|前|为止)"));
     static CN_AFTER: LazyLock<Regex> = LazyLock::new(|| re(r"^\s*(以来|之后|以后|后|起)"));
 
-    let midnight = |date: NaiveDate| Utc.from_utc_datetime(&date.and_hms_opt(0, 0, 0).unwrap_or_default());
     let today = now.date_naive();
     let year_of = |text: Option<regex::Match<'_>>| text.and_then(|m| m.as_str().parse::<i32>().ok());
     let plausible = |year: i32| (1900..=2200).contains(&year);
@@ -381,18 +384,14 @@ fn explicit_date(message: &str, now: DateTime<Utc>) -> Option<(TimeRange, &'stat
             };
             plausible(year).then_some((first, next))
         };
-        if let Some(c) = ISO_DAY.captures(message) {
-            let whole = c.get(0)?;
-            let (month, dom) = (c[2].parse().ok()?, c[3].parse().ok()?);
-            if let Some((a, b)) = day_span(year_of(c.get(1)), month, dom) {
-                return Some((a, b, whole.start(), whole.end(), "time:date"));
-            }
-        }
-        if let Some(c) = CN_DAY.captures(message) {
-            let whole = c.get(0)?;
-            let (month, dom) = (c[2].parse().ok()?, c[3].parse().ok()?);
-            if let Some((a, b)) = day_span(year_of(c.get(1)), month, dom) {
-                return Some((a, b, whole.start(), whole.end(), "time:date"));
+        // Year (optional in Chinese), month, day.
+        for pattern in [&*ISO_DAY, &*CN_DAY] {
+            if let Some(c) = pattern.captures(message) {
+                let whole = c.get(0)?;
+                let (month, dom) = (c[2].parse().ok()?, c[3].parse().ok()?);
+                if let Some((a, b)) = day_span(year_of(c.get(1)), month, dom) {
+                    return Some((a, b, whole.start(), whole.end(), "time:date"));
+                }
             }
         }
         for pattern in [&*EN_MONTH_DAY, &*EN_DAY_MONTH] {

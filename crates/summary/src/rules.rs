@@ -97,7 +97,7 @@ impl Default for RulesInput {
 /// Compiles a rule pattern. Word boundaries are ASCII ones: the same on English text, a
 /// boundary between an ideograph and a Latin word ("用Stripe"), and fast (a Unicode boundary
 /// keeps the regex engine off its DFA).
-fn re(pattern: &str) -> Regex {
+pub(crate) fn re(pattern: &str) -> Regex {
     Regex::new(&pattern.replace(r"\b", r"(?-u:\b)")).expect("valid summary rule pattern")
 }
 
@@ -1323,10 +1323,8 @@ mod tests {
             .map(|(i, (speaker, text))| msg(i as u32, "user", Some(speaker), text))
             .collect();
         let out = summarize(&RulesInput {
-            messages,
-            max_share: 10.0,
             max_items: 2,
-            ..Default::default()
+            ..input(messages)
         });
         assert!(out.progress.len() <= 2, "{out:?}");
         assert!(out.progress.iter().any(|p| p.contains("aquarium")), "{out:?}");

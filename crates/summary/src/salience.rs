@@ -20,12 +20,7 @@ use std::sync::LazyLock;
 use regex::{Captures, Regex};
 use thinkus_common::text::{is_stopword, terms, words};
 
-/// Compiles a rule pattern. Word boundaries are ASCII ones: the same on English text, a
-/// boundary between an ideograph and a Latin word ("用Stripe"), and fast (a Unicode boundary
-/// keeps the regex engine off its DFA).
-fn re(pattern: &str) -> Regex {
-    Regex::new(&pattern.replace(r"\b", r"(?-u:\b)")).expect("valid salience pattern")
-}
+use crate::rules::re;
 
 /// Weights of a sentence's signals. Chosen on conversations with annotated events (the
 /// summary bench) and rounded; each is a plain reading of what a summary keeps.

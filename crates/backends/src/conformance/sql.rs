@@ -22,42 +22,13 @@ fn now() -> DateTime<Utc> {
 
 /// A memory with sensible defaults for tests.
 pub fn memory(user: &str, role: &str, project: Option<&str>, memory_type: MemoryType, content: &str) -> Memory {
-    let now = Utc::now();
-    Memory {
-        id: new_id(IdKind::Memory),
-        scope: Scope {
-            user_id: user.into(),
-            role_id: role.into(),
-            project_id: project.map(str::to_string),
-            session_id: None,
-        },
-        memory_type,
-        content: content.into(),
-        summary: thinkus_common::text::summarize_to(content, 50),
-        importance: 3,
-        confidence: 1.0,
-        freshness: 3.0,
-        evidence_count: 1,
-        visibility: Visibility::Private,
-        status: MemoryStatus::Active,
-        superseded_by: None,
-        source: MemorySource::UserInput,
-        tags: Vec::new(),
-        created_at: now,
-        updated_at: now,
-        last_accessed_at: None,
-        access_count: 0,
-        context: String::new(),
-        related_decision_ids: Vec::new(),
-        artifact_refs: Vec::new(),
-        language: thinkus_common::text::detect_language(content),
-        speaker: None,
-        occurred_at: now,
-        subject: None,
-        iteration_id: None,
-        external_id: None,
-        version: 0,
-    }
+    let scope = Scope {
+        user_id: user.into(),
+        role_id: role.into(),
+        project_id: project.map(str::to_string),
+        session_id: None,
+    };
+    Memory::new(scope, memory_type, content.into(), MemorySource::UserInput, Utc::now())
 }
 
 fn insert(memories: &[Memory]) -> WriteBatch {

@@ -23,8 +23,7 @@ use serde_json::json;
 use thinkus_backends::embed::normalize;
 use thinkus_backends::sql::{MemoryStore, WriteBatch};
 use thinkus_backends::vector::{Bm25Encoder, IndexedPoint, Reader, VectorFilter};
-use thinkus_common::ids::{IdKind, new_id};
-use thinkus_common::model::{Language, Memory, MemorySource, MemoryStatus, MemoryType, Scope, Visibility};
+use thinkus_common::model::{Language, Memory, MemorySource, MemoryStatus, MemoryType, Scope};
 use thinkus_proto::retriever::RecallRequest;
 use thinkus_proto::retriever::retriever_service_client::RetrieverServiceClient;
 use tokio_util::sync::CancellationToken;
@@ -429,33 +428,13 @@ async fn measure(mut config: Config, shape: Shape, queries: usize) -> anyhow::Re
 
 fn synthetic_memory(user: &str, content: String, memory_type: MemoryType, at: chrono::DateTime<Utc>) -> Memory {
     Memory {
-        id: new_id(IdKind::Memory),
-        scope: Scope::new(user, ROLE),
-        memory_type,
-        summary: thinkus_common::text::summarize_to(&content, 50),
-        content,
-        context: String::new(),
         language: Language::En,
-        importance: 3,
-        confidence: 1.0,
-        freshness: 3.0,
-        evidence_count: 1,
-        visibility: Visibility::Private,
-        status: MemoryStatus::Active,
-        superseded_by: None,
-        source: MemorySource::Conversation,
-        tags: Vec::new(),
-        created_at: at,
-        updated_at: at,
-        last_accessed_at: None,
-        access_count: 0,
-        related_decision_ids: Vec::new(),
-        artifact_refs: Vec::new(),
-        speaker: None,
-        occurred_at: at,
-        subject: None,
-        iteration_id: None,
-        external_id: None,
-        version: 0,
+        ..Memory::new(
+            Scope::new(user, ROLE),
+            memory_type,
+            content,
+            MemorySource::Conversation,
+            at,
+        )
     }
 }
