@@ -55,7 +55,7 @@ impl Default for SummaryConfig {
             max_messages_per_update: 200,
             prompt_message_chars: 500,
             max_items_per_section: 12,
-            rules_max_share: 0.22,
+            rules_max_share: 0.23,
             rules_min_chars: 300,
             llm_max_tokens: 2000,
             default_render_tokens: 800,

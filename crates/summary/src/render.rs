@@ -1,7 +1,8 @@
 //! Markdown rendering of a summary in the layout of seed 001 section 4.3: a heading with the
 //! age, the goal, what was done, decisions, what is pending, risks and artifacts. A summary
 //! with no goal, decision, constraint or artifact is a conversation's: what was done and what
-//! is planned read as one list of key points. Items attributed to the same speaker
+//! is planned read as one list of key points (under no heading of its own when nothing else
+//! is shown). Items attributed to the same speaker
 //! ("Maria: …") share one line per list. Within a budget, sections lose their items least
 //! important first: artifacts, risks, constraints, open questions, progress, next steps,
 //! decisions; the goal is cut last.
@@ -121,9 +122,11 @@ fn sections(summary: &SessionSummary, l: &Labels) -> Vec<Section> {
         // What each participant reported and plans, then what is still open.
         let mut points = summary.progress.clone();
         points.extend(summary.next_actions.iter().cloned());
+        // A list alone under the title needs no heading of its own.
+        let alone = summary.open_questions.is_empty() && summary.risks.is_empty();
         return vec![
             Section {
-                title: l.key_points.to_string(),
+                title: if alone { String::new() } else { l.key_points.to_string() },
                 items: points,
                 cut_order: 4,
             },
@@ -237,7 +240,11 @@ fn assemble(head: &str, goal: &str, sections: &[Section], l: &Labels) -> String 
         out.push_str(&format!("\n\n**{}**{}{goal}", l.goal, l.sep));
     }
     for section in sections.iter().filter(|s| !s.items.is_empty()) {
-        out.push_str(&format!("\n\n**{}**", section.title));
+        if section.title.is_empty() {
+            out.push('\n');
+        } else {
+            out.push_str(&format!("\n\n**{}**", section.title));
+        }
         for item in &by_speaker(&section.items) {
             out.push_str("\n- ");
             out.push_str(item);
@@ -377,7 +384,9 @@ mod tests {
     fn a_conversation_reads_as_key_points_by_speaker() {
         let s = conversation();
         let en = markdown(&s, Language::En, 2000, s.updated_at, &TokenCounter::default());
-        assert!(en.contains("**Key points**"), "{en}");
+        // The points alone need no heading: the list follows the title.
+        assert!(!en.contains("Key points"), "{en}");
+        assert!(en.contains("(just now)\n\n- Maria: "), "{en}");
         assert!(!en.contains("Done") && !en.contains("Pending"), "{en}");
         assert!(
             en.contains("- Maria: Adopted a puppy yesterday. Named her Coco\n"),
@@ -390,10 +399,12 @@ mod tests {
         let zh = SessionSummary {
             progress: vec!["小李：上周去杭州参加了摄影展".into(), "小王：在准备驾照考试。".into()],
             next_actions: vec!["小李：下个月去北京".into()],
+            open_questions: vec!["小王：考试是哪天？".into()],
             ..conversation()
         };
         let zh = markdown(&zh, Language::Zh, 2000, s.updated_at, &TokenCounter::default());
-        assert!(zh.contains("**要点**"), "{zh}");
+        // Beside another section, the points have their heading.
+        assert!(zh.contains("**要点**") && zh.contains("**⏳ 待处理**"), "{zh}");
         assert!(zh.contains("- 小李：上周去杭州参加了摄影展；下个月去北京"), "{zh}");
     }
 

@@ -87,7 +87,7 @@ impl Default for RulesInput {
             messages: Vec::new(),
             previous: None,
             artifacts: Vec::new(),
-            max_share: 0.22,
+            max_share: 0.23,
             min_chars: 300,
             max_items: 12,
         }
