@@ -115,6 +115,26 @@ async fn a_completed_turn_is_in_the_next_context_within_budget() {
     );
     assert!(trace.timings_ms.contains_key("controller") && trace.timings_ms.contains_key("retriever"));
 
+    // A time range in which nothing was recorded (the choice was told now, not in 2019):
+    // the whole history is searched instead, and the decision's reason says so.
+    let dated = prepare(&mut client, "dana", "2019年3月我们定的前端框架是什么？", 0).await;
+    let decision = dated.trace.clone().unwrap().decision.unwrap();
+    let range = decision.time_range.clone().unwrap();
+    assert!(range.start.is_some() && range.end.is_some(), "{range:?}");
+    assert!(dated.context.contains("Next.js"), "{}", dated.context);
+    assert!(decision.reason.contains("改为检索全部历史"), "{}", decision.reason);
+    // A range that holds the memory is kept as it is.
+    assert!(
+        !context
+            .trace
+            .clone()
+            .unwrap()
+            .decision
+            .unwrap()
+            .reason
+            .contains("全部历史")
+    );
+
     // A tight budget is held, whole entries only.
     let tight = prepare(&mut client, "dana", "我们之前定的前端框架和预算是什么？", 100).await;
     assert!(tight.tokens_used <= 100, "{}", tight.tokens_used);

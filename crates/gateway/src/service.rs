@@ -11,7 +11,7 @@ use thinkus_backends::llm::{ChatMessage, CompletionRequest, LanguageModel, LlmTa
 use thinkus_backends::sql::{JobRecord, JobStatus, JobStore};
 use thinkus_common::ApiError;
 use thinkus_common::model::{
-    ControlDecision, Language, MemoryType, Message, NeedMemory, RetrievalMode, Scope, Visibility, turn_line,
+    ControlDecision, Language, MemoryType, Message, NeedMemory, RetrievalMode, Scope, TimeRange, Visibility, turn_line,
 };
 use thinkus_common::text::detect_language;
 use thinkus_common::time::when;
@@ -157,7 +157,7 @@ impl Gateway {
         let mut timings = BTreeMap::new();
 
         let started = Instant::now();
-        let decision = self
+        let mut decision = self
             .upstreams
             .controller
             .decide(DecideRequest {
@@ -266,7 +266,7 @@ impl Gateway {
             if !types.is_empty() && !types.contains(&MemoryType::ConversationTurn) {
                 types.push(MemoryType::ConversationTurn);
             }
-            let recall = RecallRequest {
+            let mut recall = RecallRequest {
                 scope: request.scope.clone(),
                 query: request.message.clone(),
                 mode: decision.retrieval_mode,
@@ -277,7 +277,20 @@ impl Gateway {
                 now: Some(now),
                 ..Default::default()
             };
-            let recalled = self.upstreams.retriever.recall(recall).await?;
+            let mut recalled = self.upstreams.retriever.recall(recall.clone()).await?;
+            // The time range is the controller's reading of the message ("in June", "in
+            // 2010"). When nothing was recorded in it, what the message asks about was told at
+            // another time (a June of another year, a trip told of years later): the whole
+            // history is searched instead, and the decision's reason says so.
+            if recalled.catalog.is_empty() && decision.time_range != TimeRange::All {
+                let range = decision.time_range.label();
+                recall.time_range = Some(TimeRange::All);
+                recalled = self.upstreams.retriever.recall(recall).await?;
+                decision.reason = match language {
+                    Language::Zh => format!("{}；{range} 内没有记录，改为检索全部历史", decision.reason),
+                    Language::En => format!("{}; nothing recorded in {range}: searched all time", decision.reason),
+                };
+            }
             timings.insert("retriever".to_string(), millis(started));
             memory_entries(&recalled, &decision, language, now, &mut items, &mut entries);
         }
