@@ -177,6 +177,42 @@ async fn preference_is_recalled(backend: Backend) {
     node.stop().await;
 }
 
+/// A conversation learned from later (a replay, a queue that was behind) dates its memories
+/// when it was said, not when it was processed: time filters and "who said it last" read it.
+async fn learned_memories_keep_when_it_was_said(backend: Backend) {
+    let Some(node) = start(backend, |_| {}).await else {
+        return;
+    };
+    let me = scope("km-dated", "cfo", Some("shop"));
+    let said_at =
+        thinkus_common::convert::timestamp(chrono::DateTime::from_timestamp(1_683_554_160, 0).expect("8 May 2023"));
+    let learned = node
+        .km()
+        .learn_from_conversation(LearnFromConversationRequest {
+            scope: Some(me.clone()),
+            messages: vec![Message {
+                created_at: Some(said_at),
+                ..user_says("I prefer quarterly budget reviews over monthly ones")
+            }],
+            engine: Engine::Rules as i32,
+            request_id: "dated-1".into(),
+            ..Default::default()
+        })
+        .await
+        .expect("learn")
+        .into_inner();
+    let written = created(&learned);
+    assert_eq!(written.len(), 1, "{learned:?}");
+    assert_eq!(written[0].occurred_at, Some(said_at), "{:?}", written[0]);
+    // Without a time, the message was said now.
+    let learned = learn(&node, &me, "我喜欢用表格看现金流", "dated-2").await;
+    let written = created(&learned);
+    assert_eq!(written.len(), 1, "{learned:?}");
+    let at = written[0].occurred_at.expect("occurred_at");
+    assert!(at.seconds > 1_700_000_000, "{at:?}");
+    node.stop().await;
+}
+
 async fn similar_preferences_merge(backend: Backend) {
     let Some(node) = start(backend, |_| {}).await else {
         return;
@@ -656,6 +692,7 @@ macro_rules! on_both_backends {
 
 on_both_backends!(
     preference_is_recalled,
+    learned_memories_keep_when_it_was_said,
     similar_preferences_merge,
     near_duplicates_in_one_batch_merge,
     budget_correction_replaces,

@@ -2,7 +2,7 @@
 //! through the write pipeline (which deduplicates and resolves contradictions), queueing what
 //! needs a person's approval.
 
-use chrono::Utc;
+use chrono::{DateTime, Utc};
 use serde_json::{Value, json};
 use thinkus_backends::llm::json::{extract_json, int_field, str_field, str_list};
 use thinkus_backends::llm::{CompletionRequest, LlmTask};
@@ -151,7 +151,15 @@ enum Route {
     Write { scope: Scope, draft: Box<MemoryDraft> },
 }
 
-fn route(km: &KnowledgeManager, scope: &Scope, candidate: &Extracted, injected: &[String]) -> (Route, f64) {
+/// Routes a candidate. `said_at` is when the conversation it was extracted from took place: the
+/// memory's `occurred_at` (a replayed or late-processed exchange keeps its own time).
+fn route(
+    km: &KnowledgeManager,
+    scope: &Scope,
+    candidate: &Extracted,
+    injected: &[String],
+    said_at: DateTime<Utc>,
+) -> (Route, f64) {
     let (admission, score) = admit(&km.config, candidate, injected);
     match admission {
         Admission::Reject(reason) => return (Route::Reject(reason), score),
@@ -178,6 +186,7 @@ fn route(km: &KnowledgeManager, scope: &Scope, candidate: &Extracted, injected: 
         visibility: Some(visibility),
         source: Some(MemorySource::Discussion),
         confidence: Some(candidate.confidence),
+        occurred_at: Some(said_at),
         ..MemoryDraft::new(candidate.memory_type, candidate.content.clone())
     };
     (
@@ -196,6 +205,7 @@ async fn queue(
     candidate: &Extracted,
     reason: &str,
     score: f64,
+    said_at: DateTime<Utc>,
 ) -> Result<WriteResult, ApiError> {
     let key = admission::content_key(&candidate.content);
     let now = Utc::now();
@@ -213,6 +223,7 @@ async fn queue(
                 tags: candidate.tags.clone(),
                 source: Some(MemorySource::Discussion),
                 confidence: Some(candidate.confidence),
+                occurred_at: Some(said_at),
                 ..MemoryDraft::new(candidate.memory_type, candidate.content.clone())
             };
             let mut owner = scope.clone();
@@ -368,9 +379,15 @@ pub(crate) async fn learn(km: &KnowledgeManager, request: LearnRequest) -> Resul
         Err(err) => return Err(err.into()),
     };
 
+    let said_at = request
+        .messages
+        .iter()
+        .map(|m| m.created_at)
+        .max()
+        .unwrap_or_else(Utc::now);
     let routes: Vec<(Route, f64)> = candidates
         .iter()
-        .map(|candidate| route(km, &request.scope, candidate, &request.injected_memories))
+        .map(|candidate| route(km, &request.scope, candidate, &request.injected_memories, said_at))
         .collect();
     // One embedding call for every candidate to write; the writes then run one by one, so each
     // one's duplicate and contradiction checks see the ones before it.
@@ -397,7 +414,7 @@ pub(crate) async fn learn(km: &KnowledgeManager, request: LearnRequest) -> Resul
                 reason: format!("dry run: {reason}"),
                 ..WriteResult::rejected("", score)
             },
-            Route::Queue(reason) => queue(km, &request.scope, candidate, &reason, score).await?,
+            Route::Queue(reason) => queue(km, &request.scope, candidate, &reason, score, said_at).await?,
             Route::Write { .. } if request.dry_run => WriteResult {
                 outcome: WriteOutcome::Created,
                 reason: "dry run: would be written".into(),
