@@ -183,12 +183,37 @@ pub async fn run(
                     .flat_map(|t| &t.items)
                     .filter(|i| i.kind == TraceItemKind::Memory as i32);
                 let offered = memories.clone().count();
-                let included = memories.filter(|i| i.included).count();
+                let included = memories.clone().filter(|i| i.included).count();
+                // Where each missing evidence turn stood among the memories offered ("-": not
+                // retrieved).
+                let mut ranks: Vec<String> = Vec::new();
+                let memories: Vec<_> = memories.collect();
+                for evidence in question.evidence.iter().filter(|e| !found.contains(e)) {
+                    let mut rank = None;
+                    for (at, item) in memories.iter().enumerate() {
+                        if !dia_of.contains_key(&item.id) {
+                            let memory = store.get_memory(&user, &item.id).await?;
+                            let dia = memory
+                                .and_then(|m| m.external_id)
+                                .map(|e| e.trim_end_matches(":user").trim_end_matches(":assistant").to_string());
+                            dia_of.insert(item.id.clone(), dia);
+                        }
+                        if dia_of.get(&item.id).is_some_and(|d| d.as_ref() == Some(evidence)) {
+                            rank = Some(at + 1);
+                            break;
+                        }
+                    }
+                    ranks.push(format!(
+                        "{evidence}@{}",
+                        rank.map_or("-".to_string(), |r| r.to_string())
+                    ));
+                }
                 say(format!(
-                    "--- [{}] {:?}\n    evidence {:?}, found {present}; {included} of {offered} memories in {} tokens; decision {:?}",
+                    "--- [{}] {:?}\n    evidence {:?}, found {present}, missing {}; {included} of {offered} memories in {} tokens; decision {:?}",
                     locomo_data::category_name(question.category),
                     question.question,
                     question.evidence,
+                    ranks.join(" "),
                     prepared.tokens_used,
                     decision.map(|d| (
                         d.need_memory,
