@@ -868,12 +868,16 @@ const BEFORE_A_NAME: &[&str] = &[
     "help",
     "helps",
     "helped",
+    "helping",
     "support",
     "supports",
     "supported",
     "told",
     "tell",
     "tells",
+    "wrote",
+    "write",
+    "writes",
     "asked",
     "ask",
     "meet",
@@ -918,6 +922,8 @@ const AFTER_A_NAME: &[&str] = &[
     "faced",
     "attended",
     "mentioned",
+    "mention",
+    "mentions",
     "said",
     "says",
     "felt",
@@ -998,6 +1004,29 @@ const AFTER_A_NAME: &[&str] = &[
     "wasn't",
     "won't",
     "wouldn't",
+];
+
+/// What only a person has: "the childhood of Calvin" names someone.
+const OWNED_BY_A_PERSON: &[&str] = &[
+    "childhood",
+    "family",
+    "friend",
+    "friends",
+    "kids",
+    "children",
+    "parents",
+    "wife",
+    "husband",
+    "partner",
+    "mother",
+    "father",
+    "mom",
+    "dad",
+    "sister",
+    "brother",
+    "birthday",
+    "hobbies",
+    "pets",
 ];
 
 /// The auxiliaries of [`BEFORE_A_NAME`]: "does Audrey", "was Calvin".
@@ -1082,6 +1111,10 @@ fn about_a_person(head: &str) -> bool {
             continue;
         }
         if BEFORE_A_NAME.contains(&before.as_str()) {
+            return true;
+        }
+        // "the childhood of Calvin", "the kids of Melanie".
+        if before == "of" && i >= 2 && OWNED_BY_A_PERSON.contains(&plain(words[i - 2]).as_str()) {
             return true;
         }
         let mut next = words.get(i + 1).map(|w| plain(w));
@@ -1510,6 +1543,11 @@ mod tests {
             "How long does Audrey typically walk her dogs for?",
             "What was the reason Audrey couldn't walk her dogs for a period of time?",
             "Why Audrey couldn’t walk her dogs that week?",
+            // After a verb or a person's thing, as an object.
+            "Which podcasts have been helping Priya fall asleep?",
+            "What was the note that Tomas wrote Elena about?",
+            "What toys from the childhood of Marco does he still keep?",
+            "What did David mention about the launch?",
         ] {
             let d = decide_text(text);
             assert_eq!(d.need_memory, NeedMemory::Yes, "{text}");
