@@ -119,7 +119,7 @@ async fn a_completed_turn_is_in_the_next_context_within_budget() {
     // the whole history is searched instead, and the decision's reason says so.
     let dated = prepare(&mut client, "dana", "2019年3月我们定的前端框架是什么？", 0).await;
     let decision = dated.trace.clone().unwrap().decision.unwrap();
-    let range = decision.time_range.clone().unwrap();
+    let range = decision.time_range.unwrap();
     assert!(range.start.is_some() && range.end.is_some(), "{range:?}");
     assert!(dated.context.contains("Next.js"), "{}", dated.context);
     assert!(decision.reason.contains("改为检索全部历史"), "{}", decision.reason);

@@ -4,10 +4,14 @@
 //! a weak decision does not push out a strong conversation turn), each group within its cap,
 //! and only then laid out by section. Whole entries only: an entry that does not fit is left
 //! out and the trace says so. A conversation turn shows the turn before it under it, unless
-//! that turn is in the context too: the room saved goes to more entries.
+//! that turn is in the context too: the room saved goes to more entries. Within a section,
+//! dated entries are grouped under their day ("8 May 2023:"), days in time order, so a day is
+//! written once however many of its memories are chosen (most of a session's turns share
+//! one): the room saved goes to more entries too, and the section reads as a timeline.
 
 use std::collections::{BTreeMap, HashSet};
 
+use chrono::{DateTime, Utc};
 use thinkus_common::model::{Language, MemoryType};
 use thinkus_common::tokens::TokenCounter;
 
@@ -60,6 +64,26 @@ pub struct Entry {
     pub context: String,
     /// What the entry is as another entry's context: a turn's "Speaker: what was said".
     pub line: Option<String>,
+    /// The day the entry is grouped under, if it has one.
+    pub day: Option<Day>,
+}
+
+/// A day entries are grouped under: its label as the reader sees it ("8 May 2023", "昨天")
+/// and a time to order the days by.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Day {
+    pub label: String,
+    pub at: DateTime<Utc>,
+}
+
+impl Day {
+    /// The line a group of entries starts with.
+    fn line(&self, language: Language) -> String {
+        match language {
+            Language::Zh => format!("{}：\n", self.label),
+            Language::En => format!("{}:\n", self.label),
+        }
+    }
 }
 
 impl Entry {
@@ -119,10 +143,21 @@ pub fn pack(entries: &[Entry], budget: u32, memory_cap: u32, language: Language,
             // A heading and the blank line between sections.
             .or_insert_with(|| tokens.count(&heading(entry.kind, language)) as u32 + 1);
     }
+    let mut days: BTreeMap<(SectionKind, &str), u32> = BTreeMap::new();
+    for entry in entries {
+        if let Some(day) = &entry.day {
+            days.entry((entry.kind, day.label.as_str()))
+                .or_insert_with(|| tokens.count(&day.line(language)) as u32);
+        }
+    }
+    let fixed = Fixed {
+        headings: &headings,
+        days: &days,
+    };
     let mut chosen = vec![false; entries.len()];
     // Twice: a context line that a later choice made redundant frees room for more entries.
     for _ in 0..2 {
-        choose(entries, &costs, &headings, &mut chosen, budget, memory_cap);
+        choose(entries, &costs, &fixed, &mut chosen, budget, memory_cap);
     }
     let mut chosen: Vec<usize> = (0..entries.len()).filter(|&i| chosen[i]).collect();
     // Laid out by section; stable, so each section keeps the order the entries were offered in.
@@ -165,16 +200,26 @@ fn lines_of<'a>(chosen: impl Iterator<Item = &'a Entry>) -> HashSet<&'a str> {
     chosen.filter_map(|e| e.line.as_deref()).collect()
 }
 
-/// Tokens taken so far: in all, by memories, by section.
+/// What opening a section or a day costs, once: its heading, its day line.
+struct Fixed<'a> {
+    headings: &'a BTreeMap<SectionKind, u32>,
+    days: &'a BTreeMap<(SectionKind, &'a str), u32>,
+}
+
+/// Tokens taken so far: in all, by memories, by section; and the days opened.
 #[derive(Default)]
-struct Taken {
+struct Taken<'a> {
     all: u32,
     memory: u32,
     sections: BTreeMap<SectionKind, u32>,
+    days: HashSet<(SectionKind, &'a str)>,
 }
 
-impl Taken {
-    fn add(&mut self, entry: &Entry, cost: u32) {
+impl<'a> Taken<'a> {
+    fn add(&mut self, entry: &'a Entry, cost: u32) {
+        if let Some(day) = &entry.day {
+            self.days.insert((entry.kind, day.label.as_str()));
+        }
         self.all += cost;
         if entry.kind.is_memory() {
             self.memory += cost;
@@ -186,21 +231,20 @@ impl Taken {
 /// One greedy pass: the entries already chosen are counted as they now render, then each
 /// other entry, in the order offered, is taken if it fits its section's cap, the memory cap
 /// and the budget.
-fn choose(
-    entries: &[Entry],
-    costs: &[Cost],
-    headings: &BTreeMap<SectionKind, u32>,
-    chosen: &mut [bool],
-    budget: u32,
-    memory_cap: u32,
-) {
+fn choose(entries: &[Entry], costs: &[Cost], fixed: &Fixed, chosen: &mut [bool], budget: u32, memory_cap: u32) {
     let mut lines = lines_of(entries.iter().zip(chosen.iter()).filter(|(_, c)| **c).map(|(e, _)| e));
     let mut taken = Taken::default();
     let cost = |i: usize, lines: &HashSet<&str>, taken: &Taken| {
         let entry = &entries[i];
         let opens_section = !taken.sections.contains_key(&entry.kind);
-        let heading = if opens_section { headings[&entry.kind] } else { 0 };
-        heading + costs[i].of(entry, lines)
+        let heading = if opens_section { fixed.headings[&entry.kind] } else { 0 };
+        let day = match &entry.day {
+            Some(day) if !taken.days.contains(&(entry.kind, day.label.as_str())) => {
+                fixed.days[&(entry.kind, day.label.as_str())]
+            }
+            _ => 0,
+        };
+        heading + day + costs[i].of(entry, lines)
     };
     for i in (0..entries.len()).filter(|&i| chosen[i]) {
         let cost = cost(i, &lines, &taken);
@@ -226,28 +270,71 @@ fn choose(
     }
 }
 
+/// A section's chosen entries in the order they are written: the undated ones as offered,
+/// then each day's, days in time order (the earliest entry of a day dates it), each day's
+/// entries as offered.
+fn laid_out(entries: &[Entry], chosen: &[usize]) -> Vec<usize> {
+    let mut undated: Vec<usize> = Vec::new();
+    let mut days: Vec<(&Day, Vec<usize>)> = Vec::new();
+    for &i in chosen {
+        match &entries[i].day {
+            None => undated.push(i),
+            Some(day) => match days.iter_mut().find(|(d, _)| d.label == day.label) {
+                Some((first, group)) => {
+                    if day.at < first.at {
+                        *first = day;
+                    }
+                    group.push(i);
+                }
+                None => days.push((day, vec![i])),
+            },
+        }
+    }
+    days.sort_by_key(|(day, _)| day.at);
+    undated
+        .into_iter()
+        .chain(days.into_iter().flat_map(|(_, group)| group))
+        .collect()
+}
+
 fn render(entries: &[Entry], costs: &[Cost], chosen: &[usize], language: Language, tokens: &TokenCounter) -> Packed {
     let lines = lines_of(chosen.iter().map(|&i| &entries[i]));
     let mut sections: Vec<Section> = Vec::new();
     let mut included = Vec::new();
+    // `chosen` is in section order: each section's run is laid out on its own.
+    let mut runs: Vec<Vec<usize>> = Vec::new();
     for &i in chosen {
-        let entry = &entries[i];
-        if sections.last().is_none_or(|s| s.kind != entry.kind) {
-            sections.push(Section {
-                kind: entry.kind,
-                title: entry.kind.title(language).to_string(),
-                text: String::new(),
-                tokens: 0,
-            });
+        match runs.last_mut() {
+            Some(run) if entries[run[0]].kind == entries[i].kind => run.push(i),
+            _ => runs.push(vec![i]),
         }
-        let section = sections.last_mut().expect("a section was just pushed");
-        if entry.shows_context(&lines) {
-            section.text.push_str(&entry.with_context());
-        } else {
-            section.text.push_str(&entry.text);
+    }
+    for run in runs {
+        let kind = entries[run[0]].kind;
+        let mut section = Section {
+            kind,
+            title: kind.title(language).to_string(),
+            text: String::new(),
+            tokens: 0,
+        };
+        let mut day: Option<&str> = None;
+        for i in laid_out(entries, &run) {
+            let entry = &entries[i];
+            if let Some(this) = &entry.day
+                && day != Some(this.label.as_str())
+            {
+                section.text.push_str(&this.line(language));
+                day = Some(this.label.as_str());
+            }
+            if entry.shows_context(&lines) {
+                section.text.push_str(&entry.with_context());
+            } else {
+                section.text.push_str(&entry.text);
+            }
+            section.text.push('\n');
+            included.push((entry.trace, costs[i].of(entry, &lines)));
         }
-        section.text.push('\n');
-        included.push((entry.trace, costs[i].of(entry, &lines)));
+        sections.push(section);
     }
     let mut context = String::new();
     for section in &mut sections {
@@ -419,6 +506,58 @@ mod tests {
             packed.context
         );
         assert!(packed.tokens <= 1000);
+    }
+
+    #[test]
+    fn a_day_is_written_once_and_days_read_in_time_order() {
+        let tokens = TokenCounter::default();
+        let day = |label: &str, date: &str| Day {
+            label: label.into(),
+            at: DateTime::parse_from_rfc3339(&format!("{date}T10:00:00Z"))
+                .unwrap()
+                .with_timezone(&Utc),
+        };
+        let dated = |text: &str, d: Day, trace: usize| Entry {
+            day: Some(d),
+            ..entry(SectionKind::Other, text, trace)
+        };
+        // Offered best first: the later day's turn ranks first.
+        let entries = vec![
+            dated(
+                "- Caroline: joined an activist group",
+                day("20 Jul 2023", "2023-07-20"),
+                0,
+            ),
+            dated(
+                "- Caroline: went to a support group",
+                day("8 May 2023", "2023-05-08"),
+                1,
+            ),
+            dated("- Melanie: painted a sunrise", day("8 May 2023", "2023-05-08"), 2),
+            entry(SectionKind::Other, "- a memory without a day", 3),
+        ];
+        let packed = pack(&entries, 1000, 1000, Language::En, &tokens);
+        assert_eq!(
+            packed.context,
+            "## Other relevant memories\n- a memory without a day\n8 May 2023:\n- Caroline: went to a support group\n- Melanie: painted a sunrise\n20 Jul 2023:\n- Caroline: joined an activist group\n"
+        );
+        assert_eq!(packed.tokens, tokens.count(&packed.context) as u32);
+
+        // A day already open costs nothing more: room for exactly the three dated entries
+        // fits all three, though each with its own date line would not.
+        let heading = tokens.count(&heading(SectionKind::Other, Language::En)) as u32 + 1;
+        let line = |i: usize| tokens.count(&entries[i].text) as u32 + 1;
+        let days = tokens.count("8 May 2023:\n") as u32 + tokens.count("20 Jul 2023:\n") as u32;
+        let cap = heading + days + line(0) + line(1) + line(2);
+        let packed = pack(&entries[..3], cap, cap, Language::En, &tokens);
+        assert_eq!(packed.included.len(), 3, "{}", packed.context);
+        assert!(packed.tokens <= cap);
+        let packed = pack(&entries[..3], cap - 1, cap - 1, Language::En, &tokens);
+        assert_eq!(packed.included.len(), 2, "{}", packed.context);
+        // Chinese days end with a Chinese colon.
+        let zh = vec![dated("- 小李：上周去了杭州", day("5月8日", "2023-05-08"), 0)];
+        let packed = pack(&zh, 1000, 1000, Language::Zh, &tokens);
+        assert!(packed.context.contains("5月8日：\n- 小李"), "{}", packed.context);
     }
 
     #[test]

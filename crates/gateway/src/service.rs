@@ -28,7 +28,7 @@ use crate::api::{
     CompleteRequest, Completed, PrepareRequest, Prepared, SectionKind, ToolCallResult, TraceItem, TraceKind,
 };
 use crate::config::GatewayConfig;
-use crate::context::{Entry, pack};
+use crate::context::{Day, Entry, pack};
 use crate::extras::{ArtifactPort, SummaryPort};
 
 /// The longest message a turn may carry.
@@ -651,14 +651,13 @@ fn memory_entries(
             detailed.insert(detail.id.as_str());
             let entry = scores.get(detail.id.as_str());
             let parts = entry.map(|e| e.score.clone()).unwrap_or_default();
-            let at = when(detail.occurred_at, now, language);
             let (text, line) = match &detail.speaker {
                 Some(speaker) => (
-                    format!("- {speaker}: {} ({at})", detail.content.trim()),
+                    format!("- {speaker}: {}", detail.content.trim()),
                     // The line the turn after this one carries as its context.
                     Some(turn_line(speaker, &detail.content)),
                 ),
-                None => (format!("- {} ({at})", detail.content.trim()), None),
+                None => (format!("- {}", detail.content.trim()), None),
             };
             items.push(TraceItem {
                 kind: TraceKind::Memory,
@@ -677,14 +676,17 @@ fn memory_entries(
                 section_cap: None,
                 context: detail.context.trim().to_string(),
                 line,
+                day: Some(Day {
+                    label: when(detail.occurred_at, now, language),
+                    at: detail.occurred_at,
+                }),
             });
         }
     }
     for entry in recalled.catalog.iter().filter(|e| !detailed.contains(e.id.as_str())) {
-        let at = when(entry.occurred_at, now, language);
         let text = match &entry.speaker {
-            Some(speaker) => format!("- {speaker}: {} ({at})", entry.summary),
-            None => format!("- {} ({at})", entry.summary),
+            Some(speaker) => format!("- {speaker}: {}", entry.summary),
+            None => format!("- {}", entry.summary),
         };
         items.push(TraceItem {
             kind: TraceKind::Memory,
@@ -700,6 +702,10 @@ fn memory_entries(
             kind: SectionKind::of(entry.memory_type),
             text,
             trace: items.len() - 1,
+            day: Some(Day {
+                label: when(entry.occurred_at, now, language),
+                at: entry.occurred_at,
+            }),
             ..Default::default()
         });
     }
