@@ -11,8 +11,9 @@
 //!
 //! Shortening ([`compress`]) drops what a reader of a summary does not need: a question
 //! tacked on a statement ("… - want to see a pic?", [`statement_head`]), an evaluative tail ("…- it was so
-//! cool"), opinion openers ("I think"), hedges and intensifiers ("really", "kinda", "真的"),
-//! fillers ("其实", "说实话") and final particles ("吧", "呢").
+//! cool"), closing clauses that name no topic ("…, had a blast", "…，真的很开心"), opinion
+//! openers ("I think"), hedges and intensifiers ("really", "kinda", "真的"), fillers ("其实",
+//! "说实话") and final particles ("吧", "呢").
 
 use std::collections::{HashMap, HashSet};
 use std::sync::LazyLock;
@@ -340,6 +341,7 @@ pub fn compress(sentence: &str) -> String {
         })
         .to_string();
     text = FINAL_PARTICLE.replace(&text, "$1$2").to_string();
+    text = without_empty_tail(&text);
     let mut text = text.split_whitespace().collect::<Vec<_>>().join(" ");
     text = text
         .trim_end_matches([' ', ',', ';', '-', '–', '—', ':', '，', '；', '：'])
@@ -356,6 +358,24 @@ pub fn compress(sentence: &str) -> String {
         Some(_) => text,
         None => String::new(),
     }
+}
+
+/// The text without its closing clauses that name no topic ("…, and it was refreshing",
+/// "… - so much fun"), when what is left still says something. Only closing clauses go: one
+/// cut from the middle ("Jean, who had been through a lot, yet…") would change what is said.
+fn without_empty_tail(text: &str) -> String {
+    static BREAK: LazyLock<Regex> = LazyLock::new(|| re(r"(?:,|;|\s[-–—])\s+(?:(?:and|but|so|plus)\s+)?|[，；]"));
+    let mut end = text.len();
+    let breaks: Vec<(usize, usize)> = BREAK.find_iter(text).map(|m| (m.start(), m.end())).collect();
+    for (start, after) in breaks.into_iter().rev() {
+        let clause = &text[after..end];
+        let names_a_topic = terms(clause).iter().any(|t| !is_generic(t));
+        if names_a_topic || content_words(&text[..start]) < 3 {
+            break;
+        }
+        end = start;
+    }
+    text[..end].to_string()
 }
 
 /// The statement a question was tacked on ("I finished it - want to see?" -> "I finished
@@ -466,6 +486,23 @@ mod tests {
         assert_eq!(
             compress("其实我们真的已经完成了需求分析啦。"),
             "我们已经完成了需求分析。"
+        );
+        // Closing clauses that name no topic go; a clause in the middle stays.
+        assert_eq!(
+            compress("It was refreshing, and the pic I'm sending is just stunning, love it."),
+            "It was refreshing, and the pic I'm sending is just stunning."
+        );
+        assert_eq!(
+            compress("We went camping with the kids last week, had a blast, it was great fun."),
+            "We went camping with the kids last week."
+        );
+        assert_eq!(
+            compress("I met Jean, who had been through a lot, yet stayed optimistic."),
+            "I met Jean, who had been through a lot, yet stayed optimistic."
+        );
+        assert_eq!(
+            compress("我们上周完成了需求分析，真的很开心。"),
+            "我们上周完成了需求分析。"
         );
         assert_eq!(
             statement_head("I finished another pottery project - want to see a pic?").as_deref(),
