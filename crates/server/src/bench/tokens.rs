@@ -25,6 +25,25 @@ use super::{say, state_dir};
 use crate::config::Config;
 use crate::services::ServiceKind;
 
+/// The LoCoMo dialogue id ("D3:5") of a stored turn, read once per memory.
+async fn dialogue_id(
+    store: &dyn MemoryStore,
+    user: &str,
+    memory_id: &str,
+    known: &mut HashMap<String, Option<String>>,
+) -> anyhow::Result<Option<String>> {
+    if let Some(dia) = known.get(memory_id) {
+        return Ok(dia.clone());
+    }
+    let dia = store
+        .get_memory(user, memory_id)
+        .await?
+        .and_then(|m| m.external_id)
+        .map(|e| e.trim_end_matches(":user").trim_end_matches(":assistant").to_string());
+    known.insert(memory_id.to_string(), dia.clone());
+    Ok(dia)
+}
+
 fn scope(user: &str, session: &str) -> Scope {
     Scope {
         user_id: user.into(),
@@ -158,15 +177,8 @@ pub async fn run(
                 if !item.included || item.kind != TraceItemKind::Memory as i32 {
                     continue;
                 }
-                if !dia_of.contains_key(&item.id) {
-                    let memory = store.get_memory(&user, &item.id).await?;
-                    let dia = memory
-                        .and_then(|m| m.external_id)
-                        .map(|e| e.trim_end_matches(":user").trim_end_matches(":assistant").to_string());
-                    dia_of.insert(item.id.clone(), dia);
-                }
-                if let Some(Some(dia)) = dia_of.get(&item.id) {
-                    found.push(dia.clone());
+                if let Some(dia) = dialogue_id(&*store, &user, &item.id, &mut dia_of).await? {
+                    found.push(dia);
                 }
             }
             let present = question.evidence.iter().filter(|e| found.contains(e)).count();
@@ -191,14 +203,7 @@ pub async fn run(
                 for evidence in question.evidence.iter().filter(|e| !found.contains(e)) {
                     let mut rank = None;
                     for (at, item) in memories.iter().enumerate() {
-                        if !dia_of.contains_key(&item.id) {
-                            let memory = store.get_memory(&user, &item.id).await?;
-                            let dia = memory
-                                .and_then(|m| m.external_id)
-                                .map(|e| e.trim_end_matches(":user").trim_end_matches(":assistant").to_string());
-                            dia_of.insert(item.id.clone(), dia);
-                        }
-                        if dia_of.get(&item.id).is_some_and(|d| d.as_ref() == Some(evidence)) {
+                        if dialogue_id(&*store, &user, &item.id, &mut dia_of).await?.as_ref() == Some(evidence) {
                             rank = Some(at + 1);
                             break;
                         }
