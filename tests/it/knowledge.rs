@@ -76,16 +76,26 @@ fn user_says(text: &str) -> Message {
 }
 
 async fn learn(node: &Node, scope: &Scope, text: &str, request_id: &str) -> LearnFromConversationResponse {
+    learn_messages(node, scope, vec![user_says(text)], request_id).await
+}
+
+/// Learns from messages with the rules.
+async fn learn_messages(
+    node: &Node,
+    scope: &Scope,
+    messages: Vec<Message>,
+    request_id: &str,
+) -> LearnFromConversationResponse {
     node.km()
         .learn_from_conversation(LearnFromConversationRequest {
             scope: Some(scope.clone()),
-            messages: vec![user_says(text)],
+            messages,
             engine: Engine::Rules as i32,
             request_id: request_id.into(),
             ..Default::default()
         })
         .await
-        .unwrap_or_else(|err| panic!("learn {text:?}: {err}"))
+        .unwrap_or_else(|err| panic!("learn ({request_id}): {err}"))
         .into_inner()
 }
 
@@ -186,21 +196,11 @@ async fn learned_memories_keep_when_it_was_said(backend: Backend) {
     let me = scope("km-dated", "cfo", Some("shop"));
     let said_at =
         thinkus_common::convert::timestamp(chrono::DateTime::from_timestamp(1_683_554_160, 0).expect("8 May 2023"));
-    let learned = node
-        .km()
-        .learn_from_conversation(LearnFromConversationRequest {
-            scope: Some(me.clone()),
-            messages: vec![Message {
-                created_at: Some(said_at),
-                ..user_says("I prefer quarterly budget reviews over monthly ones")
-            }],
-            engine: Engine::Rules as i32,
-            request_id: "dated-1".into(),
-            ..Default::default()
-        })
-        .await
-        .expect("learn")
-        .into_inner();
+    let dated = Message {
+        created_at: Some(said_at),
+        ..user_says("I prefer quarterly budget reviews over monthly ones")
+    };
+    let learned = learn_messages(&node, &me, vec![dated], "dated-1").await;
     let written = created(&learned);
     assert_eq!(written.len(), 1, "{learned:?}");
     assert_eq!(written[0].occurred_at, Some(said_at), "{:?}", written[0]);
@@ -283,21 +283,16 @@ async fn near_duplicates_in_one_batch_merge(backend: Backend) {
         return;
     };
     let me = scope("km-batch-learn", "designer", None);
-    let learned = node
-        .km()
-        .learn_from_conversation(LearnFromConversationRequest {
-            scope: Some(me.clone()),
-            messages: vec![
-                user_says("我喜欢简约的设计风格"),
-                user_says("我比较喜欢简约一点的设计风格"),
-            ],
-            engine: Engine::Rules as i32,
-            request_id: "batch-learn".into(),
-            ..Default::default()
-        })
-        .await
-        .expect("learn")
-        .into_inner();
+    let learned = learn_messages(
+        &node,
+        &me,
+        vec![
+            user_says("我喜欢简约的设计风格"),
+            user_says("我比较喜欢简约一点的设计风格"),
+        ],
+        "batch-learn",
+    )
+    .await;
     let outcomes: Vec<i32> = learned.results.iter().map(|r| r.outcome).collect();
     assert_eq!(
         outcomes,
