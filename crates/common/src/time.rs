@@ -59,6 +59,21 @@ enum Unit {
     Year,
 }
 
+/// The day something was, for a heading that groups what was said that day: "today" and
+/// "yesterday", "3 days ago" within a week (calendar days, UTC), beyond that as [`when`]. One
+/// day has one label, whatever the hour ("2 hours ago" and "5 hours ago" are both "today").
+pub fn day(then: DateTime<Utc>, now: DateTime<Utc>, language: Language) -> String {
+    let days = (now.date_naive() - then.date_naive()).num_days();
+    if !(0..7).contains(&days) || (now - then).num_days() >= 7 {
+        return when(then, now, language);
+    }
+    match (language, days) {
+        (Language::Zh, 0) => "今天".into(),
+        (Language::En, 0) => "today".into(),
+        (language, days) => relative(now - chrono::Duration::days(days), now, language),
+    }
+}
+
 fn zh(amount: u64, unit: Unit, future: bool) -> String {
     let name = match unit {
         Unit::Now => return "刚刚".into(),
@@ -109,6 +124,27 @@ mod tests {
         assert_eq!(relative(now - Duration::days(400), now, Language::Zh), "1年前");
         assert_eq!(relative(now + Duration::days(3), now, Language::En), "in 3 days");
         assert_eq!(relative(now - Duration::minutes(1), now, Language::En), "1 minute ago");
+    }
+
+    #[test]
+    fn days_have_one_label_whatever_the_hour() {
+        use chrono::TimeZone;
+        let now = Utc.with_ymd_and_hms(2026, 11, 22, 18, 0, 0).unwrap();
+        assert_eq!(day(now - Duration::hours(2), now, Language::En), "today");
+        assert_eq!(day(now - Duration::hours(17), now, Language::Zh), "今天");
+        // 20 hours before 18:00 is the day before: yesterday, not "20 hours ago".
+        assert_eq!(day(now - Duration::hours(20), now, Language::En), "yesterday");
+        assert_eq!(day(now - Duration::hours(20), now, Language::Zh), "昨天");
+        assert_eq!(day(now - Duration::days(3), now, Language::En), "3 days ago");
+        assert_eq!(
+            day(now - Duration::days(3) - Duration::hours(17), now, Language::Zh),
+            "3天前"
+        );
+        let may = Utc.with_ymd_and_hms(2023, 5, 8, 13, 56, 0).unwrap();
+        assert_eq!(day(may, now, Language::En), "8 May 2023");
+        // Beyond a week, or ahead of now: the date as `when` gives it.
+        assert_eq!(day(now - Duration::days(9), now, Language::En), "13 Nov");
+        assert_eq!(day(now + Duration::days(2), now, Language::En), "in 2 days");
     }
 
     #[test]

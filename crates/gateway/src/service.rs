@@ -14,7 +14,7 @@ use thinkus_common::model::{
     ControlDecision, Language, MemoryType, Message, NeedMemory, RetrievalMode, Scope, TimeRange, Visibility, turn_line,
 };
 use thinkus_common::text::detect_language;
-use thinkus_common::time::when;
+use thinkus_common::time::day;
 use thinkus_common::tokens::TokenCounter;
 use thinkus_knowledge_manager::KnowledgeApi;
 use thinkus_knowledge_manager::api::{IngestTurnsRequest, LearnRequest, Turn};
@@ -622,8 +622,9 @@ impl Gateway {
     }
 }
 
-/// Turns recalled memories into context entries and trace items, best first. Times are dates
-/// beyond a week (`thinkus_common::time::when`): the reader may have to say when.
+/// Turns recalled memories into context entries and trace items, best first. Each entry is
+/// grouped under its day: "today", "yesterday", "3 days ago", beyond a week the date
+/// (`thinkus_common::time::day`), since the reader may have to say when.
 fn memory_entries(
     recalled: &RecallResult,
     decision: &ControlDecision,
@@ -677,7 +678,7 @@ fn memory_entries(
                 context: detail.context.trim().to_string(),
                 line,
                 day: Some(Day {
-                    label: when(detail.occurred_at, now, language),
+                    label: day(detail.occurred_at, now, language),
                     at: detail.occurred_at,
                 }),
             });
@@ -703,7 +704,7 @@ fn memory_entries(
             text,
             trace: items.len() - 1,
             day: Some(Day {
-                label: when(entry.occurred_at, now, language),
+                label: day(entry.occurred_at, now, language),
                 at: entry.occurred_at,
             }),
             ..Default::default()
