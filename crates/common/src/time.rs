@@ -64,7 +64,7 @@ enum Unit {
 /// day has one label, whatever the hour ("2 hours ago" and "5 hours ago" are both "today").
 pub fn day(then: DateTime<Utc>, now: DateTime<Utc>, language: Language) -> String {
     let days = (now.date_naive() - then.date_naive()).num_days();
-    if !(0..7).contains(&days) || (now - then).num_days() >= 7 {
+    if !(0..7).contains(&days) {
         return when(then, now, language);
     }
     match (language, days) {

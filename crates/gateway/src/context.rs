@@ -77,6 +77,15 @@ pub struct Day {
 }
 
 impl Day {
+    /// The day of something said at `at`, labelled for a reader at `now`
+    /// ([`thinkus_common::time::day`]).
+    pub fn of(at: DateTime<Utc>, now: DateTime<Utc>, language: Language) -> Self {
+        Self {
+            label: thinkus_common::time::day(at, now, language),
+            at,
+        }
+    }
+
     /// The line a group of entries starts with.
     fn line(&self, language: Language) -> String {
         match language {
@@ -143,12 +152,10 @@ pub fn pack(entries: &[Entry], budget: u32, memory_cap: u32, language: Language,
             // A heading and the blank line between sections.
             .or_insert_with(|| tokens.count(&heading(entry.kind, language)) as u32 + 1);
     }
-    let mut days: BTreeMap<(SectionKind, &str), u32> = BTreeMap::new();
-    for entry in entries {
-        if let Some(day) = &entry.day {
-            days.entry((entry.kind, day.label.as_str()))
-                .or_insert_with(|| tokens.count(&day.line(language)) as u32);
-        }
+    let mut days: BTreeMap<&str, u32> = BTreeMap::new();
+    for day in entries.iter().filter_map(|e| e.day.as_ref()) {
+        days.entry(day.label.as_str())
+            .or_insert_with(|| tokens.count(&day.line(language)) as u32);
     }
     let fixed = Fixed {
         headings: &headings,
@@ -200,10 +207,10 @@ fn lines_of<'a>(chosen: impl Iterator<Item = &'a Entry>) -> HashSet<&'a str> {
     chosen.filter_map(|e| e.line.as_deref()).collect()
 }
 
-/// What opening a section or a day costs, once: its heading, its day line.
+/// What opening a section or a day in a section costs, once: its heading, its day line.
 struct Fixed<'a> {
     headings: &'a BTreeMap<SectionKind, u32>,
-    days: &'a BTreeMap<(SectionKind, &'a str), u32>,
+    days: &'a BTreeMap<&'a str, u32>,
 }
 
 /// Tokens taken so far: in all, by memories, by section; and the days opened.
@@ -239,9 +246,7 @@ fn choose(entries: &[Entry], costs: &[Cost], fixed: &Fixed, chosen: &mut [bool],
         let opens_section = !taken.sections.contains_key(&entry.kind);
         let heading = if opens_section { fixed.headings[&entry.kind] } else { 0 };
         let day = match &entry.day {
-            Some(day) if !taken.days.contains(&(entry.kind, day.label.as_str())) => {
-                fixed.days[&(entry.kind, day.label.as_str())]
-            }
+            Some(day) if !taken.days.contains(&(entry.kind, day.label.as_str())) => fixed.days[day.label.as_str()],
             _ => 0,
         };
         heading + day + costs[i].of(entry, lines)
@@ -302,14 +307,7 @@ fn render(entries: &[Entry], costs: &[Cost], chosen: &[usize], language: Languag
     let mut sections: Vec<Section> = Vec::new();
     let mut included = Vec::new();
     // `chosen` is in section order: each section's run is laid out on its own.
-    let mut runs: Vec<Vec<usize>> = Vec::new();
-    for &i in chosen {
-        match runs.last_mut() {
-            Some(run) if entries[run[0]].kind == entries[i].kind => run.push(i),
-            _ => runs.push(vec![i]),
-        }
-    }
-    for run in runs {
+    for run in chosen.chunk_by(|a, b| entries[*a].kind == entries[*b].kind) {
         let kind = entries[run[0]].kind;
         let mut section = Section {
             kind,
@@ -318,7 +316,7 @@ fn render(entries: &[Entry], costs: &[Cost], chosen: &[usize], language: Languag
             tokens: 0,
         };
         let mut day: Option<&str> = None;
-        for i in laid_out(entries, &run) {
+        for i in laid_out(entries, run) {
             let entry = &entries[i];
             if let Some(this) = &entry.day
                 && day != Some(this.label.as_str())

@@ -14,7 +14,6 @@ use thinkus_common::model::{
     ControlDecision, Language, MemoryType, Message, NeedMemory, RetrievalMode, Scope, TimeRange, Visibility, turn_line,
 };
 use thinkus_common::text::detect_language;
-use thinkus_common::time::day;
 use thinkus_common::tokens::TokenCounter;
 use thinkus_knowledge_manager::KnowledgeApi;
 use thinkus_knowledge_manager::api::{IngestTurnsRequest, LearnRequest, Turn};
@@ -652,14 +651,11 @@ fn memory_entries(
             detailed.insert(detail.id.as_str());
             let entry = scores.get(detail.id.as_str());
             let parts = entry.map(|e| e.score.clone()).unwrap_or_default();
-            let (text, line) = match &detail.speaker {
-                Some(speaker) => (
-                    format!("- {speaker}: {}", detail.content.trim()),
-                    // The line the turn after this one carries as its context.
-                    Some(turn_line(speaker, &detail.content)),
-                ),
-                None => (format!("- {}", detail.content.trim()), None),
-            };
+            // The line the turn after this one carries as its context.
+            let line = detail
+                .speaker
+                .as_deref()
+                .map(|speaker| turn_line(speaker, &detail.content));
             items.push(TraceItem {
                 kind: TraceKind::Memory,
                 id: detail.id.clone(),
@@ -672,23 +668,16 @@ fn memory_entries(
             });
             entries.push(Entry {
                 kind: SectionKind::of(detail.memory_type),
-                text,
+                text: memory_line(detail.speaker.as_deref(), detail.content.trim()),
                 trace: items.len() - 1,
                 section_cap: None,
                 context: detail.context.trim().to_string(),
                 line,
-                day: Some(Day {
-                    label: day(detail.occurred_at, now, language),
-                    at: detail.occurred_at,
-                }),
+                day: Some(Day::of(detail.occurred_at, now, language)),
             });
         }
     }
     for entry in recalled.catalog.iter().filter(|e| !detailed.contains(e.id.as_str())) {
-        let text = match &entry.speaker {
-            Some(speaker) => format!("- {speaker}: {}", entry.summary),
-            None => format!("- {}", entry.summary),
-        };
         items.push(TraceItem {
             kind: TraceKind::Memory,
             id: entry.id.clone(),
@@ -701,13 +690,18 @@ fn memory_entries(
         });
         entries.push(Entry {
             kind: SectionKind::of(entry.memory_type),
-            text,
+            text: memory_line(entry.speaker.as_deref(), &entry.summary),
             trace: items.len() - 1,
-            day: Some(Day {
-                label: day(entry.occurred_at, now, language),
-                at: entry.occurred_at,
-            }),
+            day: Some(Day::of(entry.occurred_at, now, language)),
             ..Default::default()
         });
+    }
+}
+
+/// A memory as a line of the context: "- Speaker: what was said", or "- what it says".
+fn memory_line(speaker: Option<&str>, text: &str) -> String {
+    match speaker {
+        Some(speaker) => format!("- {speaker}: {text}"),
+        None => format!("- {text}"),
     }
 }

@@ -189,30 +189,29 @@ pub async fn run(
                 category.1 += 1;
             } else if verbose {
                 let decision = prepared.trace.as_ref().and_then(|t| t.decision.as_ref());
-                let memories = prepared
+                let memories: Vec<_> = prepared
                     .trace
                     .iter()
                     .flat_map(|t| &t.items)
-                    .filter(|i| i.kind == TraceItemKind::Memory as i32);
-                let offered = memories.clone().count();
-                let included = memories.clone().filter(|i| i.included).count();
+                    .filter(|i| i.kind == TraceItemKind::Memory as i32)
+                    .collect();
+                let offered = memories.len();
+                let included = memories.iter().filter(|i| i.included).count();
+                let mut offered_dias = Vec::with_capacity(offered);
+                for item in &memories {
+                    offered_dias.push(dialogue_id(&*store, &user, &item.id, &mut dia_of).await?);
+                }
                 // Where each missing evidence turn stood among the memories offered ("-": not
                 // retrieved).
-                let mut ranks: Vec<String> = Vec::new();
-                let memories: Vec<_> = memories.collect();
-                for evidence in question.evidence.iter().filter(|e| !found.contains(e)) {
-                    let mut rank = None;
-                    for (at, item) in memories.iter().enumerate() {
-                        if dialogue_id(&*store, &user, &item.id, &mut dia_of).await?.as_ref() == Some(evidence) {
-                            rank = Some(at + 1);
-                            break;
-                        }
-                    }
-                    ranks.push(format!(
-                        "{evidence}@{}",
-                        rank.map_or("-".to_string(), |r| r.to_string())
-                    ));
-                }
+                let ranks: Vec<String> = question
+                    .evidence
+                    .iter()
+                    .filter(|e| !found.contains(e))
+                    .map(|e| match offered_dias.iter().position(|d| d.as_ref() == Some(e)) {
+                        Some(at) => format!("{e}@{}", at + 1),
+                        None => format!("{e}@-"),
+                    })
+                    .collect();
                 say(format!(
                     "--- [{}] {:?}\n    evidence {:?}, found {present}, missing {}; {included} of {offered} memories in {} tokens; decision {:?}",
                     locomo_data::category_name(question.category),
