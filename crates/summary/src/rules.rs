@@ -260,7 +260,46 @@ static PROPOSAL: LazyLock<Regex> = LazyLock::new(|| {
     )
 });
 static ARTIFACT_REF: LazyLock<Regex> = LazyLock::new(|| re(r"\b(art_[0-9a-f]{32}|ART-\d{1,6})\b"));
-static FIRST_PERSON_LEAD: LazyLock<Regex> = LazyLock::new(|| re(r"^((I'm|I am|I've|I have|I'll|I'd|I)\b|我们|我)\s*"));
+/// "I", "I'm" or "I've" opening an English statement, then the adverbs and the word after it.
+static FIRST_PERSON_LEAD: LazyLock<Regex> = LazyLock::new(|| {
+    re(r"^(I'm|I am|I've|I have|I)\s+(?:(?:\w+ly|just|also|finally|even|already|still|never|both|all)\s+)*([A-Za-z']+)")
+});
+/// Past forms a suffix does not show ("I went" -> "Went").
+static IRREGULAR_PAST: LazyLock<HashSet<&'static str>> = LazyLock::new(|| {
+    "went got made took began did ran saw met bought built wrote found gave won held left came became brought \
+     sold taught spoke drove flew had lost kept heard grew sang swam rode ate was felt thought told spent sent \
+     knew fell caught chose drew wore woke slept said paid stood sat threw forgot understood led meant fought \
+     broke hid dug hung shook stole struck tore rang sank been done gotten begun seen taken given known gone \
+     grown shown written driven ridden eaten fallen chosen spoken forgotten"
+        .split_whitespace()
+        .collect()
+});
+
+/// Whether a word reads as a verb's past form or participle ("joined", "went", "been").
+fn is_past(word: &str) -> bool {
+    let word = word.to_ascii_lowercase();
+    IRREGULAR_PAST.contains(word.as_str())
+        || (word.len() > 4
+            && word.ends_with("ed")
+            && (!word.ends_with("eed") || matches!(word.as_str(), "agreed" | "freed" | "guaranteed")))
+}
+
+/// Where the text goes on once the speaker's own subject is left out, when leaving it out
+/// keeps what is said: "I went" -> "Went", "I've been" -> "Been", "I'm thinking" ->
+/// "Thinking", "我去了" -> "去了" ("我们", the speaker's team, stays). Not "I'll keep going" or
+/// "I use oils", which would read as advice, nor "I have a dog" or "I'm a nurse".
+fn after_own_subject(text: &str) -> Option<usize> {
+    if let Some(rest) = text.strip_prefix('我') {
+        return (!rest.starts_with('们')).then_some('我'.len_utf8());
+    }
+    let found = FIRST_PERSON_LEAD.captures(text)?;
+    let next = &found[2];
+    let elides = match &found[1] {
+        "I'm" | "I am" => !matches!(next.to_ascii_lowercase().as_str(), "a" | "an" | "the" | "one"),
+        _ => is_past(next),
+    };
+    elides.then(|| found[1].len())
+}
 
 fn any_match(patterns: &[Regex], text: &str) -> bool {
     patterns.iter().any(|p| p.is_match(text))
@@ -341,16 +380,14 @@ fn is_question(sentence: &str) -> bool {
 }
 
 /// The item text: the cleaned sentence, attributed to a named speaker ("I went…" from Maria
-/// reads "Maria: Went…").
+/// reads "Maria: Went…", [`after_own_subject`]).
 fn attributed(message: &RuleMessage, sentence: &str, max_chars: usize) -> String {
     let text = summarize_to(sentence, max_chars);
     match &message.speaker {
         Some(speaker) if !speaker.trim().is_empty() => {
-            let lead = FIRST_PERSON_LEAD.find(&text);
-            // "我们" is the speaker's team, not the speaker: it stays.
-            let rest = match lead {
-                Some(found) if !found.as_str().starts_with("我们") => text[found.end()..].trim().to_string(),
-                _ => text.clone(),
+            let rest = match after_own_subject(&text) {
+                Some(end) => text[end..].trim().to_string(),
+                None => text.clone(),
             };
             let rest = if salience::content_words(&rest) == 0 {
                 text.clone()
@@ -1347,5 +1384,35 @@ mod tests {
             msg(1, "user", None, "我担心对方会临时涨价。"),
         ]));
         assert!(zh.risks.iter().any(|r| r.contains("涨价")), "{zh:?}");
+    }
+
+    #[test]
+    fn the_speaker_is_left_out_only_where_the_statement_still_reads_the_same() {
+        let said = |text: &str| {
+            let message = msg(0, "user", Some("Jolene"), text);
+            attributed(&message, text, 140)
+        };
+        assert_eq!(said("I went hiking last week."), "Jolene: Went hiking last week.");
+        assert_eq!(said("I just joined a gym."), "Jolene: Just joined a gym.");
+        assert_eq!(said("I've been studying a lot."), "Jolene: Been studying a lot.");
+        assert_eq!(
+            said("I'm thinking of working with trans people."),
+            "Jolene: Thinking of working with trans people."
+        );
+        assert_eq!(said("我上周去了杭州。"), "Jolene：上周去了杭州。");
+        assert_eq!(said("我们下周发布。"), "Jolene：我们下周发布。");
+        // A plan, a habit or a need without its subject would read as advice.
+        assert_eq!(said("I'll keep pushing forward."), "Jolene: I'll keep pushing forward.");
+        assert_eq!(
+            said("I use essential oils and soft music."),
+            "Jolene: I use essential oils and soft music."
+        );
+        assert_eq!(
+            said("I need a better way to focus."),
+            "Jolene: I need a better way to focus."
+        );
+        // What the speaker has or is stays whole.
+        assert_eq!(said("I have a dog named Max."), "Jolene: I have a dog named Max.");
+        assert_eq!(said("I'm a nurse at the clinic."), "Jolene: I'm a nurse at the clinic.");
     }
 }
