@@ -253,6 +253,13 @@ fn push_word(out: &mut Vec<String>, word: &mut String) {
     word.clear();
 }
 
+/// Chinese text as dictionary words with their parts of speech (jieba's tags: "n…" nouns,
+/// "v" verbs, "d" adverbs, "t" times, "r" pronouns, "uj" 的, "m" numerals…). Without the
+/// HMM, so an unknown pair such as "我爸" stays two words.
+pub fn tagged_words(text: &str) -> Vec<(&str, &str)> {
+    JIEBA.tag(text, false).into_iter().map(|t| (t.word, t.tag)).collect()
+}
+
 /// Content terms for matching: words without stopwords, English stemmed, Chinese words kept
 /// whole plus their single ideographs for words of three or more characters (so "设计风格"
 /// still meets "风格").

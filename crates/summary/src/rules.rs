@@ -42,7 +42,7 @@ use serde_json::Value;
 use thinkus_backends::llm::{LlmError, LlmTask, RuleEngine, RuleHandler};
 use thinkus_common::model::{ArtifactRef, Decision, DecisionConfidence, Language};
 use thinkus_common::text::{
-    char_count, detect_language, is_han, sentences, summarize_to, term_jaccard, term_set, terms,
+    char_count, detect_language, is_han, sentences, summarize_to, tagged_words, term_jaccard, term_set, terms,
 };
 
 use crate::api::SummaryContent;
@@ -230,10 +230,10 @@ static NEXT: LazyLock<Vec<Regex>> = LazyLock::new(|| {
 static GOAL: LazyLock<Vec<Regex>> = LazyLock::new(|| {
     vec![
         re(
-            r"目标是|目的是|这次(要|想|来)|今天(要|想|来)|主要(是|想)|我想(做|要|讨论|聊)|我们要(做|讨论|确定)|帮我(做|设计|规划|写|看)|讨论(一下)?.{2,20}(方案|设计|计划|架构)",
+            r"目标是|目的是|这次(要|想|来)|今天(要|想|来)|主要(是|想)|我想(做|要|讨论|聊)|我们要(做|讨论|确定)|(我们|咱们)来(定|确定|敲定|讨论|商量)|帮我(做|设计|规划|写|看)|(讨论|确定|敲定|商量)(一下)?.{2,20}(方案|设计|计划|架构|方向|需求|预算|排期)",
         ),
         re(
-            r"(?i)\b(the goal is|our goal|my goal (for|with|in) (this|the|today)|goal for (today|this session)|the aim is|we need to (build|design|plan|decide|figure out)|i want to (build|create|make|launch|start|design|plan)|let'?s (discuss|talk about|plan|design|figure out)|today we('ll| will)? (discuss|plan|work on))\b|(?i)(^|\b(can|could|would) you |\bplease )help me (build|design|plan|write|with)\b",
+            r"(?i)\b(the goal is|our goal|my goal (for|with|in) (this|the|today)|goal for (today|this session)|the aim is|we need to (build|design|plan|decide|figure out)|i want to (build|create|make|launch|start|design|plan)|let'?s (discuss|talk about|plan|design|figure out|decide|settle|agree on|finalize)|today we('ll| will)? (discuss|plan|work on))\b|(?i)(^|\b(can|could|would) you |\bplease )help me (build|design|plan|write|with)\b",
         ),
     ]
 });
@@ -264,6 +264,28 @@ static ARTIFACT_REF: LazyLock<Regex> = LazyLock::new(|| re(r"\b(art_[0-9a-f]{32}
 static FIRST_PERSON_LEAD: LazyLock<Regex> = LazyLock::new(|| {
     re(r"^(I'm|I am|I've|I have|I)\s+(?:(?:\w+ly|just|also|finally|even|already|still|never|both|all)\s+)*([A-Za-z']+)")
 });
+/// How a proposal is put, before what it proposes: "I suggest we", "我建议".
+static PROPOSING: LazyLock<Regex> = LazyLock::new(|| {
+    re(
+        r"(?i)^(?:(?:i|we) (?:suggest|recommend|propose)(?: that)?(?: we)?(?: should)?|(?:(?:maybe|then|so) )?we could)\s+|^(?:我|我们)?(?:建议|推荐|提议)(?:我们|大家)?(?:可以|还是)?[，,：:]?\s*",
+    )
+});
+
+/// What a confirmed proposal decides: the proposal without how it was put ("I suggest we use
+/// Postgres" -> "Use Postgres", "我建议用深色主题" -> "用深色主题"), as the one who decided is
+/// the one who confirmed.
+fn proposed(proposal: &str) -> String {
+    let what = PROPOSING.replace(proposal.trim(), "");
+    if salience::content_words(&what) == 0 {
+        return proposal.trim().to_string();
+    }
+    let mut chars = what.chars();
+    match chars.next() {
+        Some(first) if first.is_ascii_lowercase() => first.to_ascii_uppercase().to_string() + chars.as_str(),
+        _ => what.into_owned(),
+    }
+}
+
 /// Past forms a suffix does not show ("I went" -> "Went").
 static IRREGULAR_PAST: LazyLock<HashSet<&'static str>> = LazyLock::new(|| {
     "went got made took began did ran saw met bought built wrote found gave won held left came became brought \
@@ -286,11 +308,17 @@ fn is_past(word: &str) -> bool {
 
 /// Where the text goes on once the speaker's own subject is left out, when leaving it out
 /// keeps what is said: "I went" -> "Went", "I've been" -> "Been", "I'm thinking" ->
-/// "Thinking", "我去了" -> "去了" ("我们", the speaker's team, stays). Not "I'll keep going" or
-/// "I use oils", which would read as advice, nor "I have a dog" or "I'm a nurse".
+/// "Thinking", "我上周去了" -> "上周去了". Not "I'll keep going" or "I use oils", which would
+/// read as advice, nor "I have a dog", "I'm a nurse", "我妈妈…" or "我的…", which would lose
+/// whose it is; "我们" is the speaker's team.
 fn after_own_subject(text: &str) -> Option<usize> {
-    if let Some(rest) = text.strip_prefix('我') {
-        return (!rest.starts_with('们')).then_some('我'.len_utf8());
+    if text.starts_with('我') {
+        // "我上周去了" -> "上周去了", but "我妈妈", "我的", "我三个孩子" and "我们" (the
+        // speaker's team) stay.
+        let words = tagged_words(text);
+        let elides = matches!(words.as_slice(), [("我", _), (_, next), ..]
+            if !next.starts_with('n') && !matches!(*next, "uj" | "m" | "q"));
+        return elides.then_some('我'.len_utf8());
     }
     let found = FIRST_PERSON_LEAD.captures(text)?;
     let next = &found[2];
@@ -571,6 +599,7 @@ pub fn summarize(input: &RulesInput) -> SummaryContent {
     let mut after_question = false;
     // A confirmed proposal is a decision of the one who confirmed it.
     let confirmed = |proposal: String, who: String| {
+        let proposal = proposed(&proposal);
         let decision = Decision {
             what: summarize_to(&proposal, 120),
             why: String::new(),
@@ -1041,6 +1070,7 @@ mod tests {
             .find(|d| d.what.contains("Next.js"))
             .expect("the confirmed proposal");
         assert_eq!(nextjs.who, "user");
+        assert_eq!(nextjs.what, "用Next.js和MongoDB。");
         assert!(out.progress.iter().any(|p| p.contains("需求分析")), "{out:?}");
         assert!(out.risks.iter().any(|r| r.contains("版权")), "{out:?}");
         assert!(out.open_questions.iter().any(|q| q.contains("多语言")), "{out:?}");
@@ -1321,7 +1351,10 @@ mod tests {
             msg(1, "user", None, "Sounds good, let's do that."),
         ]));
         assert!(
-            decided.decisions.iter().any(|d| d.what.contains("Postgres")),
+            decided
+                .decisions
+                .iter()
+                .any(|d| d.what == "Use Postgres for the ledger."),
             "{decided:?}"
         );
         let unrelated = summarize(&input(vec![
@@ -1401,6 +1434,9 @@ mod tests {
         );
         assert_eq!(said("我上周去了杭州。"), "Jolene：上周去了杭州。");
         assert_eq!(said("我们下周发布。"), "Jolene：我们下周发布。");
+        assert_eq!(said("我妈妈上个月做了手术。"), "Jolene：我妈妈上个月做了手术。");
+        assert_eq!(said("我的电脑坏了。"), "Jolene：我的电脑坏了。");
+        assert_eq!(said("我刚买了车。"), "Jolene：刚买了车。");
         // A plan, a habit or a need without its subject would read as advice.
         assert_eq!(said("I'll keep pushing forward."), "Jolene: I'll keep pushing forward.");
         assert_eq!(
@@ -1414,5 +1450,39 @@ mod tests {
         // What the speaker has or is stays whole.
         assert_eq!(said("I have a dog named Max."), "Jolene: I have a dog named Max.");
         assert_eq!(said("I'm a nurse at the clinic."), "Jolene: I'm a nurse at the clinic.");
+    }
+
+    #[test]
+    fn a_session_opened_on_what_to_settle_has_that_goal() {
+        let zh = summarize(&input(vec![
+            msg(
+                0,
+                "user",
+                None,
+                "我们来定一下新版官网的设计方向。预算从500美元调整到800美元。",
+            ),
+            msg(1, "designer", Some("Elena"), "我建议用简洁的深色主题，配合大图。"),
+            msg(2, "user", None, "可以，就这么定了。"),
+        ]));
+        assert!(zh.goal.contains("设计方向"), "{zh:?}");
+        assert!(
+            zh.decisions.iter().any(|d| d.what == "用简洁的深色主题，配合大图。"),
+            "{zh:?}"
+        );
+        let en = summarize(&input(vec![
+            msg(0, "user", None, "Let's decide the pricing for the launch."),
+            msg(1, "cfo", Some("Mia"), "I recommend a $20 monthly plan."),
+            msg(2, "user", None, "Sounds good, let's do that."),
+        ]));
+        assert!(en.goal.contains("pricing"), "{en:?}");
+        assert!(en.decisions.iter().any(|d| d.what == "A $20 monthly plan."), "{en:?}");
+        // A chat that opens on news has no goal.
+        let chat = summarize(&input(vec![msg(
+            0,
+            "user",
+            Some("小王"),
+            "我上周去杭州出差了，顺便去了西湖。",
+        )]));
+        assert!(chat.goal.is_empty(), "{chat:?}");
     }
 }
