@@ -145,8 +145,9 @@ static DATE: LazyLock<Regex> = LazyLock::new(|| {
 static NUMBER: LazyLock<Regex> = LazyLock::new(|| Regex::new(r"\d+(?:\.\d+)?").expect("valid regex"));
 static NAME: LazyLock<Regex> = LazyLock::new(|| {
     // Product and technology names: words with a capital, a dot or a digit inside
-    // (Next.js, MongoDB, Vercel, Vue3, PostgreSQL).
-    Regex::new(r"\b[A-Za-z][A-Za-z0-9]*(?:[.\-+][A-Za-z0-9]+)*\b").expect("valid regex")
+    // (Next.js, MongoDB, Vercel, Vue3, PostgreSQL), also between Chinese words ("前端用Next.js"):
+    // the boundaries are ASCII ones, as a Chinese character is a word character to Unicode.
+    Regex::new(r"(?-u:\b)[A-Za-z][A-Za-z0-9]*(?:[.\-+][A-Za-z0-9]+)*(?-u:\b)").expect("valid regex")
 });
 
 /// The values a text states: amounts, dates, numbers and proper names, normalised.
@@ -252,6 +253,12 @@ mod tests {
         assert_eq!(detect("前端用Next.js"), Some("frontend"));
         assert_eq!(detect("我喜欢简约的设计风格"), Some("design_style"));
         assert_eq!(detect("今天天气不错"), None);
+    }
+
+    #[test]
+    fn names_inside_chinese_are_values() {
+        assert!(values("前端用Next.js").contains("next.js"));
+        assert!(values_differ("我们决定前端用Next.js", "我们决定前端改用Vue"));
     }
 
     #[test]

@@ -30,7 +30,9 @@
 //! stays a fraction of its session; a sentence worth less than a threshold is left out unless
 //! a family named it, and a section takes its `max_items` most valuable. The result is merged
 //! into the previous summary: near-duplicates (term Jaccard ≥ 0.6) are dropped, a newer
-//! decision on the same subject replaces the older one, open questions answered by a new
+//! decision on the same subject replaces the older one, a constraint or decision that states
+//! other values for a subject (the budget, the deadline, the frontend…) outdates the clauses
+//! that said otherwise ("预算调整到$800" ends "预算是$500"), open questions answered by a new
 //! decision are closed, and each section keeps its newest `max_items`.
 
 use std::collections::{HashMap, HashSet};
@@ -44,6 +46,7 @@ use thinkus_common::model::{ArtifactRef, Decision, DecisionConfidence, Language}
 use thinkus_common::text::{
     char_count, detect_language, is_han, sentences, summarize_to, tagged_words, term_jaccard, term_set, terms,
 };
+use thinkus_knowledge_manager::subject;
 
 use crate::api::SummaryContent;
 use crate::salience::{self, Position, TermStats, choice};
@@ -898,6 +901,82 @@ fn same_item(a: &str, b: &str) -> bool {
 }
 
 /// Appends the new items of a list, dropping near-duplicates, keeping the newest `max`.
+/// What is left of a constraint or decision once a newer statement has changed what it said
+/// about a subject ("预算是$500，必须在2周内完成" after "预算调整到$800" keeps "必须在2周内完成"):
+/// a clause goes when it is about the newer statement's subject (`subject::detect`) and states
+/// other values (`subject::values_differ`). A clause about two subjects ("the budget is $500
+/// and the deadline is March 3") loses only its part about the changed one. `None` when
+/// nothing is left.
+fn without_outdated(item: &str, newer: &str) -> Option<String> {
+    static CLAUSE: LazyLock<Regex> = LazyLock::new(|| re(r"[，,;；]\s*"));
+    static AND: LazyLock<Regex> = LazyLock::new(|| re(r"\s+and\s+|并且|而且|同时"));
+    let Some(changed) = subject::detect(newer) else {
+        return Some(item.to_string());
+    };
+    let outdated = |part: &str| subject::detect(part) == Some(changed) && subject::values_differ(part, newer);
+    if !outdated(item) && !CLAUSE.is_match(item) && !AND.is_match(item) {
+        return Some(item.to_string());
+    }
+    // Each clause with the separator after it.
+    let pieces = |text: &str, regex: &Regex| -> Vec<(String, String)> {
+        let mut out = Vec::new();
+        let mut start = 0;
+        for found in regex.find_iter(text) {
+            out.push((text[start..found.start()].to_string(), found.as_str().to_string()));
+            start = found.end();
+        }
+        out.push((text[start..].to_string(), String::new()));
+        out
+    };
+    let mut kept: Vec<(String, String)> = Vec::new();
+    let mut changed_any = false;
+    for (clause, sep) in pieces(item, &CLAUSE) {
+        if !outdated(&clause) {
+            kept.push((clause, sep));
+            continue;
+        }
+        changed_any = true;
+        let parts = pieces(&clause, &AND);
+        let subjects: HashSet<&str> = parts.iter().filter_map(|(p, _)| subject::detect(p)).collect();
+        if subjects.len() < 2 {
+            continue;
+        }
+        let rest: Vec<String> = parts
+            .into_iter()
+            .filter(|(p, _)| !outdated(p))
+            .map(|(p, _)| p)
+            .collect();
+        let joiner = if rest.iter().any(|p| p.chars().any(is_han)) {
+            "，"
+        } else {
+            " and "
+        };
+        kept.push((rest.join(joiner), sep));
+    }
+    if !changed_any {
+        return Some(item.to_string());
+    }
+    let mut text: String = kept.iter().map(|(clause, sep)| format!("{clause}{sep}")).collect();
+    text = text.trim().trim_end_matches(['，', ',', ';', '；', ' ']).to_string();
+    if salience::content_words(&text) == 0 {
+        return None;
+    }
+    if let Some(stop) = item.trim_end().chars().last().filter(|c| matches!(c, '.' | '。'))
+        && !text.ends_with(['.', '。'])
+    {
+        text.push(stop);
+    }
+    Some(text)
+}
+
+/// The items that a newer one leaves as they were or in part (see [`without_outdated`]).
+fn drop_outdated(items: Vec<String>, newer: &str) -> Vec<String> {
+    items
+        .into_iter()
+        .filter_map(|item| without_outdated(&item, newer))
+        .collect()
+}
+
 fn merge_list(old: Vec<String>, new: Vec<String>, max: usize) -> Vec<String> {
     let mut items: Vec<(String, HashSet<String>)> = old
         .into_iter()
@@ -928,10 +1007,24 @@ fn merge_list(old: Vec<String>, new: Vec<String>, max: usize) -> Vec<String> {
 /// Merges new content into a summary: the deterministic merge both engines' results go
 /// through (an LLM's complete answer merges into nothing but itself).
 pub fn merge(previous: SummaryContent, fresh: SummaryContent, max_items: usize) -> SummaryContent {
+    // A newer statement about a subject outdates what was said of it before, in either
+    // section: "预算调整到$800" ends "预算是$500" ("a user whose budget changed expects the
+    // old figure gone").
     let mut decisions = previous.decisions;
+    let mut constraints = previous.constraints;
     for decision in &fresh.decisions {
-        decisions.retain(|d| !(same_item(&d.what, &decision.what) || term_jaccard(&d.what, &decision.what) >= 0.5));
+        decisions.retain(|d| {
+            !(same_item(&d.what, &decision.what)
+                || term_jaccard(&d.what, &decision.what) >= 0.5
+                || without_outdated(&d.what, &decision.what).as_deref() != Some(d.what.as_str()))
+        });
+        constraints = drop_outdated(constraints, &decision.what);
         decisions.push(decision.clone());
+    }
+    for constraint in &fresh.constraints {
+        constraints = drop_outdated(constraints, constraint);
+        decisions.retain(|d| without_outdated(&d.what, constraint).as_deref() == Some(d.what.as_str()));
+        constraints = merge_list(constraints, vec![constraint.clone()], usize::MAX);
     }
     let excess = decisions.len().saturating_sub(max_items);
     decisions.drain(..excess);
@@ -969,7 +1062,7 @@ pub fn merge(previous: SummaryContent, fresh: SummaryContent, max_items: usize) 
         } else {
             fresh.goal
         },
-        constraints: merge_list(previous.constraints, fresh.constraints, max_items),
+        constraints: merge_list(constraints, Vec::new(), max_items),
         decisions,
         progress,
         artifacts,
@@ -1484,5 +1577,79 @@ mod tests {
             "我上周去杭州出差了，顺便去了西湖。",
         )]));
         assert!(chat.goal.is_empty(), "{chat:?}");
+    }
+
+    #[test]
+    fn a_changed_figure_or_choice_outdates_what_was_said_before() {
+        let first = summarize(&input(vec![
+            msg(
+                0,
+                "user",
+                None,
+                "今天要定课程平台的技术方案。预算是$500，必须在2周内完成。",
+            ),
+            msg(1, "user", None, "我们决定前端用Next.js，因为团队熟悉。"),
+        ]));
+        assert!(first.constraints.iter().any(|c| c.contains("$500")), "{first:?}");
+        let second = summarize(&RulesInput {
+            previous: Some(first),
+            ..input(vec![
+                msg(2, "user", None, "预算调整到$800。"),
+                msg(3, "user", None, "我们决定前端改用Vue，因为招人容易。"),
+            ])
+        });
+        assert_eq!(
+            second.constraints,
+            ["必须在2周内完成。", "预算调整到$800。"],
+            "{second:?}"
+        );
+        let frontends: Vec<&str> = second.decisions.iter().map(|d| d.what.as_str()).collect();
+        assert_eq!(frontends, ["我们决定前端改用Vue"], "{second:?}");
+
+        let first = summarize(&input(vec![msg(
+            0,
+            "user",
+            None,
+            "The goal is to plan the launch. The budget is capped at $500 and the deadline is March 3.",
+        )]));
+        let second = summarize(&RulesInput {
+            previous: Some(first),
+            ..input(vec![msg(1, "user", None, "The budget is now $800.")])
+        });
+        let all = second.constraints.join(" | ");
+        assert!(!all.contains("$500"), "{all}");
+        assert!(all.contains("March 3") && all.contains("$800"), "{all}");
+        // Within one session too, the later figure stands.
+        let once = summarize(&input(vec![
+            msg(
+                0,
+                "user",
+                None,
+                "The goal is to plan the launch. The budget must stay under $500.",
+            ),
+            msg(1, "user", None, "Update: the budget must stay under $800 now."),
+        ]));
+        assert!(!once.constraints.join(" ").contains("$500"), "{once:?}");
+    }
+
+    #[test]
+    fn only_the_clause_about_the_changed_subject_goes() {
+        assert_eq!(
+            without_outdated("预算是$500，必须在2周内完成。", "预算调整到$800"),
+            Some("必须在2周内完成。".to_string())
+        );
+        assert_eq!(
+            without_outdated("The budget is $500 and the deadline is March 3.", "The budget is $800"),
+            Some("the deadline is March 3.".to_string())
+        );
+        assert_eq!(without_outdated("预算是$500。", "预算调整到$800"), None);
+        // The same figure again, another subject, or no figure at all: nothing is outdated.
+        for newer in ["预算还是$500", "上线时间推迟到3月15日", "预算要控制好"] {
+            assert_eq!(
+                without_outdated("预算是$500，必须在2周内完成。", newer).as_deref(),
+                Some("预算是$500，必须在2周内完成。"),
+                "{newer}"
+            );
+        }
     }
 }
