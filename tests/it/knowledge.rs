@@ -429,6 +429,33 @@ async fn budget_correction_replaces(backend: Backend) {
     node.stop().await;
 }
 
+/// A choice named inside Chinese ("前端用Next.js") is a value: the new choice replaces it.
+async fn a_changed_choice_replaces(backend: Backend) {
+    let Some(node) = start(backend, |_| {}).await else {
+        return;
+    };
+    let me = scope("km-frontend", "cto", Some("site"));
+    let first = learn(&node, &me, "我们决定前端用Next.js", "frontend-1").await;
+    let old = created(&first);
+    assert_eq!(old.len(), 1, "{first:?}");
+    let second = learn(&node, &me, "我们决定前端改用Vue", "frontend-2").await;
+    let result = second
+        .results
+        .iter()
+        .find(|r| r.outcome == WriteOutcome::ReplacedOlder as i32)
+        .unwrap_or_else(|| panic!("Vue replaces Next.js: {second:?}"));
+    assert!(result.memory.as_ref().unwrap().content.contains("Vue"));
+    assert!(result.replaced_ids.contains(&old[0].id), "{result:?}");
+    let active: Vec<String> = all_memories(&node, &me)
+        .await
+        .into_iter()
+        .filter(|m| m.status == MemoryStatus::Active as i32)
+        .map(|m| m.content)
+        .collect();
+    assert!(!active.iter().any(|c| c.contains("Next.js")), "{active:?}");
+    node.stop().await;
+}
+
 fn draft(content: &str, importance: i32) -> MemoryDraft {
     MemoryDraft {
         r#type: MemoryType::ProjectDecision as i32,
@@ -691,6 +718,7 @@ on_both_backends!(
     similar_preferences_merge,
     near_duplicates_in_one_batch_merge,
     budget_correction_replaces,
+    a_changed_choice_replaces,
     quota_cleans_up_then_refuses,
     noise_and_not_memorable_write_nothing,
     duplicate_request_is_written_once,
