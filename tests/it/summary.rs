@@ -225,7 +225,7 @@ async fn scenario(store: Arc<SqlStore>) {
         .record(RecordRequest {
             scope: cto.clone(),
             messages: vec![
-                msg("cto", Some("David"), "需求分析已经完成了。"),
+                msg("cto", Some("David"), "需求分析已经完成了。预算调整到$800。"),
                 msg("cto", Some("David"), "下一步我会搭建项目骨架。"),
             ],
             phase_completed: false,
@@ -262,6 +262,12 @@ async fn scenario(store: Arc<SqlStore>) {
         "{:?}",
         second.summary
     );
+    // The budget changed: the old figure is gone, the deadline said with it stays.
+    let constraints = second.summary.constraints.join(" | ");
+    assert!(
+        constraints.contains("$800") && !constraints.contains("$500") && constraints.contains("2周"),
+        "{constraints}"
+    );
     let current = service
         .generate(GenerateRequest {
             scope: cto.clone(),
@@ -282,7 +288,10 @@ async fn scenario(store: Arc<SqlStore>) {
         .await
         .unwrap();
     assert!(
-        rendered.markdown.contains("上次会话摘要") && rendered.markdown.contains("Stripe"),
+        rendered.markdown.contains("上次会话摘要")
+            && rendered.markdown.contains("Stripe")
+            && rendered.markdown.contains("$800")
+            && !rendered.markdown.contains("$500"),
         "{}",
         rendered.markdown
     );
