@@ -541,10 +541,29 @@ fn decision_of(sentence: &str, next_sentence: Option<&str>, who: String) -> Deci
         DecisionConfidence::Medium
     };
     Decision {
-        what: summarize_to(&what, 120),
+        what: summarize_to(&decided(&what), 120),
         why: summarize_to(&why, 120),
         who,
         confidence,
+    }
+}
+
+/// What a decision decides, without the words that announce it under a "Decisions" heading:
+/// "We decided to use Postgres" -> "Use Postgres", "我们决定使用Stripe" -> "使用Stripe".
+fn decided(what: &str) -> String {
+    static ANNOUNCED: LazyLock<Regex> = LazyLock::new(|| {
+        re(
+            r"(?i)^(?:(?:so|ok|okay|then|finally),?\s+)?(?:we|i)(?:'ve| have)?(?: finally| just)? (?:decided|agreed|chose|opted|settled) (?:to|on)\s+|^(?:所以|那|那么)?(?:我们|我|大家)?(?:最终|最后|已经)?(?:决定|商定|确定)(?:了)?[，,：:]?\s*",
+        )
+    });
+    let rest = ANNOUNCED.replace(what.trim(), "");
+    if salience::content_words(&rest) < 2 {
+        return what.trim().to_string();
+    }
+    let mut chars = rest.chars();
+    match chars.next() {
+        Some(first) if first.is_ascii_lowercase() => first.to_ascii_uppercase().to_string() + chars.as_str(),
+        _ => rest.into_owned(),
     }
 }
 
@@ -1154,6 +1173,7 @@ mod tests {
             .iter()
             .find(|d| d.what.contains("Stripe"))
             .expect("the Stripe decision");
+        assert_eq!(stripe.what, "使用Stripe作为支付方案");
         assert!(stripe.why.contains("接入简单"), "{stripe:?}");
         assert_eq!(stripe.who, "David");
         assert_eq!(stripe.confidence, DecisionConfidence::High);
@@ -1226,6 +1246,7 @@ mod tests {
             .iter()
             .find(|d| d.what.contains("Postgres"))
             .expect("decision");
+        assert_eq!(d.what, "Go with Postgres");
         assert!(d.why.contains("team knows it"), "{d:?}");
         assert_eq!(d.confidence, DecisionConfidence::High);
         assert!(out.progress.iter().any(|p| p.contains("schema migration")), "{out:?}");
@@ -1604,7 +1625,7 @@ mod tests {
             "{second:?}"
         );
         let frontends: Vec<&str> = second.decisions.iter().map(|d| d.what.as_str()).collect();
-        assert_eq!(frontends, ["我们决定前端改用Vue"], "{second:?}");
+        assert_eq!(frontends, ["前端改用Vue"], "{second:?}");
 
         let first = summarize(&input(vec![msg(
             0,
