@@ -533,6 +533,12 @@ fn decision_of(sentence: &str, next_sentence: Option<&str>, who: String) -> Deci
     {
         why = next.trim_end_matches(['。', '.', '!', '！']).to_string();
     }
+    // "why: because…" says "because" twice.
+    if let Some(connective) = REASON.find(&why).filter(|m| m.start() == 0)
+        && salience::content_words(&why[connective.end()..]) > 0
+    {
+        why = why[connective.end()..].trim_start().to_string();
+    }
     let confidence = if LOW_CONFIDENCE.is_match(sentence) {
         DecisionConfidence::Low
     } else if HIGH_CONFIDENCE.is_match(sentence) {
@@ -622,11 +628,10 @@ pub fn summarize(input: &RulesInput) -> SummaryContent {
     // A confirmed proposal is a decision of the one who confirmed it.
     let confirmed = |proposal: String, who: String| {
         let proposal = proposed(&proposal);
+        // Its reason, if it gave one, is the decision's; confirmed, it is settled.
         let decision = Decision {
-            what: summarize_to(&proposal, 120),
-            why: String::new(),
-            who,
             confidence: DecisionConfidence::High,
+            ..decision_of(&proposal, None, who)
         };
         let score = salience::salience(&proposal, &term_set(&proposal), &speakers, Position::default()).score;
         Candidate::new(Kind::Decision, proposal, Some(decision), score, &name_terms)
@@ -980,6 +985,10 @@ fn without_outdated(item: &str, newer: &str) -> Option<String> {
     if salience::content_words(&text) == 0 {
         return None;
     }
+    let mut chars = text.chars();
+    if let Some(first) = chars.next().filter(char::is_ascii_lowercase) {
+        text = first.to_ascii_uppercase().to_string() + chars.as_str();
+    }
     if let Some(stop) = item.trim_end().chars().last().filter(|c| matches!(c, '.' | '。'))
         && !text.ends_with(['.', '。'])
     {
@@ -1183,7 +1192,7 @@ mod tests {
             .find(|d| d.what.contains("Next.js"))
             .expect("the confirmed proposal");
         assert_eq!(nextjs.who, "user");
-        assert_eq!(nextjs.what, "用Next.js和MongoDB。");
+        assert_eq!(nextjs.what, "用Next.js和MongoDB");
         assert!(out.progress.iter().any(|p| p.contains("需求分析")), "{out:?}");
         assert!(out.risks.iter().any(|r| r.contains("版权")), "{out:?}");
         assert!(out.open_questions.iter().any(|q| q.contains("多语言")), "{out:?}");
@@ -1468,7 +1477,7 @@ mod tests {
             decided
                 .decisions
                 .iter()
-                .any(|d| d.what == "Use Postgres for the ledger."),
+                .any(|d| d.what == "Use Postgres for the ledger"),
             "{decided:?}"
         );
         let unrelated = summarize(&input(vec![
@@ -1580,16 +1589,26 @@ mod tests {
         ]));
         assert!(zh.goal.contains("设计方向"), "{zh:?}");
         assert!(
-            zh.decisions.iter().any(|d| d.what == "用简洁的深色主题，配合大图。"),
+            zh.decisions.iter().any(|d| d.what == "用简洁的深色主题，配合大图"),
             "{zh:?}"
         );
         let en = summarize(&input(vec![
             msg(0, "user", None, "Let's decide the pricing for the launch."),
-            msg(1, "cfo", Some("Mia"), "I recommend a $20 monthly plan."),
+            msg(
+                1,
+                "cfo",
+                Some("Mia"),
+                "I recommend a $20 monthly plan, because churn is high.",
+            ),
             msg(2, "user", None, "Sounds good, let's do that."),
         ]));
         assert!(en.goal.contains("pricing"), "{en:?}");
-        assert!(en.decisions.iter().any(|d| d.what == "A $20 monthly plan."), "{en:?}");
+        assert!(
+            en.decisions
+                .iter()
+                .any(|d| d.what == "A $20 monthly plan" && d.why == "churn is high"),
+            "{en:?}"
+        );
         // A chat that opens on news has no goal.
         let chat = summarize(&input(vec![msg(
             0,
@@ -1661,7 +1680,7 @@ mod tests {
         );
         assert_eq!(
             without_outdated("The budget is $500 and the deadline is March 3.", "The budget is $800"),
-            Some("the deadline is March 3.".to_string())
+            Some("The deadline is March 3.".to_string())
         );
         assert_eq!(without_outdated("预算是$500。", "预算调整到$800"), None);
         // The same figure again, another subject, or no figure at all: nothing is outdated.
