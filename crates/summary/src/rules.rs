@@ -756,12 +756,23 @@ pub fn summarize(input: &RulesInput) -> SummaryContent {
     let kept = choose(&candidates, budget, max_items, &stats);
 
     let mut fresh = SummaryContent::default();
+    // In the order said, so a later constraint or decision outdates an earlier one of the other
+    // section here (the merge below sees each section on its own).
     for candidate in kept {
         match candidate.kind {
-            Kind::Decision => fresh
-                .decisions
-                .extend(candidate.decision.clone().into_iter().filter(|d| !d.what.is_empty())),
-            Kind::Constraint => fresh.constraints.push(candidate.text.clone()),
+            Kind::Decision => {
+                for decision in candidate.decision.iter().filter(|d| !d.what.is_empty()) {
+                    fresh.constraints = drop_outdated(std::mem::take(&mut fresh.constraints), &decision.what);
+                    fresh.decisions.push(decision.clone());
+                }
+            }
+            Kind::Constraint => {
+                let newer = &candidate.text;
+                fresh
+                    .decisions
+                    .retain(|d| without_outdated(&d.what, newer).as_deref() == Some(d.what.as_str()));
+                fresh.constraints.push(newer.clone());
+            }
             Kind::Risk => fresh.risks.push(candidate.text.clone()),
             Kind::Question => fresh.open_questions.push(candidate.text.clone()),
             Kind::Progress | Kind::Point => fresh.progress.push(candidate.text.clone()),
@@ -1670,6 +1681,18 @@ mod tests {
             msg(1, "user", None, "Update: the budget must stay under $800 now."),
         ]));
         assert!(!once.constraints.join(" ").contains("$500"), "{once:?}");
+        // A decision after a constraint of the same session outdates it too.
+        let decided = summarize(&input(vec![
+            msg(
+                0,
+                "user",
+                None,
+                "今天要定课程平台的技术方案。预算是$500，必须在2周内完成。",
+            ),
+            msg(1, "user", None, "我们决定把预算提高到$800，因为要加视频。"),
+        ]));
+        assert!(!decided.constraints.join(" ").contains("$500"), "{decided:?}");
+        assert!(decided.decisions.iter().any(|d| d.what.contains("$800")), "{decided:?}");
     }
 
     #[test]
