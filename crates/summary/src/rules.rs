@@ -44,7 +44,8 @@ use serde_json::Value;
 use thinkus_backends::llm::{LlmError, LlmTask, RuleEngine, RuleHandler};
 use thinkus_common::model::{ArtifactRef, Decision, DecisionConfidence, Language};
 use thinkus_common::text::{
-    char_count, detect_language, is_han, sentences, summarize_to, tagged_words, term_jaccard, term_set, terms,
+    char_count, detect_language, is_han, is_irregular_past, sentences, summarize_to, tagged_words, term_jaccard,
+    term_set, terms,
 };
 use thinkus_knowledge_manager::subject;
 
@@ -102,6 +103,26 @@ impl Default for RulesInput {
 /// keeps the regex engine off its DFA).
 pub(crate) fn re(pattern: &str) -> Regex {
     Regex::new(&pattern.replace(r"\b", r"(?-u:\b)")).expect("valid summary rule pattern")
+}
+
+/// The text with its first letter a capital, as a summary's item starts ("went hiking" ->
+/// "Went hiking"); other scripts stay as they are.
+pub(crate) fn capitalised(text: &str) -> String {
+    let mut chars = text.chars();
+    match chars.next() {
+        Some(first) if first.is_ascii_lowercase() => first.to_ascii_uppercase().to_string() + chars.as_str(),
+        _ => text.to_string(),
+    }
+}
+
+/// The text without a lead `lead` matches ("I suggest we", "We decided to"), capitalised,
+/// when at least `min_words` content words are left; otherwise the text as it was.
+fn without_lead(text: &str, lead: &Regex, min_words: usize) -> String {
+    let rest = lead.replace(text.trim(), "");
+    if salience::content_words(&rest) < min_words {
+        return text.trim().to_string();
+    }
+    capitalised(&rest)
 }
 
 /// What a sentence says.
@@ -278,32 +299,20 @@ static PROPOSING: LazyLock<Regex> = LazyLock::new(|| {
 /// Postgres" -> "Use Postgres", "我建议用深色主题" -> "用深色主题"), as the one who decided is
 /// the one who confirmed.
 fn proposed(proposal: &str) -> String {
-    let what = PROPOSING.replace(proposal.trim(), "");
-    if salience::content_words(&what) == 0 {
-        return proposal.trim().to_string();
-    }
-    let mut chars = what.chars();
-    match chars.next() {
-        Some(first) if first.is_ascii_lowercase() => first.to_ascii_uppercase().to_string() + chars.as_str(),
-        _ => what.into_owned(),
-    }
+    without_lead(proposal, &PROPOSING, 1)
 }
 
-/// Past forms a suffix does not show ("I went" -> "Went").
-static IRREGULAR_PAST: LazyLock<HashSet<&'static str>> = LazyLock::new(|| {
-    "went got made took began did ran saw met bought built wrote found gave won held left came became brought \
-     sold taught spoke drove flew had lost kept heard grew sang swam rode ate was felt thought told spent sent \
-     knew fell caught chose drew wore woke slept said paid stood sat threw forgot understood led meant fought \
-     broke hid dug hung shook stole struck tore rang sank been done gotten begun seen taken given known gone \
-     grown shown written driven ridden eaten fallen chosen spoken forgotten"
-        .split_whitespace()
-        .collect()
-});
-
-/// Whether a word reads as a verb's past form or participle ("joined", "went", "been").
+/// Whether a word reads as a verb's past form or participle ("joined", "went", "been"): a
+/// regular "-ed" form, an irregular one ([`is_irregular_past`]), or one of the auxiliaries and
+/// rarer forms that table leaves out.
 fn is_past(word: &str) -> bool {
+    const MORE: &[&str] = &[
+        "was", "had", "did", "been", "done", "dug", "fought", "hung", "rang", "ridden", "sank", "shook", "shown",
+        "stole", "struck", "tore",
+    ];
     let word = word.to_ascii_lowercase();
-    IRREGULAR_PAST.contains(word.as_str())
+    is_irregular_past(&word)
+        || MORE.contains(&word.as_str())
         || (word.len() > 4
             && word.ends_with("ed")
             && (!word.ends_with("eed") || matches!(word.as_str(), "agreed" | "freed" | "guaranteed")))
@@ -349,13 +358,7 @@ fn clean(sentence: &str) -> String {
         text = stripped;
     }
     text = TRAILING_VOCATIVE.replace(&text, "$1").to_string();
-    let text = text.trim().trim_end_matches(['!', '！', '~']).trim();
-    let mut chars = text.chars();
-    match chars.next() {
-        Some(first) if first.is_ascii_lowercase() => first.to_ascii_uppercase().to_string() + chars.as_str(),
-        Some(_) => text.to_string(),
-        None => String::new(),
-    }
+    capitalised(text.trim().trim_end_matches(['!', '！', '~']).trim())
 }
 
 /// "Maria, I went…" -> "I went…"; but "Yesterday, I went…" keeps its time.
@@ -425,11 +428,7 @@ fn attributed(message: &RuleMessage, sentence: &str, max_chars: usize) -> String
             } else {
                 rest
             };
-            let mut chars = rest.chars();
-            let rest = match chars.next() {
-                Some(first) if first.is_ascii_lowercase() => first.to_ascii_uppercase().to_string() + chars.as_str(),
-                _ => rest.clone(),
-            };
+            let rest = capitalised(&rest);
             let sep = if rest.chars().next().is_some_and(is_han) {
                 "："
             } else {
@@ -562,15 +561,7 @@ fn decided(what: &str) -> String {
             r"(?i)^(?:(?:so|ok|okay|then|finally),?\s+)?(?:we|i)(?:'ve| have)?(?: finally| just)? (?:decided|agreed|chose|opted|settled) (?:to|on)\s+|^(?:所以|那|那么)?(?:我们|我|大家)?(?:最终|最后|已经)?(?:决定|商定|确定)(?:了)?[，,：:]?\s*",
         )
     });
-    let rest = ANNOUNCED.replace(what.trim(), "");
-    if salience::content_words(&rest) < 2 {
-        return what.trim().to_string();
-    }
-    let mut chars = rest.chars();
-    match chars.next() {
-        Some(first) if first.is_ascii_lowercase() => first.to_ascii_uppercase().to_string() + chars.as_str(),
-        _ => rest.into_owned(),
-    }
+    without_lead(what, &ANNOUNCED, 2)
 }
 
 fn goal_of(messages: &[RuleMessage]) -> Option<String> {
@@ -768,9 +759,7 @@ pub fn summarize(input: &RulesInput) -> SummaryContent {
             }
             Kind::Constraint => {
                 let newer = &candidate.text;
-                fresh
-                    .decisions
-                    .retain(|d| without_outdated(&d.what, newer).as_deref() == Some(d.what.as_str()));
+                fresh.decisions.retain(|d| !outdates(newer, &d.what));
                 fresh.constraints.push(newer.clone());
             }
             Kind::Risk => fresh.risks.push(candidate.text.clone()),
@@ -935,7 +924,6 @@ fn same_item(a: &str, b: &str) -> bool {
     a.trim().eq_ignore_ascii_case(b.trim()) || term_jaccard(a, b) >= 0.6
 }
 
-/// Appends the new items of a list, dropping near-duplicates, keeping the newest `max`.
 /// What is left of a constraint or decision once a newer statement has changed what it said
 /// about a subject ("预算是$500，必须在2周内完成" after "预算调整到$800" keeps "必须在2周内完成"):
 /// a clause goes when it is about the newer statement's subject (`subject::detect`) and states
@@ -949,9 +937,6 @@ fn without_outdated(item: &str, newer: &str) -> Option<String> {
         return Some(item.to_string());
     };
     let outdated = |part: &str| subject::detect(part) == Some(changed) && subject::values_differ(part, newer);
-    if !outdated(item) && !CLAUSE.is_match(item) && !AND.is_match(item) {
-        return Some(item.to_string());
-    }
     // Each clause with the separator after it.
     let pieces = |text: &str, regex: &Regex| -> Vec<(String, String)> {
         let mut out = Vec::new();
@@ -991,21 +976,17 @@ fn without_outdated(item: &str, newer: &str) -> Option<String> {
     if !changed_any {
         return Some(item.to_string());
     }
-    let mut text: String = kept.iter().map(|(clause, sep)| format!("{clause}{sep}")).collect();
-    text = text.trim().trim_end_matches(['，', ',', ';', '；', ' ']).to_string();
-    if salience::content_words(&text) == 0 {
+    let text: String = kept.iter().map(|(clause, sep)| format!("{clause}{sep}")).collect();
+    let text = text.trim().trim_end_matches(['，', ',', ';', '；', ' ']);
+    if salience::content_words(text) == 0 {
         return None;
     }
-    let mut chars = text.chars();
-    if let Some(first) = chars.next().filter(char::is_ascii_lowercase) {
-        text = first.to_ascii_uppercase().to_string() + chars.as_str();
-    }
-    if let Some(stop) = item.trim_end().chars().last().filter(|c| matches!(c, '.' | '。'))
-        && !text.ends_with(['.', '。'])
-    {
-        text.push(stop);
-    }
-    Some(text)
+    Some(salience::with_stop_of(capitalised(text), item))
+}
+
+/// Whether a newer statement outdates any part of an item ([`without_outdated`]).
+fn outdates(newer: &str, item: &str) -> bool {
+    without_outdated(item, newer).as_deref() != Some(item)
 }
 
 /// The items that a newer one leaves as they were or in part (see [`without_outdated`]).
@@ -1016,6 +997,7 @@ fn drop_outdated(items: Vec<String>, newer: &str) -> Vec<String> {
         .collect()
 }
 
+/// Appends the new items of a list, dropping near-duplicates, keeping the newest `max`.
 fn merge_list(old: Vec<String>, new: Vec<String>, max: usize) -> Vec<String> {
     let mut items: Vec<(String, HashSet<String>)> = old
         .into_iter()
@@ -1055,18 +1037,20 @@ pub fn merge(previous: SummaryContent, fresh: SummaryContent, max_items: usize) 
         decisions.retain(|d| {
             !(same_item(&d.what, &decision.what)
                 || term_jaccard(&d.what, &decision.what) >= 0.5
-                || without_outdated(&d.what, &decision.what).as_deref() != Some(d.what.as_str()))
+                || outdates(&decision.what, &d.what))
         });
         constraints = drop_outdated(constraints, &decision.what);
         decisions.push(decision.clone());
     }
     for constraint in &fresh.constraints {
         constraints = drop_outdated(constraints, constraint);
-        decisions.retain(|d| without_outdated(&d.what, constraint).as_deref() == Some(d.what.as_str()));
+        decisions.retain(|d| !outdates(constraint, &d.what));
         constraints = merge_list(constraints, vec![constraint.clone()], usize::MAX);
     }
     let excess = decisions.len().saturating_sub(max_items);
     decisions.drain(..excess);
+    let excess = constraints.len().saturating_sub(max_items);
+    constraints.drain(..excess);
     let mut open_questions = merge_list(previous.open_questions, fresh.open_questions, max_items);
     // A decision taken on a question closes it.
     open_questions.retain(|q| !fresh.decisions.iter().any(|d| term_jaccard(q, &d.what) >= 0.4));
@@ -1101,7 +1085,7 @@ pub fn merge(previous: SummaryContent, fresh: SummaryContent, max_items: usize) 
         } else {
             fresh.goal
         },
-        constraints: merge_list(constraints, Vec::new(), max_items),
+        constraints,
         decisions,
         progress,
         artifacts,
@@ -1714,5 +1698,16 @@ mod tests {
                 "{newer}"
             );
         }
+    }
+
+    #[test]
+    fn a_models_answer_keeps_only_the_latest_figure() {
+        // The LLM engine's complete answer goes through the same merge, into nothing.
+        let answer = SummaryContent {
+            constraints: vec!["预算是$500，必须在2周内完成".into(), "预算调整到$800".into()],
+            ..Default::default()
+        };
+        let merged = merge(SummaryContent::default(), answer, 12);
+        assert_eq!(merged.constraints, ["必须在2周内完成", "预算调整到$800"]);
     }
 }

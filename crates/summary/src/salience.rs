@@ -21,7 +21,7 @@ use std::sync::LazyLock;
 use regex::{Captures, Regex};
 use thinkus_common::text::{is_stopword, terms, words};
 
-use crate::rules::re;
+use crate::rules::{capitalised, re};
 
 /// Weights of a sentence's signals. Chosen on conversations with annotated events (the
 /// summary bench) and rounded; each is a plain reading of what a summary keeps.
@@ -346,18 +346,18 @@ pub fn compress(sentence: &str) -> String {
     text = text
         .trim_end_matches([' ', ',', ';', '-', '–', '—', ':', '，', '；', '：'])
         .to_string();
-    // A cut tail takes the full stop with it: it comes back.
-    if let Some(stop) = sentence.trim_end().chars().last().filter(|c| matches!(c, '.' | '。'))
+    capitalised(&with_stop_of(text, sentence))
+}
+
+/// A shortened text with the full stop of the text it was cut from: a cut tail takes it with
+/// it, and it comes back unless the text still ends a sentence.
+pub(crate) fn with_stop_of(mut text: String, original: &str) -> String {
+    if let Some(stop) = original.trim_end().chars().last().filter(|c| matches!(c, '.' | '。'))
         && !text.ends_with(['.', '。', '!', '！', '?', '？', '…'])
     {
         text.push(stop);
     }
-    let mut chars = text.chars();
-    match chars.next() {
-        Some(first) if first.is_ascii_lowercase() => first.to_ascii_uppercase().to_string() + chars.as_str(),
-        Some(_) => text,
-        None => String::new(),
-    }
+    text
 }
 
 /// The text without its closing clauses that name no topic ("…, and it was refreshing",
