@@ -49,7 +49,7 @@ say "$("$helm" version --short), kubernetes-validate $("$venv/bin/kubernetes-val
 
 thinkus="${THINKUS_BIN:-}"
 if [ -z "$thinkus" ]; then
-  for candidate in target/debug/thinkus target/release/thinkus; do
+  for candidate in "${CARGO_TARGET_DIR:-target}"/debug/thinkus "${CARGO_TARGET_DIR:-target}"/release/thinkus; do
     if [ -x "$candidate" ]; then thinkus="$candidate"; break; fi
   done
 fi

