@@ -114,6 +114,48 @@ impl SectionKind {
     }
 }
 
+/// The context as the reader takes it for current: without the spans it marks as history.
+/// A value replaced by a later one is shown, where its history matters, struck through
+/// (`~~the budget is $500~~ (replaced on 3 Nov)`); everything outside `~~` spans is current.
+pub fn current_text(context: &str) -> String {
+    let mut current = String::with_capacity(context.len());
+    let mut rest = context;
+    while let Some(start) = rest.find("~~") {
+        current.push_str(&rest[..start]);
+        match rest[start + 2..].find("~~") {
+            Some(end) => rest = &rest[start + 2 + end + 2..],
+            // An unclosed marker strikes nothing.
+            None => {
+                current.push_str(&rest[start..]);
+                rest = "";
+            }
+        }
+    }
+    current.push_str(rest);
+    current
+}
+
+/// Whether `text` states `value`: case and runs of whitespace ignored, and a value that starts
+/// or ends with an ASCII letter or digit must not continue a longer word or number there
+/// ("$500" is not in "$5000", "Vue" is not in "Vuex"; "3月" is in "在3月").
+pub fn contains_value(text: &str, value: &str) -> bool {
+    fn collapse(s: &str) -> String {
+        s.split_whitespace().collect::<Vec<_>>().join(" ").to_lowercase()
+    }
+    let (text, value) = (collapse(text), collapse(value));
+    if value.is_empty() {
+        return false;
+    }
+    let word = |c: Option<char>| c.is_some_and(|c| c.is_ascii_alphanumeric());
+    let bounded_start = word(value.chars().next());
+    let bounded_end = word(value.chars().next_back());
+    text.match_indices(&value).any(|(at, _)| {
+        let before = text[..at].chars().next_back();
+        let after = text[at + value.len()..].chars().next();
+        !(bounded_start && word(before)) && !(bounded_end && word(after))
+    })
+}
+
 /// The packed context.
 #[derive(Debug, Clone, Default)]
 pub struct Packed {
@@ -355,6 +397,25 @@ fn render(entries: &[Entry], costs: &[Cost], chosen: &[usize], language: Languag
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn struck_spans_are_history() {
+        assert_eq!(
+            current_text("- now $800\n- ~~was $500~~ (replaced 3 Nov)\n"),
+            "- now $800\n-  (replaced 3 Nov)\n"
+        );
+        assert_eq!(current_text("a ~~b~~ c ~~d"), "a  c ~~d");
+    }
+
+    #[test]
+    fn values_are_matched_whole() {
+        assert!(contains_value("The budget is $500.", "$500"));
+        assert!(!contains_value("The budget is $5000.", "$500"));
+        assert!(!contains_value("we use Vuex", "Vue"));
+        assert!(contains_value("上线改在3月20日", "3月20日"));
+        assert!(contains_value("Switched to  PostgreSQL\n16", "postgresql 16"));
+        assert!(!contains_value("anything", ""));
+    }
 
     fn entry(kind: SectionKind, text: &str, trace: usize) -> Entry {
         Entry {

@@ -8,6 +8,7 @@ mod ingest;
 mod locomo;
 pub mod locomo_data;
 mod recall;
+mod session;
 pub mod stats;
 mod summary;
 mod tokens;
@@ -62,6 +63,23 @@ pub enum Bench {
         #[arg(long)]
         limit: Option<usize>,
         /// Print every question whose evidence is not all in the context, with the decision.
+        #[arg(long)]
+        verbose: bool,
+    },
+    /// Scripted employee sessions through the gateway (datasets/sessions/): several roles and
+    /// sessions of one user over days, values changed, tool outputs; at each check, whether the
+    /// needed facts are in the PrepareTurn context and whether a replaced value shows as current.
+    Session {
+        /// The scenario file (e.g. datasets/sessions/sessions-dev.json).
+        #[arg(long)]
+        data: PathBuf,
+        /// Keep the state here instead of a temporary folder.
+        #[arg(long)]
+        data_dir: Option<PathBuf>,
+        /// Only the scenario with this id.
+        #[arg(long)]
+        scenario: Option<String>,
+        /// Print every check that failed, with its context and the controller's decision.
         #[arg(long)]
         verbose: bool,
     },
@@ -148,6 +166,12 @@ pub async fn run(bench: Bench, config: Config) -> anyhow::Result<()> {
             limit,
             verbose,
         } => tokens::run(config, &data, data_dir, limit, verbose).await,
+        Bench::Session {
+            data,
+            data_dir,
+            scenario,
+            verbose,
+        } => session::run(config, &data, data_dir, scenario, verbose).await,
         Bench::Extract { data, verbose } => extract::run(&data, verbose).await,
         Bench::Ingest { n, data_dir } => ingest::run(config, n, data_dir).await,
         Bench::Summary { data, limit, verbose } => summary::run(config, &data, limit, verbose).await,
