@@ -145,7 +145,9 @@ fn filler(lines: usize) -> String {
     let mut state: u64 = 0x9e37_79b9_7f4a_7c15;
     let mut out = String::with_capacity(lines * 64);
     for i in 0..lines {
-        state = state.wrapping_mul(6_364_136_223_846_793_005).wrapping_add(1_442_695_040_888_963_407);
+        state = state
+            .wrapping_mul(6_364_136_223_846_793_005)
+            .wrapping_add(1_442_695_040_888_963_407);
         let step = STEPS[(state >> 33) as usize % STEPS.len()];
         let module = (state >> 17) % 640;
         let millis = (state >> 40) % 900 + 3;
@@ -326,7 +328,10 @@ pub async fn run(
                     let tokens = f64::from(prepared.tokens_used);
                     tally.add(check, &scored, tokens);
                     all.add(check, &scored, tokens);
-                    by_lang.entry(scenario.lang.clone()).or_default().add(check, &scored, tokens);
+                    by_lang
+                        .entry(scenario.lang.clone())
+                        .or_default()
+                        .add(check, &scored, tokens);
                     let failed = !scored.missing.is_empty() || !scored.stale.is_empty() || !scored.forbidden.is_empty();
                     if verbose && failed {
                         let decision = prepared.trace.as_ref().and_then(|t| t.decision.as_ref());
@@ -426,7 +431,10 @@ mod tests {
 
     fn check(needed: &[&[&str]], stale: &[&str], forbidden: &[&str]) -> Check {
         Check {
-            needed: needed.iter().map(|f| f.iter().map(|s| s.to_string()).collect()).collect(),
+            needed: needed
+                .iter()
+                .map(|f| f.iter().map(|s| s.to_string()).collect())
+                .collect(),
             stale: stale.iter().map(|s| s.to_string()).collect(),
             forbidden: forbidden.iter().map(|s| s.to_string()).collect(),
             note: String::new(),
@@ -446,7 +454,10 @@ mod tests {
 
     #[test]
     fn values_match_whole_and_any_spelling_counts() {
-        let scored = score("- 预算上调到$5000，截止3月20日\n", &check(&[&["$500"], &["March 20", "3月20日"]], &[], &[]));
+        let scored = score(
+            "- 预算上调到$5000，截止3月20日\n",
+            &check(&[&["$500"], &["March 20", "3月20日"]], &[], &[]),
+        );
         assert_eq!(scored.missing, vec!["$500"], "$500 is not in $5000");
         let scored = score("- Blood Pressure  is high\n", &check(&[], &[], &["blood pressure"]));
         assert_eq!(scored.forbidden, vec!["blood pressure"]);
