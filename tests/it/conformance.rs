@@ -7,14 +7,14 @@ use thinkus_backends::sql::SqlStore;
 
 use crate::support;
 
-async fn sqlite_store() -> (tempfile::TempDir, Arc<SqlStore>) {
+pub(crate) async fn sqlite_store() -> (tempfile::TempDir, Arc<SqlStore>) {
     let dir = tempfile::tempdir().unwrap();
     let url = format!("sqlite://{}", dir.path().join("thinkus.db").display());
     let store = SqlStore::connect(&url, 4).await.expect("open sqlite");
     (dir, Arc::new(store))
 }
 
-async fn postgres_store() -> Option<Arc<SqlStore>> {
+pub(crate) async fn postgres_store() -> Option<Arc<SqlStore>> {
     let admin = support::server_from_env("TEST_DATABASE_URL", "PostgreSQL")?;
     let url = support::fresh_postgres_database(&admin).await;
     support::loud(&format!("running the PostgreSQL suite on {url}"));

@@ -10,3 +10,4 @@ mod nodes;
 mod summary;
 mod support;
 mod tracing;
+mod visibility;

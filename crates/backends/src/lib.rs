@@ -7,6 +7,7 @@
 
 pub mod blob;
 pub mod embed;
+pub mod filter;
 pub mod llm;
 pub mod sql;
 pub mod vector;

@@ -15,7 +15,7 @@ use tracing::Instrument;
 
 use crate::blob::{BlobError, BlobStore, ByteStream};
 use crate::embed::{EmbedError, Embedder};
-use crate::vector::{IndexedPoint, SparseVector, VectorError, VectorFilter, VectorHit, VectorIndex};
+use crate::vector::{IndexedPoint, MemoryFilter, SparseVector, VectorError, VectorHit, VectorIndex};
 
 async fn traced<T, E>(
     system: &str,
@@ -73,7 +73,7 @@ impl VectorIndex for TracedVectors {
     async fn search_dense(
         &self,
         vector: &[f32],
-        filter: &VectorFilter,
+        filter: &MemoryFilter,
         limit: usize,
     ) -> Result<Vec<VectorHit>, VectorError> {
         traced(
@@ -88,7 +88,7 @@ impl VectorIndex for TracedVectors {
     async fn search_sparse(
         &self,
         vector: &SparseVector,
-        filter: &VectorFilter,
+        filter: &MemoryFilter,
         limit: usize,
     ) -> Result<Vec<VectorHit>, VectorError> {
         traced(

@@ -21,7 +21,7 @@ use thinkus_backends::sql::{
     CandidateStatus, Change, ChangeKind, IdempotencyRecord, MemoryOrder, MemoryQuery, MemoryStore, StoreError,
     WriteBatch,
 };
-use thinkus_backends::vector::{Bm25Encoder, IndexedPoint, Layers, Reader, VectorFilter, VectorIndex};
+use thinkus_backends::vector::{Bm25Encoder, IndexedPoint, Layers, MemoryFilter, Reader, VectorIndex};
 use thinkus_common::ApiError;
 use thinkus_common::error::ErrorCode;
 use thinkus_common::ids::{IdKind, check_id, new_id};
@@ -313,20 +313,21 @@ impl KnowledgeManager {
             return Ok(Vec::new());
         }
         let query = MemoryQuery {
-            user_id: memory.scope.user_id.clone(),
-            reader: Some(Reader {
-                role_id: memory.scope.role_id.clone(),
-                project_id: memory.scope.project_id.clone(),
-                layers: if memory.scope.project_id.is_some() {
-                    Layers::Project
-                } else {
-                    Layers::CrossProject
-                },
-            }),
-            statuses: vec![MemoryStatus::Active, MemoryStatus::Suppressed],
             subject: Some(subject.clone()),
             limit: 50,
-            ..Default::default()
+            ..MemoryQuery::of(MemoryFilter {
+                reader: Some(Reader {
+                    role_id: memory.scope.role_id.clone(),
+                    project_id: memory.scope.project_id.clone(),
+                    layers: if memory.scope.project_id.is_some() {
+                        Layers::Project
+                    } else {
+                        Layers::CrossProject
+                    },
+                }),
+                statuses: vec![MemoryStatus::Active, MemoryStatus::Suppressed],
+                ..MemoryFilter::user(memory.scope.user_id.clone())
+            })
         };
         let negated = subject::negated_values(&memory.content);
         let stated = subject::values(&memory.content);
@@ -354,7 +355,7 @@ impl KnowledgeManager {
 
     /// The most similar active memory of the same owner and type, above the threshold.
     async fn similar(&self, memory: &Memory, dense: &[f32]) -> Result<Option<(Memory, f64)>, ApiError> {
-        let filter = VectorFilter {
+        let filter = MemoryFilter {
             reader: Some(Reader {
                 role_id: memory.scope.role_id.clone(),
                 project_id: memory.scope.project_id.clone(),
@@ -365,7 +366,7 @@ impl KnowledgeManager {
                 },
             }),
             types: vec![memory.memory_type],
-            ..VectorFilter::user(memory.scope.user_id.clone())
+            ..MemoryFilter::user(memory.scope.user_id.clone())
         };
         let hits = self
             .vectors
@@ -440,12 +441,10 @@ impl KnowledgeManager {
         let used = self
             .store
             .count_memories(&MemoryQuery {
-                user_id: scope.user_id.clone(),
                 owner_role: Some(scope.role_id.clone()),
-                statuses: vec![MemoryStatus::Active],
                 // Raw turns are the conversation itself, not curated memories: no quota.
                 exclude_types: vec![MemoryType::ConversationTurn],
-                ..Default::default()
+                ..MemoryQuery::of(MemoryFilter::user(scope.user_id.clone()))
             })
             .await?;
         Ok(Quota { plan, used, limit })
@@ -638,14 +637,14 @@ impl KnowledgeManager {
             .get_memory(&scope.user_id, memory_id)
             .await?
             .ok_or_else(|| ApiError::not_found("memory", memory_id))?;
-        let filter = VectorFilter {
+        let filter = MemoryFilter {
             reader: (!scope.role_id.is_empty()).then(|| Reader {
                 role_id: scope.role_id.clone(),
                 project_id: scope.project_id.clone(),
                 layers: Layers::Both,
             }),
             statuses: MemoryStatus::ALL.to_vec(),
-            ..VectorFilter::user(scope.user_id.clone())
+            ..MemoryFilter::user(scope.user_id.clone())
         };
         if !filter.matches_memory(&memory) {
             return Err(ApiError::not_found("memory", memory_id));
@@ -661,16 +660,14 @@ impl KnowledgeManager {
         now: DateTime<Utc>,
     ) -> Result<u64, ApiError> {
         let query = MemoryQuery {
-            user_id: user_id.to_string(),
             owner_role: role_id.map(str::to_string),
-            statuses: vec![MemoryStatus::Active],
             exclude_types: vec![MemoryType::ConversationTurn],
             created_before: Some(now - Duration::days(self.config.forget_after_days)),
             max_importance: Some(self.config.forget_max_importance),
             max_access_count: Some(self.config.forget_max_access),
             order: MemoryOrder::LeastValuable,
             limit: 500,
-            ..Default::default()
+            ..MemoryQuery::of(MemoryFilter::user(user_id))
         };
         let mut total = 0;
         loop {
@@ -731,12 +728,10 @@ impl KnowledgeManager {
             let memories = self
                 .store
                 .list_memories(&MemoryQuery {
-                    user_id: user_id.to_string(),
-                    statuses: vec![MemoryStatus::Active],
                     order: MemoryOrder::Oldest,
                     limit: 500,
                     offset,
-                    ..Default::default()
+                    ..MemoryQuery::of(MemoryFilter::user(user_id))
                 })
                 .await?;
             if memories.is_empty() {
@@ -804,11 +799,10 @@ impl KnowledgeManager {
             let page = self
                 .store
                 .list_memories(&MemoryQuery {
-                    user_id: user_id.to_string(),
                     order: MemoryOrder::Oldest,
                     limit: 1000,
                     offset,
-                    ..Default::default()
+                    ..MemoryQuery::of(MemoryFilter::any_status(user_id))
                 })
                 .await?;
             if page.is_empty() {
@@ -902,22 +896,23 @@ impl KnowledgeApi for KnowledgeManager {
 
     async fn list_memories(&self, request: ListRequest) -> Result<Vec<Memory>, ApiError> {
         let query = MemoryQuery {
-            user_id: request.scope.user_id.clone(),
-            reader: (!request.scope.role_id.is_empty()).then(|| Reader {
-                role_id: request.scope.role_id.clone(),
-                project_id: request.scope.project_id.clone(),
-                layers: Layers::Both,
-            }),
-            types: request.types.clone(),
-            statuses: if request.statuses.is_empty() {
-                vec![MemoryStatus::Active]
-            } else {
-                request.statuses.clone()
-            },
             order: MemoryOrder::Newest,
             limit: request.limit,
             offset: request.offset,
-            ..Default::default()
+            ..MemoryQuery::of(MemoryFilter {
+                reader: (!request.scope.role_id.is_empty()).then(|| Reader {
+                    role_id: request.scope.role_id.clone(),
+                    project_id: request.scope.project_id.clone(),
+                    layers: Layers::Both,
+                }),
+                types: request.types.clone(),
+                statuses: if request.statuses.is_empty() {
+                    vec![MemoryStatus::Active]
+                } else {
+                    request.statuses.clone()
+                },
+                ..MemoryFilter::user(request.scope.user_id.clone())
+            })
         };
         Ok(self.store.list_memories(&query).await?)
     }

@@ -3,6 +3,7 @@
 use std::collections::HashMap;
 
 use chrono::Utc;
+use thinkus_backends::filter::MemoryFilter;
 use thinkus_backends::sql::{Change, ChangeKind, MemoryOrder, MemoryQuery, WriteBatch};
 use thinkus_backends::vector::{Bm25Encoder, SparseVector};
 use thinkus_common::ApiError;
@@ -137,12 +138,13 @@ pub(crate) async fn ingest(km: &KnowledgeManager, request: IngestTurnsRequest) -
         Some(session) => km
             .store
             .list_memories(&MemoryQuery {
-                user_id: scope.user_id.clone(),
-                types: vec![MemoryType::ConversationTurn],
-                session_id: Some(session.clone()),
                 order: MemoryOrder::Newest,
                 limit: 1,
-                ..Default::default()
+                ..MemoryQuery::of(MemoryFilter {
+                    types: vec![MemoryType::ConversationTurn],
+                    session_id: Some(session.clone()),
+                    ..MemoryFilter::any_status(scope.user_id.clone())
+                })
             })
             .await?
             .pop(),

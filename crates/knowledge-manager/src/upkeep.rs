@@ -2,6 +2,7 @@
 
 use chrono::Utc;
 use serde_json::json;
+use thinkus_backends::filter::MemoryFilter;
 use thinkus_backends::llm::json::{extract_json, int_field, str_field};
 use thinkus_backends::llm::{CompletionRequest, LlmTask};
 use thinkus_backends::sql::{Change, ChangeKind, MemoryQuery, WriteBatch};
@@ -342,11 +343,11 @@ async fn promote_memory(
     let existing = km
         .store
         .list_memories(&MemoryQuery {
-            user_id: memory.scope.user_id.clone(),
-            types: vec![target],
-            statuses: vec![MemoryStatus::Active],
             limit: 1000,
-            ..Default::default()
+            ..MemoryQuery::of(MemoryFilter {
+                types: vec![target],
+                ..MemoryFilter::user(memory.scope.user_id.clone())
+            })
         })
         .await?;
     let key = normalise_title(&title);
@@ -439,12 +440,12 @@ pub(crate) async fn finalize_iteration(
     let insights = km
         .store
         .list_memories(&MemoryQuery {
-            user_id: scope.user_id.clone(),
-            types: vec![MemoryType::Insight],
-            statuses: vec![MemoryStatus::Active],
             iteration_id: Some(iteration_id.clone()),
             limit: 1000,
-            ..Default::default()
+            ..MemoryQuery::of(MemoryFilter {
+                types: vec![MemoryType::Insight],
+                ..MemoryFilter::user(scope.user_id.clone())
+            })
         })
         .await?;
     let mut result = FinalizeResult {

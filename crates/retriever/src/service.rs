@@ -8,7 +8,7 @@ use async_trait::async_trait;
 use chrono::{DateTime, Utc};
 use thinkus_backends::embed::Embedder;
 use thinkus_backends::sql::{MemoryOrder, MemoryQuery, MemoryStore};
-use thinkus_backends::vector::{Bm25Encoder, Reader, VectorFilter, VectorHit, VectorIndex};
+use thinkus_backends::vector::{Bm25Encoder, MemoryFilter, Reader, VectorHit, VectorIndex};
 use thinkus_common::ApiError;
 use thinkus_common::model::{Language, Memory, MemoryStatus, MemoryType, RetrievalMode};
 use thinkus_common::text::detect_language;
@@ -62,9 +62,9 @@ impl Retriever {
         &self.config
     }
 
-    fn filter(&self, request: &RecallRequest, now: DateTime<Utc>) -> VectorFilter {
+    fn filter(&self, request: &RecallRequest, now: DateTime<Utc>) -> MemoryFilter {
         let (from, to) = request.time_range.map(|r| r.bounds(now)).unwrap_or((None, None));
-        VectorFilter {
+        MemoryFilter {
             user_id: request.scope.user_id.clone(),
             reader: Some(Reader {
                 role_id: request.scope.role_id.clone(),
@@ -135,7 +135,7 @@ impl Retriever {
     }
 
     /// Hybrid search: both rankings, fused, joined with the stored memories, scored.
-    async fn search(&self, query: &str, filter: &VectorFilter) -> Result<(Vec<Ranked>, u32), ApiError> {
+    async fn search(&self, query: &str, filter: &MemoryFilter) -> Result<(Vec<Ranked>, u32), ApiError> {
         let k = self.config.candidates.max(1);
         let sparse = self.bm25.query(query);
         let dense = self
@@ -175,27 +175,13 @@ impl Retriever {
     }
 
     /// Without a query: the newest memories that pass the filters, by importance and freshness.
-    async fn browse(&self, filter: &VectorFilter, limit: usize) -> Result<(Vec<Ranked>, u32), ApiError> {
+    async fn browse(&self, filter: &MemoryFilter, limit: usize) -> Result<(Vec<Ranked>, u32), ApiError> {
         let query = MemoryQuery {
-            user_id: filter.user_id.clone(),
-            reader: filter.reader.clone(),
-            types: filter.types.clone(),
-            statuses: filter.statuses.clone(),
-            session_id: filter.session_id.clone(),
-            occurred_from: filter.occurred_from_ms.and_then(DateTime::from_timestamp_millis),
-            occurred_to: filter.occurred_to_ms.and_then(DateTime::from_timestamp_millis),
-            tags: filter.tags.clone(),
             order: MemoryOrder::Newest,
             limit,
-            ..Default::default()
+            ..MemoryQuery::of(filter.clone())
         };
-        let memories: Vec<Memory> = self
-            .store
-            .list_memories(&query)
-            .await?
-            .into_iter()
-            .filter(|m| filter.visibilities.is_empty() || filter.visibilities.contains(&m.visibility))
-            .collect();
+        let memories: Vec<Memory> = self.store.list_memories(&query).await?;
         let count = memories.len() as u32;
         // Recency stands in for relevance: the newest scores 1, the oldest of the page 0.5.
         let total = memories.len().max(1) as f64;
@@ -219,7 +205,7 @@ impl Retriever {
         &self,
         memories: Vec<Memory>,
         evidence: &HashMap<String, Evidence>,
-        filter: &VectorFilter,
+        filter: &MemoryFilter,
         query: &str,
     ) -> Vec<Ranked> {
         let ranking = &self.config.ranking;
@@ -602,14 +588,14 @@ impl RetrieverApi for Retriever {
             ));
         }
         let now = request.now.unwrap_or_else(Utc::now);
-        let reader = VectorFilter {
+        let reader = MemoryFilter {
             reader: Some(Reader {
                 role_id: request.scope.role_id.clone(),
                 project_id: request.scope.project_id.clone(),
                 layers: Default::default(),
             }),
             statuses: thinkus_common::model::MemoryStatus::ALL.to_vec(),
-            ..VectorFilter::user(request.scope.user_id.clone())
+            ..MemoryFilter::user(request.scope.user_id.clone())
         };
         let memories = self.store.get_memories(&request.scope.user_id, &request.ids).await?;
         let by_id: HashMap<&str, &Memory> = memories.iter().map(|m| (m.id.as_str(), m)).collect();

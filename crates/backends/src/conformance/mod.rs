@@ -6,3 +6,4 @@ pub mod embed;
 pub mod llm;
 pub mod sql;
 pub mod vector;
+pub mod visibility;

@@ -8,12 +8,12 @@ use thinkus_common::model::{
     Scope, Visibility,
 };
 
+use crate::filter::{Layers, MemoryFilter, Reader};
 use crate::sql::{
     ArtifactRecord, ArtifactStore, Candidate, CandidateStatus, Change, ChangeKind, IdempotencyRecord, JobRecord,
     JobStatus, JobStore, MemoryOrder, MemoryQuery, MemoryStore, SessionKey, SessionStore, StoreError, SummaryRecord,
     WriteBatch,
 };
-use crate::vector::{Layers, Reader};
 
 /// Now, at the millisecond precision the store keeps.
 fn now() -> DateTime<Utc> {
@@ -264,11 +264,12 @@ pub async fn memory_store_suite(store: &dyn MemoryStore) {
         layers,
     };
     let active = vec![MemoryStatus::Active];
-    let query = |reader: Reader| MemoryQuery {
-        user_id: user.clone(),
-        reader: Some(reader),
-        statuses: active.clone(),
-        ..Default::default()
+    let query = |reader: Reader| {
+        MemoryQuery::of(MemoryFilter {
+            reader: Some(reader),
+            statuses: active.clone(),
+            ..MemoryFilter::user(user.clone())
+        })
     };
     let listed = store.list_memories(&query(reader(Layers::Both))).await.unwrap();
     assert_eq!(
@@ -292,14 +293,19 @@ pub async fn memory_store_suite(store: &dyn MemoryStore) {
 
     let mut by_subject = query(reader(Layers::Both));
     by_subject.subject = Some("budget".into());
-    by_subject.statuses = vec![];
+    by_subject.filter.statuses = MemoryStatus::ALL.to_vec();
     assert_eq!(
         ids(&store.list_memories(&by_subject).await.unwrap()),
         ids(&[shared.clone(), replaced.clone()]),
-        "statuses empty means any status"
+        "every status"
+    );
+    by_subject.filter.statuses = vec![];
+    assert!(
+        store.list_memories(&by_subject).await.unwrap().is_empty(),
+        "no status selects nothing"
     );
     let mut by_type = query(reader(Layers::Both));
-    by_type.types = vec![MemoryType::UserPreference];
+    by_type.filter.types = vec![MemoryType::UserPreference];
     assert_eq!(
         ids(&store.list_memories(&by_type).await.unwrap()),
         ids(&[cross_own.clone(), global_other.clone()])
@@ -308,27 +314,26 @@ pub async fn memory_store_suite(store: &dyn MemoryStore) {
     excluded.exclude_types = vec![MemoryType::UserPreference, MemoryType::Constraint];
     assert_eq!(ids(&store.list_memories(&excluded).await.unwrap()), ids(&[own.clone()]));
     let mut by_tag = query(reader(Layers::Both));
-    by_tag.tags = vec!["ui".into(), "color".into()];
+    by_tag.filter.tags = vec!["ui".into(), "color".into()];
     assert_eq!(
         ids(&store.list_memories(&by_tag).await.unwrap()),
         ids(&[global_other.clone()])
     );
-    by_tag.tags = vec!["u".into()];
+    by_tag.filter.tags = vec!["u".into()];
     assert!(
         store.list_memories(&by_tag).await.unwrap().is_empty(),
         "tags match whole"
     );
     let mut by_time = query(reader(Layers::Both));
-    by_time.occurred_from = Some(Utc::now() - Duration::days(1));
+    by_time.filter.occurred_from_ms = Some((Utc::now() - Duration::days(1)).timestamp_millis());
     assert_eq!(
         ids(&store.list_memories(&by_time).await.unwrap()),
         ids(&[shared.clone(), cross_own.clone(), global_other.clone()])
     );
     let mut owner = MemoryQuery {
-        user_id: user.clone(),
         owner_role: Some("cto".into()),
         order: MemoryOrder::Oldest,
-        ..Default::default()
+        ..MemoryQuery::of(MemoryFilter::any_status(user.clone()))
     };
     let listed = store.list_memories(&owner).await.unwrap();
     assert_eq!(
@@ -341,10 +346,9 @@ pub async fn memory_store_suite(store: &dyn MemoryStore) {
     owner.offset = 1;
     assert_eq!(store.list_memories(&owner).await.unwrap().len(), 2, "limit and offset");
     let newest = MemoryQuery {
-        user_id: user.clone(),
         order: MemoryOrder::Newest,
         limit: 1,
-        ..Default::default()
+        ..MemoryQuery::of(MemoryFilter::any_status(user.clone()))
     };
     let first = &store.list_memories(&newest).await.unwrap()[0];
     assert_ne!(first.id, replaced.id);

@@ -1,5 +1,5 @@
 //! The conformance suite of [`VectorIndex`]: one set of checks that every backend must pass,
-//! with [`VectorFilter::matches`] as the reference for what a filter selects.
+//! with [`super::visibility::reference`] as the reference for what a filter selects.
 //!
 //! Every check writes under its own user id, made unique per run, so the suite can run
 //! against a shared server and more than once against the same index. It needs the
@@ -9,10 +9,8 @@ use std::collections::BTreeSet;
 
 use thinkus_common::model::{MemoryStatus, MemoryType, Visibility};
 
-use crate::vector::{
-    Bm25Encoder, IndexedPoint, Layers, Reader, SparseVector, VectorError, VectorFilter, VectorHit, VectorIndex,
-    memory_id,
-};
+use crate::filter::{Layers, MemoryFilter, Reader};
+use crate::vector::{Bm25Encoder, IndexedPoint, SparseVector, VectorError, VectorHit, VectorIndex, memory_id};
 
 /// Dense dimension used by the suite: small enough for hand-made vectors.
 pub const DIM: usize = 8;
@@ -163,7 +161,7 @@ async fn upsert(index: &dyn VectorIndex, points: &[IndexedPoint]) {
 }
 
 /// Every id a dense search returns for `filter`, with a limit above the user's point count.
-async fn dense_ids(index: &dyn VectorIndex, filter: &VectorFilter) -> BTreeSet<String> {
+async fn dense_ids(index: &dyn VectorIndex, filter: &MemoryFilter) -> BTreeSet<String> {
     let hits = index
         .search_dense(&axis(0), filter, 10_000)
         .await
@@ -173,7 +171,7 @@ async fn dense_ids(index: &dyn VectorIndex, filter: &VectorFilter) -> BTreeSet<S
 }
 
 /// Every id a sparse search for "memory" (a term of every suite point) returns for `filter`.
-async fn sparse_ids(index: &dyn VectorIndex, filter: &VectorFilter) -> BTreeSet<String> {
+async fn sparse_ids(index: &dyn VectorIndex, filter: &MemoryFilter) -> BTreeSet<String> {
     let query = Bm25Encoder::default().query("memory");
     let hits = index
         .search_sparse(&query, filter, 10_000)
@@ -184,7 +182,7 @@ async fn sparse_ids(index: &dyn VectorIndex, filter: &VectorFilter) -> BTreeSet<
 }
 
 /// Asserts that both searches return exactly `expected` for `filter`.
-async fn assert_selects(index: &dyn VectorIndex, filter: &VectorFilter, expected: &BTreeSet<String>, context: &str) {
+async fn assert_selects(index: &dyn VectorIndex, filter: &MemoryFilter, expected: &BTreeSet<String>, context: &str) {
     let dense = dense_ids(index, filter).await;
     assert_eq!(
         &dense, expected,
@@ -201,11 +199,15 @@ async fn assert_selects(index: &dyn VectorIndex, filter: &VectorFilter, expected
 /// semantics accept.
 async fn assert_matches_reference(
     index: &dyn VectorIndex,
-    filter: &VectorFilter,
+    filter: &MemoryFilter,
     points: &[IndexedPoint],
     context: &str,
 ) {
-    let expected = ids_of(points.iter().filter(|point| filter.matches(point)));
+    let expected = ids_of(
+        points
+            .iter()
+            .filter(|point| super::visibility::reference(filter, point)),
+    );
     assert_selects(index, filter, &expected, context).await;
 }
 
@@ -232,7 +234,7 @@ async fn check_ready(index: &dyn VectorIndex) {
 
 async fn check_read_after_write(index: &dyn VectorIndex) {
     let user = unique_user("raw");
-    let filter = VectorFilter::user(&user);
+    let filter = MemoryFilter::user(&user);
     index.upsert(Vec::new()).await.expect("an empty upsert is a no-op");
 
     let mut point = base_point(&user);
@@ -282,7 +284,7 @@ async fn check_read_after_write(index: &dyn VectorIndex) {
 
 async fn check_dense_ranking(index: &dyn VectorIndex) {
     let user = unique_user("dense");
-    let filter = VectorFilter::user(&user);
+    let filter = MemoryFilter::user(&user);
     let e0e1 = |x: f32, y: f32| {
         let mut v = vec![0.0; DIM];
         v[0] = x;
@@ -338,7 +340,7 @@ async fn check_dense_ranking(index: &dyn VectorIndex) {
 
 async fn check_sparse_ranking(index: &dyn VectorIndex) {
     let user = unique_user("sparse");
-    let filter = VectorFilter::user(&user);
+    let filter = MemoryFilter::user(&user);
     let encoder = Bm25Encoder::default();
     let texts = [
         "我喜欢简约的设计风格",
@@ -403,7 +405,7 @@ async fn check_sparse_ranking(index: &dyn VectorIndex) {
 
 async fn check_idf(index: &dyn VectorIndex) {
     let user = unique_user("idf");
-    let filter = VectorFilter::user(&user);
+    let filter = MemoryFilter::user(&user);
     let encoder = Bm25Encoder::default();
     let common_doc = encoder.document("project plan");
     let rare_doc = encoder.document("kubernetes plan review");
@@ -455,7 +457,7 @@ async fn check_tenant_isolation(index: &dyn VectorIndex) {
     b_global.visibility = Visibility::Global;
     upsert(index, &[a.clone(), b.clone(), b_global]).await;
 
-    let mut filter = VectorFilter::user(&alice);
+    let mut filter = MemoryFilter::user(&alice);
     assert_selects(index, &filter, &ids_of([&a]), "tenant isolation").await;
     filter.reader = Some(Reader {
         role_id: "cto".into(),
@@ -468,7 +470,7 @@ async fn check_tenant_isolation(index: &dyn VectorIndex) {
     assert_eq!(index.count(Some(&bob)).await.expect("count"), 2);
     assert_eq!(index.list_ids(&alice).await.expect("list_ids"), vec![a.id.clone()]);
     let nobody = unique_user("nobody");
-    assert_selects(index, &VectorFilter::user(&nobody), &BTreeSet::new(), "unknown user").await;
+    assert_selects(index, &MemoryFilter::user(&nobody), &BTreeSet::new(), "unknown user").await;
 }
 
 /// The points of the visibility table: (role, project, visibility).
@@ -504,7 +506,7 @@ async fn check_reader_rules(index: &dyn VectorIndex) {
     upsert(index, &points).await;
     let pick = |rows: &[usize]| ids_of(rows.iter().map(|&row| &points[row]));
     let reader = |role: &str, project: Option<&str>, layers: Layers| {
-        let mut filter = VectorFilter::user(&user);
+        let mut filter = MemoryFilter::user(&user);
         filter.reader = Some(Reader {
             role_id: role.into(),
             project_id: project.map(str::to_string),
@@ -549,13 +551,17 @@ async fn check_reader_rules(index: &dyn VectorIndex) {
     for (filter, expected, context) in &cases {
         assert_eq!(
             expected,
-            &ids_of(points.iter().filter(|point| filter.matches(point))),
-            "the expected set of {context:?} agrees with VectorFilter::matches"
+            &ids_of(
+                points
+                    .iter()
+                    .filter(|point| super::visibility::reference(filter, point))
+            ),
+            "the expected set of {context:?} agrees with the reference"
         );
         assert_selects(index, filter, expected, context).await;
     }
     // Without a reader every memory of the user is returned (administrative reads).
-    assert_selects(index, &VectorFilter::user(&user), &ids_of(&points), "no reader").await;
+    assert_selects(index, &MemoryFilter::user(&user), &ids_of(&points), "no reader").await;
 }
 
 async fn check_field_filters(index: &dyn VectorIndex) {
@@ -588,7 +594,7 @@ async fn check_field_filters(index: &dyn VectorIndex) {
     let points = [decision, risk, preference, turn];
     upsert(index, &points).await;
     let [decision, risk, preference, turn] = &points;
-    let all = VectorFilter::user(&user);
+    let all = MemoryFilter::user(&user);
 
     let mut f = all.clone();
     f.types = vec![MemoryType::Risk, MemoryType::UserPreference];
@@ -652,7 +658,7 @@ async fn check_status_updates(index: &dyn VectorIndex) {
     let user = unique_user("status");
     let points: Vec<IndexedPoint> = (0..4).map(|_| base_point(&user)).collect();
     upsert(index, &points).await;
-    let active = VectorFilter::user(&user);
+    let active = MemoryFilter::user(&user);
     assert_selects(index, &active, &ids_of(&points), "all active").await;
 
     index
@@ -710,15 +716,15 @@ async fn check_delete(index: &dyn VectorIndex) {
         .expect("delete with an unknown id");
     index.delete(&[]).await.expect("delete of nothing");
     assert_eq!(index.count(Some(&user)).await.expect("count"), 4);
-    assert_selects(index, &VectorFilter::user(&user), &ids_of(&points[1..]), "after delete").await;
+    assert_selects(index, &MemoryFilter::user(&user), &ids_of(&points[1..]), "after delete").await;
 
     index.delete_user(&user).await.expect("delete_user");
     assert_eq!(index.count(Some(&user)).await.expect("count"), 0);
     assert!(index.list_ids(&user).await.expect("list_ids").is_empty());
-    assert_selects(index, &VectorFilter::user(&user), &BTreeSet::new(), "after delete_user").await;
+    assert_selects(index, &MemoryFilter::user(&user), &BTreeSet::new(), "after delete_user").await;
     assert_selects(
         index,
-        &VectorFilter::user(&other),
+        &MemoryFilter::user(&other),
         &ids_of([&kept]),
         "delete_user spares other users",
     )
@@ -749,7 +755,7 @@ async fn check_count_and_list(index: &dyn VectorIndex) {
         "list_ids returns every id of the user"
     );
     // Each sample point finds itself first by either vector.
-    let filter = VectorFilter::user(&user);
+    let filter = MemoryFilter::user(&user);
     for point in [&points[7], &points[1_099]] {
         let hits = index
             .search_dense(&point.dense, &filter, 3)
@@ -767,7 +773,7 @@ async fn check_count_and_list(index: &dyn VectorIndex) {
 
 async fn check_bad_input(index: &dyn VectorIndex) {
     let user = unique_user("bad");
-    let filter = VectorFilter::user(&user);
+    let filter = MemoryFilter::user(&user);
 
     let mut point = base_point(&user);
     point.dense = vec![1.0; DIM + 1];
@@ -845,7 +851,7 @@ async fn check_bad_input(index: &dyn VectorIndex) {
 }
 
 /// Random points over 3 users, 3 roles and 2 projects (plus cross-project), random filters:
-/// both searches must return exactly what [`VectorFilter::matches`] accepts.
+/// both searches must return exactly what [`MemoryFilter::matches`] accepts.
 pub async fn check_against_reference(index: &dyn VectorIndex, seed: u64, point_count: usize, filter_count: usize) {
     let mut rng = SplitMix::new(seed);
     let encoder = Bm25Encoder::default();
@@ -903,7 +909,7 @@ pub async fn check_against_reference(index: &dyn VectorIndex, seed: u64, point_c
     }
 
     for round in 0..filter_count {
-        let mut filter = VectorFilter::user(rng.pick(&users).clone());
+        let mut filter = MemoryFilter::user(rng.pick(&users).clone());
         filter.statuses = if rng.chance(30) {
             rng.subset(MemoryStatus::ALL)
         } else {
@@ -957,7 +963,7 @@ pub async fn check_against_reference(index: &dyn VectorIndex, seed: u64, point_c
         })
         .collect();
     for user in &users {
-        let mut filter = VectorFilter::user(user.clone());
+        let mut filter = MemoryFilter::user(user.clone());
         filter.statuses = vec![MemoryStatus::Active, MemoryStatus::Replaced];
         filter.reader = Some(Reader {
             role_id: "cto".into(),

@@ -13,7 +13,7 @@ use thinkus_common::model::{Memory, MemoryStatus, MemoryType};
 pub use records::*;
 pub use store::SqlStore;
 
-use crate::vector::Reader;
+use crate::filter::MemoryFilter;
 
 /// Errors of the relational store.
 #[derive(Debug, thiserror::Error)]
@@ -46,36 +46,38 @@ pub enum MemoryOrder {
     LeastValuable,
 }
 
-/// A memory listing.
+/// A memory listing: the memories that pass a [`MemoryFilter`] (the one visibility rule every
+/// backend shares), narrowed further by what only the relational store keeps.
 #[derive(Debug, Clone, Default)]
 pub struct MemoryQuery {
-    pub user_id: String,
-    /// Visibility rules of a reader; `None` lists every memory of the user.
-    pub reader: Option<Reader>,
+    /// Owner, reader, types, statuses, visibilities, session, time and tags.
+    pub filter: MemoryFilter,
     /// Only memories owned by this role.
     pub owner_role: Option<String>,
-    pub types: Vec<MemoryType>,
     /// Exclude these types (quotas do not count conversation turns).
     pub exclude_types: Vec<MemoryType>,
-    /// Only these statuses; empty means any.
-    pub statuses: Vec<MemoryStatus>,
     pub subject: Option<String>,
     pub iteration_id: Option<String>,
-    pub session_id: Option<String>,
-    pub occurred_from: Option<DateTime<Utc>>,
-    pub occurred_to: Option<DateTime<Utc>>,
     /// Only memories created before this time (forgetting looks at old memories).
     pub created_before: Option<DateTime<Utc>>,
     /// Only memories with importance at most this.
     pub max_importance: Option<u8>,
     /// Only memories accessed at most this many times.
     pub max_access_count: Option<u64>,
-    /// Memories carrying all of these tags.
-    pub tags: Vec<String>,
     pub order: MemoryOrder,
     /// 0 means no limit.
     pub limit: usize,
     pub offset: usize,
+}
+
+impl MemoryQuery {
+    /// Every memory that passes `filter`, newest first.
+    pub fn of(filter: MemoryFilter) -> Self {
+        Self {
+            filter,
+            ..Default::default()
+        }
+    }
 }
 
 /// Changes written together, atomically.

@@ -21,7 +21,7 @@ use super::{
     MemoryOrder, MemoryQuery, MemoryStore, SessionKey, SessionRecord, SessionStore, StoreError, SummaryRecord,
     WriteBatch,
 };
-use crate::vector::{Layers, Reader};
+use crate::filter::{Field, Plan};
 
 static MIGRATOR_SQLITE: sqlx::migrate::Migrator = sqlx::migrate!("./migrations/sqlite");
 static MIGRATOR_POSTGRES: sqlx::migrate::Migrator = sqlx::migrate!("./migrations/postgres");
@@ -384,47 +384,64 @@ fn job_from_row(row: &AnyRow) -> Result<JobRecord, StoreError> {
     })
 }
 
-/// Appends the visibility rules of a reader (see [`Reader`]) as one parenthesised condition.
-fn push_reader(query: &mut Query, reader: &Reader) {
-    let shared = "(role_id = ? OR visibility IN ('project', 'global'))";
-    let mut clauses: Vec<(String, Vec<Arg>)> = Vec::new();
-    if let Some(project) = &reader.project_id {
-        if reader.layers != Layers::CrossProject {
-            clauses.push((
-                format!("(project_id = ? AND {shared})"),
-                vec![Arg::Text(project.clone()), Arg::Text(reader.role_id.clone())],
-            ));
-        }
-        if reader.layers == Layers::Both {
-            clauses.push((
-                "(project_id IS NOT NULL AND project_id <> ? AND visibility = 'global')".into(),
-                vec![Arg::Text(project.clone())],
-            ));
-        }
-    } else if reader.layers == Layers::Both {
-        clauses.push(("(project_id IS NOT NULL AND visibility = 'global')".into(), vec![]));
+/// The column of a field of a plan.
+fn column(field: Field) -> &'static str {
+    match field {
+        Field::User => "user_id",
+        Field::Role => "role_id",
+        Field::Project => "project_id",
+        Field::Session => "session_id",
+        Field::Type => "memory_type",
+        Field::Visibility => "visibility",
+        Field::Status => "status",
     }
-    if reader.layers != Layers::Project {
-        clauses.push((
-            format!("(project_id IS NULL AND {shared})"),
-            vec![Arg::Text(reader.role_id.clone())],
-        ));
-    }
-    if clauses.is_empty() {
-        query.push(" AND 1 = 0");
-        return;
-    }
-    query.push(" AND (");
-    for (i, (sql, args)) in clauses.into_iter().enumerate() {
-        if i > 0 {
-            query.push(" OR ");
+}
+
+/// Appends a plan (see [`crate::filter`]) as one parenthesised condition.
+fn push_plan(query: &mut Query, plan: &Plan) {
+    match plan {
+        Plan::Never => {
+            query.push("1 = 0");
         }
-        query.push(&sql);
-        for arg in args {
-            query.arg(arg);
+        Plan::All(plans) | Plan::Any(plans) => {
+            let joint = if matches!(plan, Plan::All(_)) { " AND " } else { " OR " };
+            query.push("(");
+            for (i, inner) in plans.iter().enumerate() {
+                if i > 0 {
+                    query.push(joint);
+                }
+                push_plan(query, inner);
+            }
+            query.push(")");
+        }
+        Plan::Is(field, value) => {
+            query.push(&format!("{} = ?", column(*field))).text(value.clone());
+        }
+        Plan::OneOf(field, values) => {
+            query.push_in(column(*field), values.iter().cloned());
+        }
+        Plan::CrossProject(true) => {
+            query.push("project_id IS NULL");
+        }
+        Plan::CrossProject(false) => {
+            query.push("project_id IS NOT NULL");
+        }
+        Plan::OccurredWithin { from_ms, to_ms } => {
+            query.push("(1 = 1");
+            if let Some(from) = from_ms {
+                query.push(" AND occurred_at >= ?").int(*from);
+            }
+            if let Some(to) = to_ms {
+                query.push(" AND occurred_at < ?").int(*to);
+            }
+            query.push(")");
+        }
+        Plan::HasTag(tag) => {
+            query
+                .push("tags LIKE ? ESCAPE '\\'")
+                .text(format!("%{}%", like_escape(&json(tag))));
         }
     }
-    query.push(")");
 }
 
 /// Escapes LIKE wildcards; patterns use `ESCAPE '\'`.
@@ -433,39 +450,20 @@ fn like_escape(value: &str) -> String {
 }
 
 fn memory_where(query: &mut Query, q: &MemoryQuery) {
-    query.push(" WHERE user_id = ?").text(q.user_id.clone());
-    if let Some(reader) = &q.reader {
-        push_reader(query, reader);
-    }
+    query.push(" WHERE ");
+    push_plan(query, &q.filter.plan());
     if let Some(role) = &q.owner_role {
         query.push(" AND role_id = ?").text(role.clone());
-    }
-    if !q.types.is_empty() {
-        query.push(" AND");
-        query.push_in("memory_type", q.types.iter().map(|t| t.as_str().to_string()));
     }
     if !q.exclude_types.is_empty() {
         query.push(" AND NOT");
         query.push_in("memory_type", q.exclude_types.iter().map(|t| t.as_str().to_string()));
-    }
-    if !q.statuses.is_empty() {
-        query.push(" AND");
-        query.push_in("status", q.statuses.iter().map(|s| s.as_str().to_string()));
     }
     if let Some(subject) = &q.subject {
         query.push(" AND subject = ?").text(subject.clone());
     }
     if let Some(iteration) = &q.iteration_id {
         query.push(" AND iteration_id = ?").text(iteration.clone());
-    }
-    if let Some(session) = &q.session_id {
-        query.push(" AND session_id = ?").text(session.clone());
-    }
-    if let Some(from) = q.occurred_from {
-        query.push(" AND occurred_at >= ?").int(ms(from));
-    }
-    if let Some(to) = q.occurred_to {
-        query.push(" AND occurred_at < ?").int(ms(to));
     }
     if let Some(before) = q.created_before {
         query.push(" AND created_at < ?").int(ms(before));
@@ -475,11 +473,6 @@ fn memory_where(query: &mut Query, q: &MemoryQuery) {
     }
     if let Some(max) = q.max_access_count {
         query.push(" AND access_count <= ?").int(max as i64);
-    }
-    for tag in &q.tags {
-        query
-            .push(" AND tags LIKE ? ESCAPE '\\'")
-            .text(format!("%{}%", like_escape(&json(tag))));
     }
 }
 

@@ -57,12 +57,13 @@ use qdrant_edge::{
     ValueVariants, VectorInternal, VectorPersisted, VectorStructPersisted, WithPayloadInterface, WithVector,
 };
 use serde_json::{Map, Value};
-use thinkus_common::model::{MemoryStatus, Visibility};
+use thinkus_common::model::MemoryStatus;
 
 use super::{
-    DENSE_VECTOR, IndexedPoint, Layers, Reader, SPARSE_VECTOR, SparseVector, VectorError, VectorFilter, VectorHit,
-    VectorIndex, memory_id, point_uuid,
+    DENSE_VECTOR, IndexedPoint, MemoryFilter, SPARSE_VECTOR, SparseVector, VectorError, VectorHit, VectorIndex,
+    memory_id, point_uuid,
 };
+use crate::filter::Plan;
 
 /// Payload keys shared by both backends, so a filter means the same thing in each.
 pub(super) mod field {
@@ -82,6 +83,20 @@ pub(super) mod field {
 
     /// Keyword-indexed fields other than the tenant field.
     pub const KEYWORDS: [&str; 7] = [ROLE_ID, PROJECT_ID, SESSION_ID, MEMORY_TYPE, VISIBILITY, STATUS, TAGS];
+
+    /// The payload key of a field of a plan.
+    pub fn key(field: crate::filter::Field) -> &'static str {
+        use crate::filter::Field;
+        match field {
+            Field::User => USER_ID,
+            Field::Role => ROLE_ID,
+            Field::Project => PROJECT_ID,
+            Field::Session => SESSION_ID,
+            Field::Type => MEMORY_TYPE,
+            Field::Visibility => VISIBILITY,
+            Field::Status => STATUS,
+        }
+    }
 }
 
 /// Points per write-ahead-log record: large batches make one huge record.
@@ -299,7 +314,7 @@ impl EdgeIndex {
         &self,
         query: VectorInternal,
         vector_name: &'static str,
-        filter: &VectorFilter,
+        filter: &MemoryFilter,
         limit: usize,
     ) -> Result<Vec<VectorHit>, VectorError> {
         let Some(filter) = edge_filter(filter) else {
@@ -460,7 +475,7 @@ impl VectorIndex for EdgeIndex {
     async fn search_dense(
         &self,
         vector: &[f32],
-        filter: &VectorFilter,
+        filter: &MemoryFilter,
         limit: usize,
     ) -> Result<Vec<VectorHit>, VectorError> {
         let dim = self
@@ -474,7 +489,7 @@ impl VectorIndex for EdgeIndex {
     async fn search_sparse(
         &self,
         vector: &SparseVector,
-        filter: &VectorFilter,
+        filter: &MemoryFilter,
         limit: usize,
     ) -> Result<Vec<VectorHit>, VectorError> {
         check_sparse(vector)?;
@@ -777,96 +792,42 @@ fn flag(key: &str, value: bool) -> Condition {
     ))
 }
 
-fn all_of(conditions: Vec<Condition>) -> Condition {
-    Condition::Filter(Filter {
-        must: Some(conditions),
-        ..Filter::new()
-    })
+/// The qdrant-edge filter of a read (the translation of its [`Plan`]), or `None` when nothing
+/// can match (qdrant has no filter that is always false).
+fn edge_filter(filter: &MemoryFilter) -> Option<Filter> {
+    match condition(&filter.plan())? {
+        Condition::Filter(filter) => Some(filter),
+        other => Some(Filter::new_must(other)),
+    }
 }
 
-/// The qdrant-edge filter that selects what [`VectorFilter::matches`] accepts, or `None` when
-/// nothing can match (qdrant has no filter that is always false).
-fn edge_filter(filter: &VectorFilter) -> Option<Filter> {
-    if filter.statuses.is_empty() {
-        return None;
-    }
-    let mut must = vec![
-        keyword(field::USER_ID, &filter.user_id),
-        any_keyword(field::STATUS, filter.statuses.iter().map(|s| s.as_str())),
-    ];
-    if !filter.types.is_empty() {
-        must.push(any_keyword(field::MEMORY_TYPE, filter.types.iter().map(|t| t.as_str())));
-    }
-    if !filter.visibilities.is_empty() {
-        must.push(any_keyword(
-            field::VISIBILITY,
-            filter.visibilities.iter().map(|v| v.as_str()),
-        ));
-    }
-    if let Some(session) = &filter.session_id {
-        must.push(keyword(field::SESSION_ID, session));
-    }
-    if filter.occurred_from_ms.is_some() || filter.occurred_to_ms.is_some() {
+/// One condition of a plan; `None` only for [`Plan::Never`], which [`Plan::all`] and
+/// [`Plan::any`] keep out of every larger plan.
+fn condition(plan: &Plan) -> Option<Condition> {
+    Some(match plan {
+        Plan::Never => return None,
+        Plan::All(plans) => Condition::Filter(Filter {
+            must: Some(plans.iter().map(condition).collect::<Option<Vec<_>>>()?),
+            ..Filter::new()
+        }),
+        Plan::Any(plans) => Condition::Filter(Filter {
+            should: Some(plans.iter().map(condition).collect::<Option<Vec<_>>>()?),
+            ..Filter::new()
+        }),
+        Plan::Is(f, value) => keyword(field::key(*f), value),
+        Plan::OneOf(f, values) => any_keyword(field::key(*f), values.iter().map(String::as_str)),
+        Plan::CrossProject(cross) => flag(field::CROSS_PROJECT, *cross),
         // Exact for every millisecond timestamp below 2^53 (the year 287,396).
-        must.push(Condition::Field(FieldCondition::new_range(
+        Plan::OccurredWithin { from_ms, to_ms } => Condition::Field(FieldCondition::new_range(
             path(field::OCCURRED_AT_MS),
             Range {
-                gte: filter.occurred_from_ms.map(|ms| OrderedFloat(ms as f64)),
-                lt: filter.occurred_to_ms.map(|ms| OrderedFloat(ms as f64)),
+                gte: from_ms.map(|ms| OrderedFloat(ms as f64)),
+                lt: to_ms.map(|ms| OrderedFloat(ms as f64)),
                 gt: None,
                 lte: None,
             },
-        )));
-    }
-    for tag in &filter.tags {
-        must.push(keyword(field::TAGS, tag));
-    }
-    if let Some(reader) = &filter.reader {
-        must.push(Condition::Filter(reader_filter(reader)?));
-    }
-    Some(Filter {
-        must: Some(must),
-        ..Filter::new()
-    })
-}
-
-/// What a reader may see, as alternatives (see [`Reader`]).
-fn reader_filter(reader: &Reader) -> Option<Filter> {
-    let owned_or_shared = || {
-        Condition::Filter(Filter {
-            should: Some(vec![
-                keyword(field::ROLE_ID, &reader.role_id),
-                any_keyword(
-                    field::VISIBILITY,
-                    [Visibility::Project.as_str(), Visibility::Global.as_str()],
-                ),
-            ]),
-            ..Filter::new()
-        })
-    };
-    let mut branches = Vec::new();
-    if reader.layers != Layers::Project {
-        branches.push(all_of(vec![flag(field::CROSS_PROJECT, true), owned_or_shared()]));
-    }
-    if reader.layers != Layers::CrossProject
-        && let Some(project) = &reader.project_id
-    {
-        branches.push(all_of(vec![keyword(field::PROJECT_ID, project), owned_or_shared()]));
-    }
-    if reader.layers == Layers::Both {
-        // Any project's global memories; those of the reader's own project pass the branch
-        // above as well, so they need no exclusion here.
-        branches.push(all_of(vec![
-            flag(field::CROSS_PROJECT, false),
-            keyword(field::VISIBILITY, Visibility::Global.as_str()),
-        ]));
-    }
-    if branches.is_empty() {
-        return None;
-    }
-    Some(Filter {
-        should: Some(branches),
-        ..Filter::new()
+        )),
+        Plan::HasTag(tag) => keyword(field::TAGS, tag),
     })
 }
 
@@ -875,10 +836,11 @@ mod tests {
     use std::io::Write as _;
     use std::time::{Duration, Instant};
 
-    use thinkus_common::model::MemoryType;
+    use thinkus_common::model::{MemoryType, Visibility};
 
     use super::*;
     use crate::conformance::vector as conformance;
+    use crate::filter::{Layers, Reader};
     use crate::vector::Bm25Encoder;
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -913,12 +875,12 @@ mod tests {
         listed.sort();
         assert_eq!(listed, expected, "every id survives a reopen");
         let hits = index
-            .search_dense(&points[3].dense, &VectorFilter::user(&user), 1)
+            .search_dense(&points[3].dense, &MemoryFilter::user(&user), 1)
             .await
             .expect("search");
         assert_eq!(hits[0].id, points[3].id, "vectors survive a reopen");
         let hits = index
-            .search_sparse(&points[5].sparse, &VectorFilter::user(&user), 20)
+            .search_sparse(&points[5].sparse, &MemoryFilter::user(&user), 20)
             .await
             .expect("sparse search");
         assert_eq!(hits[0].id, points[5].id, "sparse vectors survive a reopen");
@@ -947,13 +909,13 @@ mod tests {
         let deleted: Vec<String> = points[..100].iter().map(|p| p.id.clone()).collect();
         index.delete(&deleted).await.expect("delete");
         let before = index
-            .search_dense(&points[150].dense, &VectorFilter::user(&user), 5)
+            .search_dense(&points[150].dense, &MemoryFilter::user(&user), 5)
             .await
             .expect("search");
         index.optimize().await.expect("optimize");
         index.flush().await.expect("flush after optimize");
         let after = index
-            .search_dense(&points[150].dense, &VectorFilter::user(&user), 5)
+            .search_dense(&points[150].dense, &MemoryFilter::user(&user), 5)
             .await
             .expect("search");
         assert_eq!(
@@ -999,7 +961,7 @@ mod tests {
         index.flush().await.expect("flush after the optimisation");
         assert_eq!(index.count(Some(&user)).await.expect("count"), 301);
         let hits = index
-            .search_dense(&points[42].dense, &VectorFilter::user(&user), 1)
+            .search_dense(&points[42].dense, &MemoryFilter::user(&user), 1)
             .await
             .expect("search");
         assert_eq!(hits[0].id, points[42].id);
@@ -1064,7 +1026,7 @@ mod tests {
             // Whatever survived is consistent: each point finds itself.
             for point in conformance::sample_points("flushed", 10).iter().take(3) {
                 let hits = index
-                    .search_dense(&point.dense, &VectorFilter::user("flushed"), 1)
+                    .search_dense(&point.dense, &MemoryFilter::user("flushed"), 1)
                     .await
                     .expect("search");
                 assert!(
@@ -1173,8 +1135,8 @@ mod tests {
             self.encoder.query(&text)
         }
 
-        fn reader_filter(&mut self, user: &str) -> VectorFilter {
-            let mut filter = VectorFilter::user(user);
+        fn reader_filter(&mut self, user: &str) -> MemoryFilter {
+            let mut filter = MemoryFilter::user(user);
             filter.reader = Some(Reader {
                 role_id: self.rng.pick(&["cto", "cfo", "designer"]).to_string(),
                 project_id: Some(format!("p{}", 1 + self.rng.below(5))),
@@ -1239,7 +1201,7 @@ mod tests {
 
                 if i % 10 == 0 {
                     let target = &stored[corpus.rng.below(stored.len())];
-                    let mut own = VectorFilter::user(&target.user_id);
+                    let mut own = MemoryFilter::user(&target.user_id);
                     own.statuses = MemoryStatus::ALL.to_vec();
                     let hits = index.search_dense(&target.dense, &own, 1).await.expect("dense");
                     tried_self += 1;

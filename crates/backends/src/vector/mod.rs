@@ -14,6 +14,7 @@ use std::fmt::Debug;
 use async_trait::async_trait;
 use thinkus_common::model::{MemoryStatus, MemoryType, Visibility};
 
+pub use crate::filter::{Layers, MemoryFilter, Reader};
 pub use bm25::{Bm25Encoder, SparseVector};
 
 /// Name of the dense vector in both backends.
@@ -74,120 +75,6 @@ impl IndexedPoint {
     }
 }
 
-/// Which of the two memory layers a search covers.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub enum Layers {
-    /// The project's memories and the user's cross-project ones (plus global memories of other
-    /// projects).
-    #[default]
-    Both,
-    /// Only memories of the reader's project.
-    Project,
-    /// Only cross-project memories.
-    CrossProject,
-}
-
-/// Who reads, which decides what is visible:
-/// - a memory of the reader's project is visible when the reader's role owns it or its
-///   visibility is `project` or `global`;
-/// - a cross-project memory (no project) likewise: own role, or `project`/`global`;
-/// - a memory of another project only when its visibility is `global` (and layers are `Both`).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Reader {
-    pub role_id: String,
-    pub project_id: Option<String>,
-    pub layers: Layers,
-}
-
-/// What a search may return. Every condition must hold.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct VectorFilter {
-    /// Required: the tenant boundary.
-    pub user_id: String,
-    /// Visibility rules; `None` means every memory of the user (administrative reads).
-    pub reader: Option<Reader>,
-    /// Only these types; empty means any.
-    pub types: Vec<MemoryType>,
-    /// Only these statuses; must not be empty.
-    pub statuses: Vec<MemoryStatus>,
-    /// Only these visibilities; empty means any.
-    pub visibilities: Vec<Visibility>,
-    /// Only memories of this session.
-    pub session_id: Option<String>,
-    /// Inclusive lower bound of `occurred_at_ms`.
-    pub occurred_from_ms: Option<i64>,
-    /// Exclusive upper bound of `occurred_at_ms`.
-    pub occurred_to_ms: Option<i64>,
-    /// Memories carrying all of these tags.
-    pub tags: Vec<String>,
-}
-
-impl VectorFilter {
-    /// Active memories of a user, whatever the role or project.
-    pub fn user(user_id: impl Into<String>) -> Self {
-        Self {
-            user_id: user_id.into(),
-            reader: None,
-            types: Vec::new(),
-            statuses: vec![MemoryStatus::Active],
-            visibilities: Vec::new(),
-            session_id: None,
-            occurred_from_ms: None,
-            occurred_to_ms: None,
-            tags: Vec::new(),
-        }
-    }
-
-    /// Whether a stored memory passes the filter (the same rules as [`Self::matches`]).
-    pub fn matches_memory(&self, memory: &thinkus_common::model::Memory) -> bool {
-        self.matches(&IndexedPoint::from_memory(memory, Vec::new(), SparseVector::default()))
-    }
-
-    /// Reference semantics of the filter, used by tests and by callers that post-check.
-    pub fn matches(&self, point: &IndexedPoint) -> bool {
-        if point.user_id != self.user_id {
-            return false;
-        }
-        if !self.statuses.contains(&point.status) {
-            return false;
-        }
-        if !self.types.is_empty() && !self.types.contains(&point.memory_type) {
-            return false;
-        }
-        if !self.visibilities.is_empty() && !self.visibilities.contains(&point.visibility) {
-            return false;
-        }
-        if let Some(session) = &self.session_id
-            && point.session_id.as_ref() != Some(session)
-        {
-            return false;
-        }
-        if self.occurred_from_ms.is_some_and(|from| point.occurred_at_ms < from) {
-            return false;
-        }
-        if self.occurred_to_ms.is_some_and(|to| point.occurred_at_ms >= to) {
-            return false;
-        }
-        if !self.tags.iter().all(|tag| point.tags.contains(tag)) {
-            return false;
-        }
-        match &self.reader {
-            None => true,
-            Some(reader) => reader_sees(reader, point),
-        }
-    }
-}
-
-fn reader_sees(reader: &Reader, point: &IndexedPoint) -> bool {
-    let shared = matches!(point.visibility, Visibility::Project | Visibility::Global);
-    let owned_or_shared = point.role_id == reader.role_id || shared;
-    match (&point.project_id, &reader.project_id) {
-        (None, _) => reader.layers != Layers::Project && owned_or_shared,
-        (Some(p), Some(r)) if p == r => reader.layers != Layers::CrossProject && owned_or_shared,
-        (Some(_), _) => reader.layers == Layers::Both && point.visibility == Visibility::Global,
-    }
-}
-
 /// A search result: the memory id and the backend's score (cosine for dense, BM25 for sparse).
 #[derive(Debug, Clone, PartialEq)]
 pub struct VectorHit {
@@ -221,7 +108,7 @@ pub trait VectorIndex: Send + Sync + Debug {
     async fn search_dense(
         &self,
         vector: &[f32],
-        filter: &VectorFilter,
+        filter: &MemoryFilter,
         limit: usize,
     ) -> Result<Vec<VectorHit>, VectorError>;
 
@@ -229,7 +116,7 @@ pub trait VectorIndex: Send + Sync + Debug {
     async fn search_sparse(
         &self,
         vector: &SparseVector,
-        filter: &VectorFilter,
+        filter: &MemoryFilter,
         limit: usize,
     ) -> Result<Vec<VectorHit>, VectorError>;
 
@@ -258,50 +145,6 @@ pub fn memory_id(uuid: &uuid::Uuid) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    fn point(role: &str, project: Option<&str>, visibility: Visibility) -> IndexedPoint {
-        IndexedPoint {
-            id: memory_id(&uuid::Uuid::now_v7()),
-            user_id: "u1".into(),
-            role_id: role.into(),
-            project_id: project.map(str::to_string),
-            session_id: None,
-            memory_type: MemoryType::ProjectDecision,
-            visibility,
-            status: MemoryStatus::Active,
-            occurred_at_ms: 0,
-            tags: vec![],
-            dense: vec![],
-            sparse: SparseVector::default(),
-        }
-    }
-
-    #[test]
-    fn visibility_rules() {
-        let mut filter = VectorFilter::user("u1");
-        filter.reader = Some(Reader {
-            role_id: "cto".into(),
-            project_id: Some("p1".into()),
-            layers: Layers::Both,
-        });
-        assert!(filter.matches(&point("cto", Some("p1"), Visibility::Private)));
-        assert!(!filter.matches(&point("cfo", Some("p1"), Visibility::Private)));
-        assert!(filter.matches(&point("cfo", Some("p1"), Visibility::Project)));
-        assert!(
-            filter.matches(&point("cto", None, Visibility::Private)),
-            "own cross-project"
-        );
-        assert!(!filter.matches(&point("cfo", None, Visibility::Private)));
-        assert!(filter.matches(&point("cfo", None, Visibility::Global)));
-        assert!(
-            !filter.matches(&point("cto", Some("p2"), Visibility::Project)),
-            "other project"
-        );
-        assert!(filter.matches(&point("cfo", Some("p2"), Visibility::Global)));
-        filter.reader.as_mut().unwrap().layers = Layers::Project;
-        assert!(!filter.matches(&point("cto", None, Visibility::Private)));
-        assert!(!filter.matches(&point("cfo", Some("p2"), Visibility::Global)));
-    }
 
     #[test]
     fn ids_map_to_uuids_and_back() {

@@ -13,6 +13,7 @@ use std::sync::OnceLock;
 use std::time::Duration;
 
 use async_trait::async_trait;
+use qdrant_client::qdrant::condition::ConditionOneOf;
 use qdrant_client::qdrant::r#match::MatchValue;
 use qdrant_client::qdrant::point_id::PointIdOptions;
 use qdrant_client::qdrant::value::Kind;
@@ -25,13 +26,14 @@ use qdrant_client::qdrant::{
     VectorInput, VectorParamsBuilder, VectorsConfigBuilder,
 };
 use qdrant_client::{Payload, Qdrant, QdrantError};
-use thinkus_common::model::{MemoryStatus, Visibility};
+use thinkus_common::model::MemoryStatus;
 
 use super::edge::{check_dense, check_sparse, field, payload};
 use super::{
-    DENSE_VECTOR, IndexedPoint, Layers, Reader, SPARSE_VECTOR, SparseVector, VectorError, VectorFilter, VectorHit,
-    VectorIndex, memory_id, point_uuid,
+    DENSE_VECTOR, IndexedPoint, MemoryFilter, SPARSE_VECTOR, SparseVector, VectorError, VectorHit, VectorIndex,
+    memory_id, point_uuid,
 };
+use crate::filter::Plan;
 
 /// The collection used when the URI names none.
 pub const DEFAULT_COLLECTION: &str = "thinkus_memories";
@@ -204,7 +206,7 @@ impl QdrantIndex {
         &self,
         query: VectorInput,
         using: &str,
-        filter: &VectorFilter,
+        filter: &MemoryFilter,
         limit: usize,
     ) -> Result<Vec<VectorHit>, VectorError> {
         let Some(filter) = qdrant_filter(filter) else {
@@ -337,7 +339,7 @@ impl VectorIndex for QdrantIndex {
     async fn search_dense(
         &self,
         vector: &[f32],
-        filter: &VectorFilter,
+        filter: &MemoryFilter,
         limit: usize,
     ) -> Result<Vec<VectorHit>, VectorError> {
         check_dense(vector, self.dense_dim().await?)?;
@@ -348,7 +350,7 @@ impl VectorIndex for QdrantIndex {
     async fn search_sparse(
         &self,
         vector: &SparseVector,
-        filter: &VectorFilter,
+        filter: &MemoryFilter,
         limit: usize,
     ) -> Result<Vec<VectorHit>, VectorError> {
         check_sparse(vector)?;
@@ -619,87 +621,39 @@ fn any_keyword<'a>(key: &str, values: impl IntoIterator<Item = &'a str>) -> Cond
     )
 }
 
-/// The Qdrant filter that selects what [`VectorFilter::matches`] accepts, or `None` when
-/// nothing can match (Qdrant has no filter that is always false).
-fn qdrant_filter(filter: &VectorFilter) -> Option<Filter> {
-    if filter.statuses.is_empty() {
-        return None;
+/// The Qdrant filter of a read (the translation of its [`Plan`]), or `None` when nothing can
+/// match (Qdrant has no filter that is always false).
+fn qdrant_filter(filter: &MemoryFilter) -> Option<Filter> {
+    match condition(&filter.plan())? {
+        Condition {
+            condition_one_of: Some(ConditionOneOf::Filter(filter)),
+        } => Some(filter),
+        other => Some(Filter::must([other])),
     }
-    let mut must = vec![
-        keyword(field::USER_ID, &filter.user_id),
-        any_keyword(field::STATUS, filter.statuses.iter().map(|s| s.as_str())),
-    ];
-    if !filter.types.is_empty() {
-        must.push(any_keyword(field::MEMORY_TYPE, filter.types.iter().map(|t| t.as_str())));
-    }
-    if !filter.visibilities.is_empty() {
-        must.push(any_keyword(
-            field::VISIBILITY,
-            filter.visibilities.iter().map(|v| v.as_str()),
-        ));
-    }
-    if let Some(session) = &filter.session_id {
-        must.push(keyword(field::SESSION_ID, session));
-    }
-    if filter.occurred_from_ms.is_some() || filter.occurred_to_ms.is_some() {
+}
+
+/// One condition of a plan; `None` only for [`Plan::Never`], which [`Plan::all`] and
+/// [`Plan::any`] keep out of every larger plan.
+fn condition(plan: &Plan) -> Option<Condition> {
+    Some(match plan {
+        Plan::Never => return None,
+        Plan::All(plans) => Condition::from(Filter::must(plans.iter().map(condition).collect::<Option<Vec<_>>>()?)),
+        Plan::Any(plans) => Condition::from(Filter::should(plans.iter().map(condition).collect::<Option<Vec<_>>>()?)),
+        Plan::Is(f, value) => keyword(field::key(*f), value),
+        Plan::OneOf(f, values) => any_keyword(field::key(*f), values.iter().map(String::as_str)),
+        Plan::CrossProject(cross) => Condition::matches(field::CROSS_PROJECT, *cross),
         // Exact for every millisecond timestamp below 2^53 (the year 287,396).
-        must.push(Condition::range(
+        Plan::OccurredWithin { from_ms, to_ms } => Condition::range(
             field::OCCURRED_AT_MS,
             Range {
-                gte: filter.occurred_from_ms.map(|ms| ms as f64),
-                lt: filter.occurred_to_ms.map(|ms| ms as f64),
+                gte: from_ms.map(|ms| ms as f64),
+                lt: to_ms.map(|ms| ms as f64),
                 gt: None,
                 lte: None,
             },
-        ));
-    }
-    for tag in &filter.tags {
-        must.push(keyword(field::TAGS, tag));
-    }
-    if let Some(reader) = &filter.reader {
-        must.push(Condition::from(reader_filter(reader)?));
-    }
-    Some(Filter::must(must))
-}
-
-/// What a reader may see, as alternatives (see [`Reader`]).
-fn reader_filter(reader: &Reader) -> Option<Filter> {
-    let owned_or_shared = || {
-        Condition::from(Filter::should([
-            keyword(field::ROLE_ID, &reader.role_id),
-            any_keyword(
-                field::VISIBILITY,
-                [Visibility::Project.as_str(), Visibility::Global.as_str()],
-            ),
-        ]))
-    };
-    let mut branches = Vec::new();
-    if reader.layers != Layers::Project {
-        branches.push(Condition::from(Filter::must([
-            Condition::matches(field::CROSS_PROJECT, true),
-            owned_or_shared(),
-        ])));
-    }
-    if reader.layers != Layers::CrossProject
-        && let Some(project) = &reader.project_id
-    {
-        branches.push(Condition::from(Filter::must([
-            keyword(field::PROJECT_ID, project),
-            owned_or_shared(),
-        ])));
-    }
-    if reader.layers == Layers::Both {
-        // Any project's global memories; those of the reader's own project pass the branch
-        // above as well, so they need no exclusion here.
-        branches.push(Condition::from(Filter::must([
-            Condition::matches(field::CROSS_PROJECT, false),
-            keyword(field::VISIBILITY, Visibility::Global.as_str()),
-        ])));
-    }
-    if branches.is_empty() {
-        return None;
-    }
-    Some(Filter::should(branches))
+        ),
+        Plan::HasTag(tag) => keyword(field::TAGS, tag),
+    })
 }
 
 #[cfg(test)]
@@ -707,9 +661,10 @@ mod tests {
     use std::collections::BTreeSet;
 
     use qdrant_client::qdrant::FieldCondition;
-    use qdrant_client::qdrant::condition::ConditionOneOf;
     use serde_json::Map;
-    use thinkus_common::model::MemoryType;
+    use thinkus_common::model::{MemoryType, Visibility};
+
+    use crate::filter::{Layers, Reader};
 
     use super::*;
     use crate::conformance::vector::{self as conformance, SplitMix};
@@ -815,7 +770,7 @@ mod tests {
 
     #[test]
     fn a_user_filter_translates_to_tenant_and_status() {
-        let filter = qdrant_filter(&VectorFilter::user("user with space")).expect("matchable");
+        let filter = qdrant_filter(&MemoryFilter::user("user with space")).expect("matchable");
         assert!(filter.should.is_empty() && filter.must_not.is_empty());
         assert_eq!(filter.must.len(), 2);
         assert_eq!(
@@ -825,18 +780,16 @@ mod tests {
         );
         assert_eq!(
             match_of(&filter.must[1]),
-            (
-                field::STATUS,
-                &MatchValue::Keywords(RepeatedStrings {
-                    strings: vec!["active".into()]
-                })
-            )
+            (field::STATUS, &MatchValue::Keyword("active".into()))
         );
+        let statuses = MemoryFilter::any_status("u1");
+        let filter = qdrant_filter(&statuses).expect("matchable");
+        assert!(matches!(match_of(&filter.must[1]), (field::STATUS, MatchValue::Keywords(k)) if k.strings.len() == 5));
     }
 
     #[test]
     fn every_condition_translates() {
-        let mut filter = VectorFilter::user("u1");
+        let mut filter = MemoryFilter::user("u1");
         filter.types = vec![MemoryType::Risk];
         filter.visibilities = vec![Visibility::Global];
         filter.session_id = Some("s1".into());
@@ -896,12 +849,16 @@ mod tests {
             project_id: project.map(str::to_string),
             layers,
         };
-        let branches = |r: Reader| reader_filter(&r).map(|filter| filter.should.len());
+        let branches = |r: Reader| match condition(&r.plan()).map(|c| c.condition_one_of) {
+            Some(Some(ConditionOneOf::Filter(filter))) if !filter.should.is_empty() => Some(filter.should.len()),
+            Some(_) => Some(1),
+            None => None,
+        };
         assert_eq!(branches(reader(Some("p1"), Layers::Project)), Some(1));
         assert_eq!(branches(reader(Some("p1"), Layers::CrossProject)), Some(1));
         assert_eq!(branches(reader(None, Layers::Both)), Some(2));
         assert_eq!(branches(reader(None, Layers::Project)), None, "nothing can match");
-        let mut filter = VectorFilter::user("u1");
+        let mut filter = MemoryFilter::user("u1");
         filter.statuses.clear();
         assert!(qdrant_filter(&filter).is_none(), "no status matches nothing");
     }
@@ -949,8 +906,8 @@ mod tests {
         }
     }
 
-    /// The translated filters, evaluated with Qdrant's semantics, accept exactly what
-    /// [`VectorFilter::matches`] accepts, over random points and filters.
+    /// The translated filters, evaluated with Qdrant's semantics, accept exactly what the
+    /// reference predicate accepts, over random points and filters.
     #[test]
     fn translation_agrees_with_the_reference() {
         let mut rng = SplitMix::new(0x0bad_5eed);
@@ -975,7 +932,7 @@ mod tests {
         let mut checked = 0;
         let mut accepted = BTreeSet::new();
         for _ in 0..2_000 {
-            let mut filter = VectorFilter::user(*rng.pick(&["u1", "u2"]));
+            let mut filter = MemoryFilter::user(*rng.pick(&["u1", "u2"]));
             filter.statuses = rng.subset(MemoryStatus::ALL);
             if rng.chance(70) {
                 filter.reader = Some(Reader {
@@ -1009,7 +966,7 @@ mod tests {
                 let by_qdrant = translated.as_ref().is_some_and(|f| eval(f, &payload(point)));
                 assert_eq!(
                     by_qdrant,
-                    filter.matches(point),
+                    crate::conformance::visibility::reference(&filter, point),
                     "translation disagrees for {filter:?} on {point:?}"
                 );
                 if by_qdrant {

@@ -22,7 +22,7 @@ use chrono::{TimeZone, Utc};
 use serde_json::json;
 use thinkus_backends::embed::normalize;
 use thinkus_backends::sql::{MemoryStore, WriteBatch};
-use thinkus_backends::vector::{Bm25Encoder, IndexedPoint, Reader, VectorFilter};
+use thinkus_backends::vector::{Bm25Encoder, IndexedPoint, MemoryFilter, Reader};
 use thinkus_common::model::{Language, Memory, MemorySource, MemoryStatus, MemoryType, Scope};
 use thinkus_proto::retriever::RecallRequest;
 use thinkus_proto::retriever::retriever_service_client::RetrieverServiceClient;
@@ -371,14 +371,14 @@ async fn measure(mut config: Config, shape: Shape, queries: usize) -> anyhow::Re
     let mut searches = Vec::with_capacity(queries);
     let mut reads = Vec::with_capacity(queries);
     for (q, ((user, _), (dense, sparse))) in texts.iter().zip(&query_vectors).enumerate() {
-        let filter = VectorFilter {
+        let filter = MemoryFilter {
             reader: Some(Reader {
                 role_id: ROLE.into(),
                 project_id: None,
                 layers: Default::default(),
             }),
             statuses: vec![MemoryStatus::Active],
-            ..VectorFilter::user(user.clone())
+            ..MemoryFilter::user(user.clone())
         };
         let asked = Instant::now();
         let (dense_hits, sparse_hits) = futures::try_join!(
