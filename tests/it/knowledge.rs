@@ -19,19 +19,19 @@ use tonic::transport::Channel;
 use crate::{nodes, support};
 
 #[derive(Debug, Clone, Copy)]
-enum Backend {
+pub(crate) enum Backend {
     Sqlite,
     Postgres,
 }
 
 /// A running node on the backend, or `None` when PostgreSQL is not configured (skipped).
-struct Node {
-    handle: NodeHandle,
-    channel: Channel,
+pub(crate) struct Node {
+    pub(crate) handle: NodeHandle,
+    pub(crate) channel: Channel,
     _dir: tempfile::TempDir,
 }
 
-async fn start(backend: Backend, adjust: impl FnOnce(&mut Config)) -> Option<Node> {
+pub(crate) async fn start(backend: Backend, adjust: impl FnOnce(&mut Config)) -> Option<Node> {
     let dir = tempfile::tempdir().unwrap();
     let mut config = nodes::embedded_config(dir.path());
     if let Backend::Postgres = backend {
@@ -49,16 +49,16 @@ async fn start(backend: Backend, adjust: impl FnOnce(&mut Config)) -> Option<Nod
 }
 
 impl Node {
-    fn km(&self) -> KnowledgeManagerServiceClient<Channel> {
+    pub(crate) fn km(&self) -> KnowledgeManagerServiceClient<Channel> {
         KnowledgeManagerServiceClient::new(self.channel.clone())
     }
 
-    async fn stop(self) {
+    pub(crate) async fn stop(self) {
         self.handle.shutdown().await.unwrap();
     }
 }
 
-fn scope(user: &str, role: &str, project: Option<&str>) -> Scope {
+pub(crate) fn scope(user: &str, role: &str, project: Option<&str>) -> Scope {
     Scope {
         user_id: user.into(),
         role_id: role.into(),
@@ -100,7 +100,7 @@ async fn learn_messages(
 }
 
 /// The ids and statuses of every memory of a user visible to the scope, in any status.
-async fn all_memories(node: &Node, scope: &Scope) -> Vec<thinkus_proto::common::Memory> {
+pub(crate) async fn all_memories(node: &Node, scope: &Scope) -> Vec<thinkus_proto::common::Memory> {
     node.km()
         .list_memories(ListMemoriesRequest {
             scope: Some(scope.clone()),

@@ -2,10 +2,12 @@
 //! implementation, and the end-to-end scenarios. One binary keeps link time down.
 
 mod artifact;
+mod conflicts;
 mod conformance;
 mod foundation;
 mod gateway;
 mod knowledge;
+mod markdown;
 mod nodes;
 mod summary;
 mod support;

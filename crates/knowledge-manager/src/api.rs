@@ -6,7 +6,7 @@ use serde::{Deserialize, Serialize};
 use thinkus_backends::sql::Change;
 use thinkus_common::ApiError;
 use thinkus_common::model::{
-    ArtifactRef, EngineChoice, Memory, MemorySource, MemoryStatus, MemoryType, Message, Scope, Visibility,
+    ArtifactRef, EngineChoice, Language, Memory, MemorySource, MemoryStatus, MemoryType, Message, Scope, Visibility,
 };
 
 /// The content of a memory to write.
@@ -30,6 +30,10 @@ pub struct MemoryDraft {
     pub iteration_id: Option<String>,
     /// Detected from the content when `None`.
     pub subject: Option<String>,
+    /// Who said it, for a conversation turn (a corrected turn keeps its speaker; turns are
+    /// otherwise stored through `ingest_turns`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub speaker: Option<String>,
 }
 
 impl MemoryDraft {
@@ -49,6 +53,7 @@ impl MemoryDraft {
             occurred_at: None,
             iteration_id: None,
             subject: None,
+            speaker: None,
         }
     }
 }
@@ -167,7 +172,7 @@ pub struct LearnResult {
     pub candidates: u32,
 }
 
-/// Correction actions (seed 001 section 3.5.3).
+/// Correction actions (seed 001 section 3.5.3), and the priority a person adjusts (section 4.2).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum CorrectionAction {
@@ -175,6 +180,21 @@ pub enum CorrectionAction {
     Freeze,
     Replace,
     Restore,
+    /// A new importance, 1-5; freshness follows in proportion.
+    SetImportance(u8),
+}
+
+impl CorrectionAction {
+    /// The action as the history and people read it ("set importance").
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Suppress => "suppress",
+            Self::Freeze => "freeze",
+            Self::Replace => "replace",
+            Self::Restore => "restore",
+            Self::SetImportance(_) => "set importance",
+        }
+    }
 }
 
 /// A correction.
@@ -209,6 +229,91 @@ pub struct CandidateView {
     pub created_at: DateTime<Utc>,
     pub decided_at: Option<DateTime<Utc>>,
     pub memory_id: Option<String>,
+    /// A pending conflict: the memories whose value this candidate contradicts.
+    pub conflicts_with: Vec<String>,
+}
+
+/// A new value held beside the value it contradicts until a person chooses (seed 001 section
+/// 3.5.4): it came with low confidence or from an inference. Its id is the candidate's.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Conflict {
+    pub id: String,
+    /// Where the new value would be written.
+    pub scope: Scope,
+    pub subject: String,
+    /// The memories holding the current value, still active.
+    pub current: Vec<Memory>,
+    pub proposed: MemoryDraft,
+    pub reason: String,
+    pub evidence_count: u32,
+    pub created_at: DateTime<Utc>,
+    /// "budget: $500 or $800? unconfirmed" / "预算：$500 还是 $800？待确认".
+    pub question: String,
+}
+
+/// The side of a conflict a person keeps.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ConflictChoice {
+    /// The current value: the new one is discarded and the current one confirmed.
+    Current,
+    /// The new value: written, it replaces the current one.
+    Proposed,
+}
+
+/// What resolving a conflict did.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ConflictResolution {
+    /// The memory holding the kept value.
+    pub kept: Memory,
+    /// The memories the new value replaced (when it was kept).
+    pub replaced_ids: Vec<String>,
+}
+
+/// What goes into every context of a role (seed 004 section 10.4: "固定注入：BOSS.md +
+/// Profile"), whatever the message.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Standing {
+    /// Standing rules the user gave: cross-project constraints and feedback, most important
+    /// first.
+    pub rules: Vec<Memory>,
+    /// The profile: cross-project preferences and facts, most important first.
+    pub profile: Vec<Memory>,
+    /// Pending conflicts of the role and project.
+    pub conflicts: Vec<Conflict>,
+    /// The language most of these are in.
+    pub language: Language,
+}
+
+/// One file of a Markdown export, its path relative to the export folder.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct MarkdownFile {
+    pub path: String,
+    pub content: String,
+}
+
+/// What one line of an import did (or would do, in a dry run).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ImportChange {
+    /// "replace", "suppress", "create", "queue" or "skip".
+    pub action: String,
+    pub path: String,
+    /// 1-based; 0 for a deleted line.
+    pub line: u32,
+    pub memory_id: Option<String>,
+    pub detail: String,
+}
+
+/// What an import did.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ImportReport {
+    pub changes: Vec<ImportChange>,
+    pub lines: u32,
+    pub replaced: u32,
+    pub suppressed: u32,
+    pub created: u32,
+    pub queued: u32,
+    pub skipped: u32,
 }
 
 /// A role's quota.
@@ -286,4 +391,27 @@ pub trait KnowledgeApi: Send + Sync {
     ) -> Result<MaintenanceReport, ApiError>;
     /// Rebuilds the index of one user, or of every user.
     async fn rebuild_index(&self, user_id: Option<String>) -> Result<u64, ApiError>;
+    /// Pending conflicts of the scope's user (narrowed by role and project), newest first.
+    async fn list_conflicts(&self, scope: Scope, limit: usize) -> Result<Vec<Conflict>, ApiError>;
+    /// Keeps one side of a pending conflict.
+    async fn resolve_conflict(
+        &self,
+        scope: Scope,
+        conflict_id: String,
+        keep: ConflictChoice,
+        reason: String,
+    ) -> Result<ConflictResolution, ApiError>;
+    /// The standing rules, profile and pending conflicts of a role: cheap enough for every turn.
+    async fn standing(&self, scope: Scope, limit: usize) -> Result<Standing, ApiError>;
+    /// The user's memory as Markdown files (`scope.project_id` narrows to one project).
+    async fn export_markdown(&self, scope: Scope, language: Option<Language>) -> Result<Vec<MarkdownFile>, ApiError>;
+    /// Reads edited Markdown files back (see `markdown`).
+    async fn import_markdown(
+        &self,
+        scope: Scope,
+        files: Vec<MarkdownFile>,
+        dry_run: bool,
+    ) -> Result<ImportReport, ApiError>;
+    /// The roles holding memories or candidates of a user, sorted.
+    async fn list_roles(&self, user_id: String) -> Result<Vec<String>, ApiError>;
 }

@@ -3,6 +3,7 @@
 //! project than the candidate's.
 
 use chrono::Utc;
+use serde::{Deserialize, Serialize};
 use thinkus_backends::sql::{CandidateStatus, WriteBatch};
 use thinkus_common::ApiError;
 use thinkus_common::ids::{IdKind, check_id};
@@ -12,13 +13,33 @@ use crate::admission;
 use crate::api::{CandidateView, MemoryDraft, WriteResult};
 use crate::service::{KnowledgeManager, WriteOptions, actor_of};
 
-fn view(candidate: thinkus_backends::sql::Candidate) -> Result<CandidateView, ApiError> {
-    let draft: MemoryDraft = serde_json::from_str(&candidate.draft)
-        .map_err(|err| ApiError::internal(format!("unreadable candidate draft {}: {err}", candidate.id)))?;
+/// What a candidate row's `draft` column holds: the memory to write and, for a pending
+/// conflict, the memories whose value it contradicts.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub(crate) struct StoredDraft {
+    #[serde(flatten)]
+    pub draft: MemoryDraft,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub conflicts_with: Vec<String>,
+}
+
+impl StoredDraft {
+    pub(crate) fn read(candidate: &thinkus_backends::sql::Candidate) -> Result<Self, ApiError> {
+        serde_json::from_str(&candidate.draft)
+            .map_err(|err| ApiError::internal(format!("unreadable candidate draft {}: {err}", candidate.id)))
+    }
+
+    pub(crate) fn json(&self) -> String {
+        serde_json::to_string(self).unwrap_or_default()
+    }
+}
+
+pub(crate) fn view(candidate: thinkus_backends::sql::Candidate) -> Result<CandidateView, ApiError> {
+    let stored = StoredDraft::read(&candidate)?;
     Ok(CandidateView {
         id: candidate.id,
         scope: candidate.scope,
-        draft,
+        draft: stored.draft,
         reason: candidate.reason,
         score: candidate.score,
         evidence_count: candidate.evidence_count,
@@ -26,6 +47,7 @@ fn view(candidate: thinkus_backends::sql::Candidate) -> Result<CandidateView, Ap
         created_at: candidate.created_at,
         decided_at: candidate.decided_at,
         memory_id: candidate.memory_id,
+        conflicts_with: stored.conflicts_with,
     })
 }
 
@@ -45,7 +67,7 @@ pub(crate) async fn list(
         .collect()
 }
 
-async fn pending(
+pub(crate) async fn pending(
     km: &KnowledgeManager,
     scope: &Scope,
     candidate_id: &str,
@@ -87,8 +109,14 @@ pub(crate) async fn approve(
     edited_content: Option<String>,
 ) -> Result<WriteResult, ApiError> {
     let candidate = pending(km, &scope, &candidate_id).await?;
-    let mut draft: MemoryDraft = serde_json::from_str(&candidate.draft)
-        .map_err(|err| ApiError::internal(format!("unreadable candidate draft {candidate_id}: {err}")))?;
+    let stored = StoredDraft::read(&candidate)?;
+    if !stored.conflicts_with.is_empty() && edited_content.as_deref().is_none_or(|c| c.trim().is_empty()) {
+        // Approving a pending conflict keeps its new value.
+        return crate::conflicts::keep_proposed(km, &scope, candidate, String::new())
+            .await
+            .map(|(result, _)| result);
+    }
+    let mut draft = stored.draft;
     if let Some(content) = edited_content.filter(|c| !c.trim().is_empty()) {
         draft.content = content;
         draft.summary = None;
@@ -125,6 +153,11 @@ pub(crate) async fn reject(
     reason: String,
 ) -> Result<(), ApiError> {
     let mut candidate = pending(km, &scope, &candidate_id).await?;
+    if !StoredDraft::read(&candidate)?.conflicts_with.is_empty() {
+        // Rejecting a pending conflict keeps the current value.
+        crate::conflicts::keep_current(km, &scope, candidate, reason, true).await?;
+        return Ok(());
+    }
     candidate.status = CandidateStatus::Rejected;
     candidate.decided_at = Some(Utc::now());
     if !reason.trim().is_empty() {

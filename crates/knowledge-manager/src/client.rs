@@ -11,14 +11,15 @@ use thinkus_common::convert::{
     visibility_to_proto,
 };
 use thinkus_common::grpc::ClientChannel;
-use thinkus_common::model::{EngineChoice, Memory, MemoryType, Scope};
+use thinkus_common::model::{EngineChoice, Language, Memory, MemoryType, Scope};
 use thinkus_proto::common as pbc;
 use thinkus_proto::knowledge as pb;
 use thinkus_proto::knowledge::knowledge_manager_service_client::KnowledgeManagerServiceClient;
 
 use crate::api::{
-    CandidateView, CorrectRequest, CorrectResult, FinalizeResult, IngestResult, IngestTurnsRequest, KnowledgeApi,
-    LearnRequest, LearnResult, ListRequest, MaintenanceReport, Quota, RememberRequest, WriteResult,
+    CandidateView, Conflict, ConflictChoice, ConflictResolution, CorrectRequest, CorrectResult, FinalizeResult,
+    ImportReport, IngestResult, IngestTurnsRequest, KnowledgeApi, LearnRequest, LearnResult, ListRequest,
+    MaintenanceReport, MarkdownFile, Quota, RememberRequest, Standing, WriteResult,
 };
 use crate::convert;
 
@@ -173,16 +174,18 @@ impl KnowledgeApi for KnowledgeClient {
         match self {
             Self::Local(api) => api.correct(request).await,
             Self::Grpc(client) => {
+                let (action, importance) = convert::correction_to_proto(request.action);
                 let response = client
                     .clone()
                     .correct_memory(pb::CorrectMemoryRequest {
                         scope: scope(&request.scope),
                         memory_id: request.memory_id,
-                        action: convert::correction_to_proto(request.action),
+                        action,
                         evidence: request.evidence,
                         new_content: request.new_content.unwrap_or_default(),
                         new_summary: request.new_summary.unwrap_or_default(),
                         request_id: request.request_id.unwrap_or_default(),
+                        importance,
                     })
                     .await?;
                 let body = response.get_ref();
@@ -458,6 +461,153 @@ impl KnowledgeApi for KnowledgeClient {
                     })
                     .await?;
                 Ok(response.get_ref().indexed.max(0) as u64)
+            }
+        }
+    }
+
+    async fn list_conflicts(&self, scope_: Scope, limit: usize) -> Result<Vec<Conflict>, ApiError> {
+        match self {
+            Self::Local(api) => api.list_conflicts(scope_, limit).await,
+            Self::Grpc(client) => {
+                let response = client
+                    .clone()
+                    .list_conflicts(pb::ListConflictsRequest {
+                        scope: scope(&scope_),
+                        limit: limit.min(200) as i32,
+                    })
+                    .await?;
+                response
+                    .get_ref()
+                    .conflicts
+                    .iter()
+                    .map(convert::conflict_from_proto)
+                    .collect()
+            }
+        }
+    }
+
+    async fn resolve_conflict(
+        &self,
+        scope_: Scope,
+        conflict_id: String,
+        keep: ConflictChoice,
+        reason: String,
+    ) -> Result<ConflictResolution, ApiError> {
+        match self {
+            Self::Local(api) => api.resolve_conflict(scope_, conflict_id, keep, reason).await,
+            Self::Grpc(client) => {
+                let response = client
+                    .clone()
+                    .resolve_conflict(pb::ResolveConflictRequest {
+                        scope: scope(&scope_),
+                        conflict_id,
+                        keep: convert::conflict_choice_to_proto(keep),
+                        reason,
+                    })
+                    .await?
+                    .into_inner();
+                Ok(ConflictResolution {
+                    kept: memory(response.kept.as_ref())?,
+                    replaced_ids: response.replaced_ids,
+                })
+            }
+        }
+    }
+
+    async fn standing(&self, scope_: Scope, limit: usize) -> Result<Standing, ApiError> {
+        match self {
+            Self::Local(api) => api.standing(scope_, limit).await,
+            Self::Grpc(client) => {
+                let response = client
+                    .clone()
+                    .get_standing(pb::GetStandingRequest {
+                        scope: scope(&scope_),
+                        limit: limit.min(200) as i32,
+                    })
+                    .await?
+                    .into_inner();
+                let memories = |list: &[pbc::Memory]| -> Result<Vec<Memory>, ApiError> {
+                    list.iter().map(convert::memory_from_proto).collect()
+                };
+                Ok(Standing {
+                    rules: memories(&response.rules)?,
+                    profile: memories(&response.profile)?,
+                    conflicts: response
+                        .conflicts
+                        .iter()
+                        .map(convert::conflict_from_proto)
+                        .collect::<Result<_, _>>()?,
+                    language: response.language.parse().unwrap_or(Language::En),
+                })
+            }
+        }
+    }
+
+    async fn export_markdown(&self, scope_: Scope, language: Option<Language>) -> Result<Vec<MarkdownFile>, ApiError> {
+        match self {
+            Self::Local(api) => api.export_markdown(scope_, language).await,
+            Self::Grpc(client) => {
+                let mut stream = client
+                    .clone()
+                    .export_memory(pb::ExportMemoryRequest {
+                        scope: scope(&scope_),
+                        language: language.map(|l| l.as_str().to_string()).unwrap_or_default(),
+                    })
+                    .await?
+                    .into_inner();
+                let mut files = Vec::new();
+                while let Some(message) = stream.message().await? {
+                    if let Some(file) = message.file {
+                        files.push(MarkdownFile {
+                            path: file.path,
+                            content: file.content,
+                        });
+                    }
+                }
+                Ok(files)
+            }
+        }
+    }
+
+    async fn import_markdown(
+        &self,
+        scope_: Scope,
+        files: Vec<MarkdownFile>,
+        dry_run: bool,
+    ) -> Result<ImportReport, ApiError> {
+        match self {
+            Self::Local(api) => api.import_markdown(scope_, files, dry_run).await,
+            Self::Grpc(client) => {
+                use pb::import_memory_request::Item;
+                let header = pb::ImportMemoryRequest {
+                    item: Some(Item::Header(pb::ImportHeader {
+                        scope: scope(&scope_),
+                        dry_run,
+                    })),
+                };
+                let messages = std::iter::once(header).chain(files.into_iter().map(|file| pb::ImportMemoryRequest {
+                    item: Some(Item::File(pb::MemoryFile {
+                        path: file.path,
+                        content: file.content,
+                    })),
+                }));
+                let response = client.clone().import_memory(futures::stream::iter(messages)).await?;
+                Ok(convert::import_report_from_proto(response.get_ref()))
+            }
+        }
+    }
+
+    async fn list_roles(&self, user_id: String) -> Result<Vec<String>, ApiError> {
+        match self {
+            Self::Local(api) => api.list_roles(user_id).await,
+            Self::Grpc(client) => {
+                let response = client
+                    .clone()
+                    .list_roles(pb::ListRolesRequest {
+                        scope: user_scope(&Some(user_id)),
+                    })
+                    .await?;
+                Ok(response.into_inner().role_ids)
             }
         }
     }

@@ -74,6 +74,14 @@ pub struct KnowledgeConfig {
     pub forget_max_importance: u8,
     pub forget_max_access: u64,
     pub quotas: QuotaConfig,
+    /// Pending conflicts (seed 001 section 3.5.4): a new value that contradicts an active one
+    /// replaces it at once only when it is sure. Below this confidence it waits beside the old
+    /// one, as a conflict a person resolves (ListConflicts, ResolveConflict), and contexts ask
+    /// "budget: $500 or $800? unconfirmed". 0 turns the hold off for unsure values.
+    pub conflict_min_confidence: f64,
+    /// Whether a value an executive inferred (source `inference`) is held the same way,
+    /// whatever its confidence.
+    pub conflict_on_inference: bool,
 }
 
 impl Default for KnowledgeConfig {
@@ -91,6 +99,8 @@ impl Default for KnowledgeConfig {
             forget_max_importance: 2,
             forget_max_access: 2,
             quotas: QuotaConfig::default(),
+            conflict_min_confidence: 0.8,
+            conflict_on_inference: true,
         }
     }
 }

@@ -12,7 +12,8 @@ use thinkus_proto::common as pbc;
 use thinkus_proto::knowledge as pb;
 
 use crate::api::{
-    CandidateView, CorrectionAction, IngestResult, LearnResult, MemoryDraft, Turn, WriteOutcome, WriteResult,
+    CandidateView, Conflict, ConflictChoice, CorrectionAction, ImportChange, ImportReport, IngestResult, LearnResult,
+    MemoryDraft, Turn, WriteOutcome, WriteResult,
 };
 
 pub fn draft_from_proto(draft: Option<&pb::MemoryDraft>, field: &str) -> Result<MemoryDraft, ApiError> {
@@ -47,6 +48,7 @@ pub fn draft_from_proto(draft: Option<&pb::MemoryDraft>, field: &str) -> Result<
         occurred_at: datetime_opt(draft.occurred_at.as_ref(), &format!("{field}.occurred_at"))?,
         iteration_id: (!draft.iteration_id.is_empty()).then(|| draft.iteration_id.clone()),
         subject: (!draft.subject.is_empty()).then(|| draft.subject.clone()),
+        speaker: None,
     })
 }
 
@@ -240,13 +242,19 @@ pub fn learn_from_proto(response: &pb::LearnFromConversationResponse) -> Result<
     })
 }
 
-pub fn correction_from_proto(value: i32) -> Result<CorrectionAction, ApiError> {
+/// A correction action; `importance` is read for set_importance.
+pub fn correction_from_proto(value: i32, importance: i32) -> Result<CorrectionAction, ApiError> {
     use pb::CorrectionAction as P;
     match P::try_from(value) {
         Ok(P::Suppress) => Ok(CorrectionAction::Suppress),
         Ok(P::Freeze) => Ok(CorrectionAction::Freeze),
         Ok(P::Replace) => Ok(CorrectionAction::Replace),
         Ok(P::Restore) => Ok(CorrectionAction::Restore),
+        Ok(P::SetImportance) if (1..=5).contains(&importance) => Ok(CorrectionAction::SetImportance(importance as u8)),
+        Ok(P::SetImportance) => Err(ApiError::invalid(
+            "importance",
+            format!("must be 1-5 to set the importance, got {importance}"),
+        )),
         Ok(P::Unspecified) => Err(ApiError::invalid("action", "is required")),
         Err(_) => Err(ApiError::invalid(
             "action",
@@ -255,14 +263,17 @@ pub fn correction_from_proto(value: i32) -> Result<CorrectionAction, ApiError> {
     }
 }
 
-pub fn correction_to_proto(action: CorrectionAction) -> i32 {
+/// The action and the importance field of a correction request.
+pub fn correction_to_proto(action: CorrectionAction) -> (i32, i32) {
     use pb::CorrectionAction as P;
-    (match action {
-        CorrectionAction::Suppress => P::Suppress,
-        CorrectionAction::Freeze => P::Freeze,
-        CorrectionAction::Replace => P::Replace,
-        CorrectionAction::Restore => P::Restore,
-    }) as i32
+    let (action, importance) = match action {
+        CorrectionAction::Suppress => (P::Suppress, 0),
+        CorrectionAction::Freeze => (P::Freeze, 0),
+        CorrectionAction::Replace => (P::Replace, 0),
+        CorrectionAction::Restore => (P::Restore, 0),
+        CorrectionAction::SetImportance(importance) => (P::SetImportance, i32::from(importance)),
+    };
+    (action as i32, importance)
 }
 
 pub fn change_kind_to_proto(kind: ChangeKind) -> i32 {
@@ -354,6 +365,7 @@ pub fn candidate_to_proto(candidate: &CandidateView) -> pb::Candidate {
         created_at: Some(timestamp(candidate.created_at)),
         decided_at: timestamp_opt(candidate.decided_at),
         memory_id: candidate.memory_id.clone().unwrap_or_default(),
+        conflicts_with: candidate.conflicts_with.clone(),
     }
 }
 
@@ -381,5 +393,108 @@ pub fn candidate_from_proto(candidate: &pb::Candidate) -> Result<CandidateView, 
             .as_ref()
             .and_then(|t| thinkus_common::convert::datetime(t, "decided_at").ok()),
         memory_id: (!candidate.memory_id.is_empty()).then(|| candidate.memory_id.clone()),
+        conflicts_with: candidate.conflicts_with.clone(),
     })
+}
+
+pub fn conflict_to_proto(conflict: &Conflict) -> pb::Conflict {
+    pb::Conflict {
+        id: conflict.id.clone(),
+        scope: Some(scope_to_proto(&conflict.scope)),
+        subject: conflict.subject.clone(),
+        current: conflict.current.iter().map(memory_to_proto).collect(),
+        proposed: Some(draft_to_proto(&conflict.proposed)),
+        reason: conflict.reason.clone(),
+        evidence_count: conflict.evidence_count as i32,
+        created_at: Some(timestamp(conflict.created_at)),
+        question: conflict.question.clone(),
+    }
+}
+
+pub fn conflict_from_proto(conflict: &pb::Conflict) -> Result<Conflict, ApiError> {
+    Ok(Conflict {
+        id: conflict.id.clone(),
+        scope: conflict
+            .scope
+            .as_ref()
+            .map(|s| scope_from_proto(Some(s), "scope", ScopeRules::USER))
+            .transpose()?
+            .unwrap_or_default(),
+        subject: conflict.subject.clone(),
+        current: conflict
+            .current
+            .iter()
+            .map(memory_from_proto)
+            .collect::<Result<_, _>>()?,
+        proposed: draft_from_proto(conflict.proposed.as_ref(), "proposed")?,
+        reason: conflict.reason.clone(),
+        evidence_count: conflict.evidence_count.max(0) as u32,
+        created_at: conflict
+            .created_at
+            .as_ref()
+            .and_then(|t| thinkus_common::convert::datetime(t, "created_at").ok())
+            .unwrap_or_default(),
+        question: conflict.question.clone(),
+    })
+}
+
+pub fn conflict_choice_from_proto(value: i32) -> Result<ConflictChoice, ApiError> {
+    match pb::ConflictChoice::try_from(value) {
+        Ok(pb::ConflictChoice::Current) => Ok(ConflictChoice::Current),
+        Ok(pb::ConflictChoice::Proposed) => Ok(ConflictChoice::Proposed),
+        Ok(pb::ConflictChoice::Unspecified) => Err(ApiError::invalid("keep", "is required (current or proposed)")),
+        Err(_) => Err(ApiError::invalid("keep", format!("unknown choice {value}"))),
+    }
+}
+
+pub fn conflict_choice_to_proto(choice: ConflictChoice) -> i32 {
+    (match choice {
+        ConflictChoice::Current => pb::ConflictChoice::Current,
+        ConflictChoice::Proposed => pb::ConflictChoice::Proposed,
+    }) as i32
+}
+
+pub fn import_report_to_proto(report: &ImportReport) -> pb::ImportMemoryResponse {
+    pb::ImportMemoryResponse {
+        changes: report
+            .changes
+            .iter()
+            .map(|c| pb::ImportChange {
+                action: c.action.clone(),
+                path: c.path.clone(),
+                line: c.line as i32,
+                memory_id: c.memory_id.clone().unwrap_or_default(),
+                detail: c.detail.clone(),
+            })
+            .collect(),
+        lines: report.lines as i32,
+        replaced: report.replaced as i32,
+        suppressed: report.suppressed as i32,
+        created: report.created as i32,
+        queued: report.queued as i32,
+        skipped: report.skipped as i32,
+    }
+}
+
+pub fn import_report_from_proto(response: &pb::ImportMemoryResponse) -> ImportReport {
+    let count = |n: i32| n.max(0) as u32;
+    ImportReport {
+        changes: response
+            .changes
+            .iter()
+            .map(|c| ImportChange {
+                action: c.action.clone(),
+                path: c.path.clone(),
+                line: count(c.line),
+                memory_id: (!c.memory_id.is_empty()).then(|| c.memory_id.clone()),
+                detail: c.detail.clone(),
+            })
+            .collect(),
+        lines: count(response.lines),
+        replaced: count(response.replaced),
+        suppressed: count(response.suppressed),
+        created: count(response.created),
+        queued: count(response.queued),
+        skipped: count(response.skipped),
+    }
 }

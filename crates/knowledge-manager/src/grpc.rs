@@ -13,9 +13,12 @@ use thinkus_proto::knowledge as pb;
 use thinkus_proto::knowledge::knowledge_manager_service_server::{
     KnowledgeManagerService, KnowledgeManagerServiceServer,
 };
-use tonic::{Request, Response, Status};
+use tonic::codegen::BoxStream;
+use tonic::{Request, Response, Status, Streaming};
 
-use crate::api::{CorrectRequest, IngestTurnsRequest, KnowledgeApi, LearnRequest, ListRequest, RememberRequest};
+use crate::api::{
+    CorrectRequest, IngestTurnsRequest, KnowledgeApi, LearnRequest, ListRequest, MarkdownFile, RememberRequest,
+};
 use crate::convert;
 
 /// Serves [`KnowledgeApi`] over gRPC.
@@ -75,8 +78,150 @@ fn optional(value: &str) -> Option<String> {
     (!value.is_empty()).then(|| value.to_string())
 }
 
+/// The most files an import may carry, and their total size.
+pub const MAX_IMPORT_FILES: usize = 10_000;
+pub const MAX_IMPORT_BYTES: usize = 64 * 1024 * 1024;
+
+fn language(value: &str, field: &str) -> Result<Option<thinkus_common::model::Language>, ApiError> {
+    match value {
+        "" => Ok(None),
+        other => other
+            .parse()
+            .map(Some)
+            .map_err(|_| ApiError::invalid(field, format!("{other:?} is not zh or en"))),
+    }
+}
+
+/// A limit between 1 and `max`; 0 means `default`.
+fn limit(value: i32, default: usize, max: usize, field: &str) -> Result<usize, ApiError> {
+    match value {
+        0 => Ok(default),
+        n if n > 0 => Ok((n as usize).min(max)),
+        n => Err(ApiError::invalid(field, format!("must not be negative, got {n}"))),
+    }
+}
+
 #[tonic::async_trait]
 impl KnowledgeManagerService for KnowledgeGrpc {
+    async fn list_conflicts(
+        &self,
+        request: Request<pb::ListConflictsRequest>,
+    ) -> Result<Response<pb::ListConflictsResponse>, Status> {
+        let (_, scope) = scoped(&request, request.get_ref().scope.as_ref(), ScopeRules::USER)?;
+        let limit = limit(request.get_ref().limit, 50, 200, "limit").map_err(status)?;
+        let conflicts = self.api.list_conflicts(scope, limit).await.map_err(status)?;
+        Ok(Response::new(pb::ListConflictsResponse {
+            conflicts: conflicts.iter().map(convert::conflict_to_proto).collect(),
+        }))
+    }
+
+    async fn resolve_conflict(
+        &self,
+        request: Request<pb::ResolveConflictRequest>,
+    ) -> Result<Response<pb::ResolveConflictResponse>, Status> {
+        let (_, scope) = scoped(&request, request.get_ref().scope.as_ref(), ScopeRules::USER)?;
+        let body = request.get_ref();
+        let keep = convert::conflict_choice_from_proto(body.keep).map_err(status)?;
+        let resolution = self
+            .api
+            .resolve_conflict(scope, body.conflict_id.clone(), keep, body.reason.clone())
+            .await
+            .map_err(status)?;
+        Ok(Response::new(pb::ResolveConflictResponse {
+            kept: Some(memory_to_proto(&resolution.kept)),
+            replaced_ids: resolution.replaced_ids,
+        }))
+    }
+
+    async fn get_standing(
+        &self,
+        request: Request<pb::GetStandingRequest>,
+    ) -> Result<Response<pb::GetStandingResponse>, Status> {
+        let (_, scope) = scoped(&request, request.get_ref().scope.as_ref(), ScopeRules::USER_ROLE)?;
+        let limit = limit(request.get_ref().limit, 30, 200, "limit").map_err(status)?;
+        let standing = self.api.standing(scope, limit).await.map_err(status)?;
+        Ok(Response::new(pb::GetStandingResponse {
+            rules: standing.rules.iter().map(memory_to_proto).collect(),
+            profile: standing.profile.iter().map(memory_to_proto).collect(),
+            conflicts: standing.conflicts.iter().map(convert::conflict_to_proto).collect(),
+            language: standing.language.as_str().to_string(),
+        }))
+    }
+
+    async fn export_memory(
+        &self,
+        request: Request<pb::ExportMemoryRequest>,
+    ) -> Result<Response<BoxStream<pb::ExportMemoryResponse>>, Status> {
+        let (_, scope) = scoped(&request, request.get_ref().scope.as_ref(), ScopeRules::USER)?;
+        let language = language(&request.get_ref().language, "language").map_err(status)?;
+        let files = self.api.export_markdown(scope, language).await.map_err(status)?;
+        let stream = futures::stream::iter(files.into_iter().map(|file| {
+            Ok(pb::ExportMemoryResponse {
+                file: Some(pb::MemoryFile {
+                    path: file.path,
+                    content: file.content,
+                }),
+            })
+        }));
+        Ok(Response::new(Box::pin(stream)))
+    }
+
+    async fn import_memory(
+        &self,
+        request: Request<Streaming<pb::ImportMemoryRequest>>,
+    ) -> Result<Response<pb::ImportMemoryResponse>, Status> {
+        let principal = principal(&request)?;
+        let mut stream = request.into_inner();
+        let header = match stream.message().await? {
+            Some(pb::ImportMemoryRequest {
+                item: Some(pb::import_memory_request::Item::Header(header)),
+            }) => header,
+            _ => {
+                return Err(status(ApiError::invalid(
+                    "header",
+                    "the first message must be the header",
+                )));
+            }
+        };
+        let scope = scope_from_proto(header.scope.as_ref(), "header.scope", ScopeRules::USER).map_err(status)?;
+        principal.authorize(&scope).map_err(status)?;
+        let mut files = Vec::new();
+        let mut bytes = 0usize;
+        while let Some(message) = stream.message().await? {
+            match message.item {
+                Some(pb::import_memory_request::Item::File(file)) => {
+                    bytes += file.content.len();
+                    if files.len() >= MAX_IMPORT_FILES || bytes > MAX_IMPORT_BYTES {
+                        return Err(status(ApiError::invalid(
+                            "file",
+                            format!("an import holds at most {MAX_IMPORT_FILES} files and {MAX_IMPORT_BYTES} bytes"),
+                        )));
+                    }
+                    files.push(MarkdownFile {
+                        path: file.path,
+                        content: file.content,
+                    });
+                }
+                _ => return Err(status(ApiError::invalid("file", "only the first message is a header"))),
+            }
+        }
+        let report = self
+            .api
+            .import_markdown(scope, files, header.dry_run)
+            .await
+            .map_err(status)?;
+        Ok(Response::new(convert::import_report_to_proto(&report)))
+    }
+
+    async fn list_roles(
+        &self,
+        request: Request<pb::ListRolesRequest>,
+    ) -> Result<Response<pb::ListRolesResponse>, Status> {
+        let (_, scope) = scoped(&request, request.get_ref().scope.as_ref(), ScopeRules::USER)?;
+        let role_ids = self.api.list_roles(scope.user_id).await.map_err(status)?;
+        Ok(Response::new(pb::ListRolesResponse { role_ids }))
+    }
+
     async fn remember(&self, request: Request<pb::RememberRequest>) -> Result<Response<pb::RememberResponse>, Status> {
         let (_, scope) = scoped(&request, request.get_ref().scope.as_ref(), ScopeRules::USER_ROLE)?;
         let body = request.get_ref();
@@ -202,7 +347,7 @@ impl KnowledgeManagerService for KnowledgeGrpc {
             .correct(CorrectRequest {
                 scope,
                 memory_id: body.memory_id.clone(),
-                action: convert::correction_from_proto(body.action).map_err(status)?,
+                action: convert::correction_from_proto(body.action, body.importance).map_err(status)?,
                 evidence: body.evidence.clone(),
                 new_content: optional(&body.new_content),
                 new_summary: optional(&body.new_summary),

@@ -199,7 +199,7 @@ fn route(
 }
 
 /// Queues a candidate, counting a repeated observation on the pending one.
-async fn queue(
+pub(crate) async fn queue(
     km: &KnowledgeManager,
     scope: &Scope,
     candidate: &Extracted,

@@ -25,14 +25,16 @@ use thinkus_backends::vector::{Bm25Encoder, IndexedPoint, Layers, MemoryFilter, 
 use thinkus_common::ApiError;
 use thinkus_common::error::ErrorCode;
 use thinkus_common::ids::{IdKind, check_id, new_id};
-use thinkus_common::model::{EngineChoice, Memory, MemorySource, MemoryStatus, MemoryType, Scope, Visibility};
+use thinkus_common::model::{
+    EngineChoice, Language, Memory, MemorySource, MemoryStatus, MemoryType, Scope, Visibility,
+};
 use thinkus_common::text::{char_count, summarize_to};
 use tracing::Instrument;
 
 use crate::api::{
-    CandidateView, CorrectRequest, CorrectResult, FinalizeResult, IngestResult, IngestTurnsRequest, KnowledgeApi,
-    LearnRequest, LearnResult, ListRequest, MaintenanceReport, MemoryDraft, Quota, RememberRequest, WriteOutcome,
-    WriteResult,
+    CandidateView, Conflict, ConflictChoice, ConflictResolution, CorrectRequest, CorrectResult, FinalizeResult,
+    ImportReport, IngestResult, IngestTurnsRequest, KnowledgeApi, LearnRequest, LearnResult, ListRequest,
+    MaintenanceReport, MarkdownFile, MemoryDraft, Quota, RememberRequest, Standing, WriteOutcome, WriteResult,
 };
 use crate::config::KnowledgeConfig;
 use crate::subject;
@@ -221,6 +223,7 @@ impl KnowledgeManager {
             occurred_at: draft.occurred_at.unwrap_or(now),
             subject,
             iteration_id: draft.iteration_id.clone().filter(|s| !s.is_empty()),
+            speaker: draft.speaker.clone().filter(|s| !s.is_empty()),
             ..Memory::new(scope.clone(), draft.memory_type, content, source, now)
         }
     }
@@ -474,7 +477,18 @@ impl KnowledgeManager {
         let _user = self.lock_user(&scope.user_id).await;
         let mut replaces = options.replaces.clone();
         if !options.skip_dedup {
-            for old in self.contradicted(&memory).await? {
+            let contradicted = self.contradicted(&memory).await?;
+            // An unsure new value does not replace a sure old one: both are kept as a pending
+            // conflict a person resolves (seed 001 section 3.5.4; `crate::conflicts`).
+            if !contradicted.is_empty()
+                && let Some(held) = crate::conflicts::hold(self, &memory, &contradicted, &options, now).await?
+            {
+                return Ok(held);
+            }
+            for old in contradicted {
+                if replaces.iter().any(|(listed, _, _)| listed.id == old.id) {
+                    continue;
+                }
                 replaces.push((
                     old,
                     ChangeKind::Supersede,
@@ -541,6 +555,13 @@ impl KnowledgeManager {
             let mut candidate = candidate.clone();
             candidate.memory_id = Some(memory.id.clone());
             batch.candidates.push(candidate);
+        }
+        if !replaced_ids.is_empty() {
+            // Pending conflicts about a value this write replaced are answered by it.
+            let except = options.candidate.as_ref().map(|c| c.id.as_str());
+            batch.candidates.extend(
+                crate::conflicts::settled_by(self, &scope.user_id, &replaced_ids, &memory.id, except, now).await?,
+            );
         }
         let result = WriteResult {
             outcome,
@@ -1058,5 +1079,40 @@ impl KnowledgeApi for KnowledgeManager {
         }
         self.vectors.flush().await?;
         Ok(total)
+    }
+
+    async fn list_conflicts(&self, scope: Scope, limit: usize) -> Result<Vec<Conflict>, ApiError> {
+        crate::conflicts::list(self, &scope, limit.clamp(1, 200)).await
+    }
+
+    async fn resolve_conflict(
+        &self,
+        scope: Scope,
+        conflict_id: String,
+        keep: ConflictChoice,
+        reason: String,
+    ) -> Result<ConflictResolution, ApiError> {
+        crate::conflicts::resolve(self, scope, conflict_id, keep, reason).await
+    }
+
+    async fn standing(&self, scope: Scope, limit: usize) -> Result<Standing, ApiError> {
+        crate::standing::standing(self, &scope, limit.clamp(1, 200)).await
+    }
+
+    async fn export_markdown(&self, scope: Scope, language: Option<Language>) -> Result<Vec<MarkdownFile>, ApiError> {
+        crate::markdown::export(self, &scope, language).await
+    }
+
+    async fn import_markdown(
+        &self,
+        scope: Scope,
+        files: Vec<MarkdownFile>,
+        dry_run: bool,
+    ) -> Result<ImportReport, ApiError> {
+        crate::markdown::import(self, &scope, files, dry_run).await
+    }
+
+    async fn list_roles(&self, user_id: String) -> Result<Vec<String>, ApiError> {
+        Ok(self.store.list_roles(&user_id).await?)
     }
 }

@@ -106,6 +106,18 @@ const SUBJECTS: &[(&str, &[&str])] = &[
     ),
 ];
 
+/// How a subject reads in the given language: the first word that names it in that language
+/// ("预算", "budget"), or the subject itself when none is known.
+pub fn label(subject: &str, language: thinkus_common::model::Language) -> String {
+    let chinese = language == thinkus_common::model::Language::Zh;
+    SUBJECTS
+        .iter()
+        .find(|(name, _)| *name == subject)
+        .and_then(|(_, words)| words.iter().find(|w| w.is_ascii() != chinese))
+        .map(|w| w.trim().to_string())
+        .unwrap_or_else(|| subject.replace('_', " "))
+}
+
 /// Types whose memories state facts that can be superseded.
 pub fn is_factual(memory_type: MemoryType) -> bool {
     matches!(
@@ -178,6 +190,28 @@ pub fn values(text: &str) -> BTreeSet<String> {
         }
     }
     out
+}
+
+/// The values a text states as written ("$800", "3月15日", "Next.js"), in the order they
+/// appear, for people to read; [`values`] gives them normalised, for comparison.
+pub fn shown_values(text: &str) -> Vec<String> {
+    let mut found: Vec<(usize, String)> = Vec::new();
+    for regex in [&*MONEY, &*DATE] {
+        for m in regex.find_iter(text) {
+            if !found.iter().any(|(at, v)| *at <= m.start() && m.start() < at + v.len()) {
+                found.push((m.start(), m.as_str().trim().to_string()));
+            }
+        }
+    }
+    for m in NAME.find_iter(text) {
+        let inside = found.iter().any(|(at, v)| *at <= m.start() && m.start() < at + v.len());
+        let word = m.as_str();
+        if !inside && !values(word).is_empty() {
+            found.push((m.start(), word.to_string()));
+        }
+    }
+    found.sort();
+    found.into_iter().map(|(_, v)| v).collect()
 }
 
 /// Capitalised words that are not values (sentence starts, pronouns).
@@ -283,6 +317,22 @@ mod tests {
         assert!(v.contains("2026-03-01"), "{v:?}");
         assert!(v.contains("next.js"), "{v:?}");
         assert!(v.contains("vercel"), "{v:?}");
+    }
+
+    #[test]
+    fn values_as_written_and_labels() {
+        assert_eq!(shown_values("预算改成$800了"), vec!["$800"]);
+        assert_eq!(
+            shown_values("The budget is $500 and we use Next.js"),
+            vec!["$500", "Next.js"]
+        );
+        assert_eq!(shown_values("上线时间推迟到3月15日"), vec!["3月15日"]);
+        use thinkus_common::model::Language;
+        assert_eq!(label("budget", Language::Zh), "预算");
+        assert_eq!(label("budget", Language::En), "budget");
+        assert_eq!(label("design_style", Language::En), "design style");
+        assert_eq!(label("team_size", Language::Zh), "团队规模");
+        assert_eq!(label("unknown_thing", Language::En), "unknown thing");
     }
 
     #[test]

@@ -33,11 +33,23 @@ fn successor_draft(memory: &Memory, content: String, summary: Option<String>) ->
         artifact_refs: memory.artifact_refs.clone(),
         iteration_id: memory.iteration_id.clone(),
         subject: memory.subject.clone(),
+        speaker: memory.speaker.clone(),
+        occurred_at: (memory.memory_type == MemoryType::ConversationTurn).then_some(memory.occurred_at),
         ..MemoryDraft::new(memory.memory_type, content)
     }
 }
 
 pub(crate) async fn correct(km: &KnowledgeManager, request: CorrectRequest) -> Result<CorrectResult, ApiError> {
+    let actor = actor_of(&request.scope);
+    correct_as(km, request, actor).await
+}
+
+/// A correction recorded in the history as made by `actor` ("import" for a Markdown import).
+pub(crate) async fn correct_as(
+    km: &KnowledgeManager,
+    request: CorrectRequest,
+    actor: String,
+) -> Result<CorrectResult, ApiError> {
     let memory = km
         .visible_memory(&request.scope, &request.memory_id, "memory_id")
         .await?;
@@ -70,7 +82,7 @@ pub(crate) async fn correct(km: &KnowledgeManager, request: CorrectRequest) -> R
             skip_dedup: true,
             skip_quota: true,
             request_key: None,
-            actor: actor_of(&request.scope),
+            actor: actor.clone(),
             replaces: vec![(memory.clone(), ChangeKind::Correction, format!("replace: {evidence}"))],
             ..Default::default()
         };
@@ -108,6 +120,18 @@ pub(crate) async fn correct(km: &KnowledgeManager, request: CorrectRequest) -> R
             }
             updated.status = MemoryStatus::Active;
         }
+        CorrectionAction::SetImportance(importance) => {
+            if !(1..=5).contains(&importance) {
+                return Err(ApiError::invalid(
+                    "importance",
+                    format!("must be 1-5, got {importance}"),
+                ));
+            }
+            // Freshness is importance after decay: it keeps its proportion.
+            let ratio = memory.freshness / f64::from(memory.importance.max(1));
+            updated.importance = importance;
+            updated.freshness = ((f64::from(importance) * ratio) * 100.0).round() / 100.0;
+        }
         CorrectionAction::Replace => {
             return Err(ApiError::internal("a replacement is written by the branch above"));
         }
@@ -120,8 +144,13 @@ pub(crate) async fn correct(km: &KnowledgeManager, request: CorrectRequest) -> R
             user_id: memory.scope.user_id.clone(),
             memory_id: memory.id.clone(),
             kind: ChangeKind::Correction,
-            actor: actor_of(&request.scope),
-            reason: format!("{:?}: {evidence}", request.action).to_lowercase(),
+            actor,
+            reason: match request.action {
+                CorrectionAction::SetImportance(importance) => {
+                    format!("set importance: {} -> {importance}: {evidence}", memory.importance)
+                }
+                action => format!("{}: {evidence}", action.as_str()),
+            },
             before: Some(json_of(&memory)),
             after: Some(json_of(&updated)),
             at: now,

@@ -110,6 +110,12 @@ impl Config {
                 Some((key, why)) => ConfigError::invalid(key, why),
                 None => ConfigError::invalid("gateway", message),
             })?;
+        if !(0.0..=1.0).contains(&self.knowledge.conflict_min_confidence) {
+            return Err(ConfigError::invalid(
+                "knowledge.conflict_min_confidence",
+                "must be within 0-1",
+            ));
+        }
         if !(0.0..=1.0).contains(&self.knowledge.dedup_threshold) {
             return Err(ConfigError::invalid("knowledge.dedup_threshold", "must be within 0-1"));
         }

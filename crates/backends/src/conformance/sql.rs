@@ -464,6 +464,11 @@ pub async fn memory_store_suite(store: &dyn MemoryStore) {
     assert!(by_status.iter().any(|(s, n)| *s == MemoryStatus::Replaced && *n >= 1));
     let users = store.list_users().await.unwrap();
     assert!(users.contains(&alice) && users.contains(&user));
+    // Roles: of memories and candidates, once each, sorted; never another user's.
+    let roles = store.list_roles(&alice).await.unwrap();
+    assert!(roles.contains(&"cto".to_string()), "{roles:?}");
+    assert!(roles.windows(2).all(|w| w[0] < w[1]), "{roles:?}");
+    assert!(store.list_roles(&format!("{alice}-nobody")).await.unwrap().is_empty());
 }
 
 fn artifact(user: &str, session: &str, sha: &str, key: &str) -> ArtifactRecord {

@@ -166,6 +166,9 @@ pub trait MemoryStore: Send + Sync {
 
     /// Every user with at least one memory.
     async fn list_users(&self) -> Result<Vec<String>, StoreError>;
+
+    /// The roles of a user: every role owning a memory or a candidate of the user, sorted.
+    async fn list_roles(&self, user_id: &str) -> Result<Vec<String>, StoreError>;
 }
 
 /// Artifact metadata (the contents live in the blob store).

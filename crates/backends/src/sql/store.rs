@@ -1118,6 +1118,19 @@ impl MemoryStore for SqlStore {
             .map(|row| row.try_get::<String, _>(0).map_err(backend_error))
             .collect()
     }
+
+    async fn list_roles(&self, user_id: &str) -> Result<Vec<String>, StoreError> {
+        let mut q = Query::new(
+            "SELECT role_id FROM memories WHERE user_id = ? \
+             UNION SELECT role_id FROM candidates WHERE user_id = ? ORDER BY 1",
+        );
+        q.text(user_id).text(user_id);
+        self.fetch_all(&q)
+            .await?
+            .iter()
+            .map(|row| row.try_get::<String, _>(0).map_err(backend_error))
+            .collect()
+    }
 }
 
 const ARTIFACT_COLUMNS: &str = "id, user_id, role_id, project_id, session_id, tool_call_id, tool_name, mime_type, \

@@ -1,0 +1,468 @@
+//! Pending conflicts (seed 001 section 3.5.4, seed 004 section 10: "发生冲突时按证据数量与置信度
+//! 决策"). A new value that contradicts an active memory replaces it at once when it is sure, as
+//! an explicit correction is. When it is not (a confidence below
+//! `knowledge.conflict_min_confidence`, or inferred by an executive), the old memory stays and
+//! the new value waits beside it as a candidate that names the memories it contradicts: a
+//! pending conflict. Contexts ask about it ("budget: $500 or $800? unconfirmed"); a person
+//! resolves it (keep the current value, or the new one), and the history records who chose.
+
+use chrono::{DateTime, Utc};
+use thinkus_backends::sql::{Candidate, CandidateStatus, Change, ChangeKind, WriteBatch};
+use thinkus_common::ApiError;
+use thinkus_common::ids::{IdKind, new_id};
+use thinkus_common::model::{Language, Memory, MemorySource, MemoryStatus, MemoryType, Scope};
+use thinkus_common::text::{detect_language_of, summarize_to};
+
+use crate::admission;
+use crate::api::{Conflict, ConflictChoice, ConflictResolution, MemoryDraft, WriteOutcome, WriteResult};
+use crate::candidates::{StoredDraft, pending};
+use crate::config::KnowledgeConfig;
+use crate::service::{KnowledgeManager, WriteOptions, actor_of};
+use crate::subject;
+
+/// Why a new value is too unsure to replace what it contradicts, or `None` when it is sure.
+pub(crate) fn unsure(config: &KnowledgeConfig, memory: &Memory) -> Option<String> {
+    if config.conflict_on_inference && memory.source == MemorySource::Inference {
+        return Some("inferred by an executive".into());
+    }
+    if memory.confidence < config.conflict_min_confidence {
+        return Some(format!(
+            "confidence {:.2} below {:.2}",
+            memory.confidence, config.conflict_min_confidence
+        ));
+    }
+    None
+}
+
+/// The branch of the contradiction step (under the user's write lock): an unsure new value
+/// that contradicts active memories is held as a pending conflict instead of replacing them.
+/// Returns the write's result when it was held. Writes a person decided (an approval, an
+/// explicit replacement) are never held.
+pub(crate) async fn hold(
+    km: &KnowledgeManager,
+    memory: &Memory,
+    contradicted: &[Memory],
+    options: &WriteOptions,
+    now: DateTime<Utc>,
+) -> Result<Option<WriteResult>, ApiError> {
+    if options.candidate.is_some() || !options.replaces.is_empty() {
+        return Ok(None);
+    }
+    let Some(why) = unsure(&km.config, memory) else {
+        return Ok(None);
+    };
+    // Turns are a record of what was said, not a value to choose: only memories conflict.
+    let current: Vec<String> = contradicted
+        .iter()
+        .filter(|m| m.status == MemoryStatus::Active && m.memory_type != MemoryType::ConversationTurn)
+        .map(|m| m.id.clone())
+        .collect();
+    if current.is_empty() {
+        return Ok(None);
+    }
+    let subject = memory.subject.clone().unwrap_or_default();
+    let reason = format!("contradicts {} about {subject}: {why}", current.join(", "));
+    // A conflict's key differs from a plain candidate's: the same words queued for another
+    // reason are another candidate.
+    let key = format!("conflict:{}", admission::content_key(&memory.content));
+    let record = match km.store.find_pending_candidate(&memory.scope.user_id, &key).await? {
+        Some(mut seen) => {
+            let mut stored = StoredDraft::read(&seen)?;
+            for id in &current {
+                if !stored.conflicts_with.contains(id) {
+                    stored.conflicts_with.push(id.clone());
+                }
+            }
+            seen.draft = stored.json();
+            seen.evidence_count += 1;
+            seen.score = seen.score.max(memory.confidence);
+            seen
+        }
+        None => {
+            let draft = MemoryDraft {
+                summary: Some(memory.summary.clone()),
+                importance: Some(memory.importance),
+                tags: memory.tags.clone(),
+                visibility: Some(memory.visibility),
+                source: Some(memory.source),
+                confidence: Some(memory.confidence),
+                context: memory.context.clone(),
+                related_decision_ids: memory.related_decision_ids.clone(),
+                artifact_refs: memory.artifact_refs.clone(),
+                occurred_at: Some(memory.occurred_at),
+                iteration_id: memory.iteration_id.clone(),
+                subject: memory.subject.clone(),
+                ..MemoryDraft::new(memory.memory_type, memory.content.clone())
+            };
+            Candidate {
+                id: new_id(IdKind::Candidate),
+                scope: memory.scope.clone(),
+                draft: StoredDraft {
+                    draft,
+                    conflicts_with: current,
+                }
+                .json(),
+                reason: reason.clone(),
+                score: memory.confidence,
+                evidence_count: 1,
+                status: CandidateStatus::Pending,
+                content_key: key,
+                created_at: now,
+                decided_at: None,
+                memory_id: None,
+            }
+        }
+    };
+    let result = WriteResult {
+        outcome: WriteOutcome::Queued,
+        memory: None,
+        replaced_ids: Vec::new(),
+        candidate_id: Some(record.id.clone()),
+        reason: format!("pending conflict: {reason}"),
+        score: memory.confidence,
+    };
+    let batch = WriteBatch {
+        candidates: vec![record],
+        ..Default::default()
+    };
+    km.commit(batch, &memory.scope.user_id, &options.request_key, &result)
+        .await?;
+    Ok(Some(result))
+}
+
+/// Pending conflicts a sure write settles: those whose current value it replaced (the question
+/// they ask is answered). Returned decided, for the write's batch; `except` is a candidate the
+/// write itself decides.
+pub(crate) async fn settled_by(
+    km: &KnowledgeManager,
+    user_id: &str,
+    replaced_ids: &[String],
+    by: &str,
+    except: Option<&str>,
+    now: DateTime<Utc>,
+) -> Result<Vec<Candidate>, ApiError> {
+    let mut settled = Vec::new();
+    for mut candidate in km
+        .store
+        .list_candidates(user_id, None, None, CandidateStatus::Pending, 500, 0)
+        .await?
+    {
+        if Some(candidate.id.as_str()) == except || !candidate.content_key.starts_with("conflict:") {
+            continue;
+        }
+        let stored = StoredDraft::read(&candidate)?;
+        if stored.conflicts_with.iter().any(|id| replaced_ids.contains(id)) {
+            candidate.status = CandidateStatus::Rejected;
+            candidate.decided_at = Some(now);
+            candidate.reason = format!("{} (settled: {by} replaced the value it questioned)", candidate.reason);
+            settled.push(candidate);
+        }
+    }
+    Ok(settled)
+}
+
+/// The question a conflict asks, in the language of its values: "budget: $500 or $800?
+/// unconfirmed", "预算：$500 还是 $800？待确认".
+pub fn question(subject_name: &str, current: &[Memory], proposed: &str) -> String {
+    let language = detect_language_of(current.iter().map(|m| m.content.as_str()).chain([proposed]));
+    let label = subject::label(subject_name, language);
+    // Each side by the values it states that the other does not; its words when it states none.
+    let side = |text: &str, other: &str| {
+        let others = subject::values(other);
+        let own: Vec<String> = subject::shown_values(text)
+            .into_iter()
+            .filter(|v| !subject::values(v).is_subset(&others))
+            .collect();
+        if own.is_empty() {
+            summarize_to(text, 40)
+        } else {
+            own.join(" / ")
+        }
+    };
+    let mut old: Vec<String> = Vec::new();
+    for memory in current {
+        let shown = side(&memory.content, proposed);
+        if !old.contains(&shown) {
+            old.push(shown);
+        }
+    }
+    let new = side(
+        proposed,
+        &current.iter().map(|m| m.content.as_str()).collect::<Vec<_>>().join(" "),
+    );
+    match language {
+        Language::Zh => format!("{label}：{} 还是 {new}？待确认", old.join(" / ")),
+        Language::En => format!("{label}: {} or {new}? unconfirmed", old.join(" / ")),
+    }
+}
+
+async fn conflict_of(km: &KnowledgeManager, candidate: Candidate) -> Result<Option<Conflict>, ApiError> {
+    let stored = StoredDraft::read(&candidate)?;
+    if stored.conflicts_with.is_empty() {
+        return Ok(None);
+    }
+    let current: Vec<Memory> = km
+        .store
+        .get_memories(&candidate.scope.user_id, &stored.conflicts_with)
+        .await?
+        .into_iter()
+        .filter(|m| m.status == MemoryStatus::Active)
+        .collect();
+    if current.is_empty() {
+        // The value it questioned is gone (deleted, corrected): nothing left to choose between.
+        return Ok(None);
+    }
+    let subject = stored
+        .draft
+        .subject
+        .clone()
+        .or_else(|| current.iter().find_map(|m| m.subject.clone()))
+        .unwrap_or_default();
+    Ok(Some(Conflict {
+        question: question(&subject, &current, &stored.draft.content),
+        id: candidate.id,
+        scope: candidate.scope,
+        subject,
+        current,
+        proposed: stored.draft,
+        reason: candidate.reason,
+        evidence_count: candidate.evidence_count,
+        created_at: candidate.created_at,
+    }))
+}
+
+/// Pending conflicts of a user, newest first: of one role when the scope names one, of one
+/// project (and the cross-project ones) when it names one.
+pub(crate) async fn list(km: &KnowledgeManager, scope: &Scope, limit: usize) -> Result<Vec<Conflict>, ApiError> {
+    let role = (!scope.role_id.is_empty()).then_some(scope.role_id.as_str());
+    let mut conflicts = Vec::new();
+    for candidate in km
+        .store
+        .list_candidates(&scope.user_id, role, None, CandidateStatus::Pending, 500, 0)
+        .await?
+    {
+        if conflicts.len() >= limit {
+            break;
+        }
+        let in_project = match (&scope.project_id, &candidate.scope.project_id) {
+            (Some(asked), Some(own)) => asked == own,
+            _ => true,
+        };
+        if !in_project || !candidate.content_key.starts_with("conflict:") {
+            continue;
+        }
+        if let Some(conflict) = conflict_of(km, candidate).await? {
+            conflicts.push(conflict);
+        }
+    }
+    Ok(conflicts)
+}
+
+/// Keeps the new value: written in the candidate's scope, it replaces the current memories;
+/// the history of each names who chose. Returns the write and the replaced ids.
+pub(crate) async fn keep_proposed(
+    km: &KnowledgeManager,
+    scope: &Scope,
+    candidate: Candidate,
+    reason: String,
+) -> Result<(WriteResult, Vec<String>), ApiError> {
+    let stored = StoredDraft::read(&candidate)?;
+    let actor = actor_of(scope);
+    let why = if reason.trim().is_empty() {
+        format!("conflict {} resolved by {actor}: the new value was kept", candidate.id)
+    } else {
+        format!("conflict {} resolved by {actor}: {}", candidate.id, reason.trim())
+    };
+    let current: Vec<Memory> = km
+        .store
+        .get_memories(&candidate.scope.user_id, &stored.conflicts_with)
+        .await?
+        .into_iter()
+        .filter(|m| m.status == MemoryStatus::Active)
+        .collect();
+    let mut draft = stored.draft;
+    // A person confirmed it.
+    draft.confidence = Some(1.0);
+    let mut decided = candidate.clone();
+    decided.status = CandidateStatus::Approved;
+    decided.decided_at = Some(Utc::now());
+    let options = WriteOptions {
+        actor,
+        candidate: Some(decided),
+        replaces: current
+            .into_iter()
+            .map(|m| (m, ChangeKind::Correction, why.clone()))
+            .collect(),
+        ..Default::default()
+    };
+    let mut result = km.write(&candidate.scope, &draft, options).await?;
+    result.candidate_id = Some(candidate.id);
+    let replaced = result.replaced_ids.clone();
+    Ok((result, replaced))
+}
+
+/// Keeps the current value: the new one is discarded, and each current memory is confirmed
+/// (confidence 1.0) with a history entry naming who chose. With `allow_moot`, a conflict whose
+/// current value is gone is simply discarded (a rejection); otherwise that is
+/// FAILED_PRECONDITION.
+pub(crate) async fn keep_current(
+    km: &KnowledgeManager,
+    scope: &Scope,
+    mut candidate: Candidate,
+    reason: String,
+    allow_moot: bool,
+) -> Result<Option<Memory>, ApiError> {
+    let stored = StoredDraft::read(&candidate)?;
+    let actor = actor_of(scope);
+    let now = Utc::now();
+    let current: Vec<Memory> = km
+        .store
+        .get_memories(&candidate.scope.user_id, &stored.conflicts_with)
+        .await?
+        .into_iter()
+        .filter(|m| m.status == MemoryStatus::Active)
+        .collect();
+    if current.is_empty() && !allow_moot {
+        return Err(ApiError::failed_precondition(format!(
+            "the current value of conflict {} is no longer active: keep the new value or reject it",
+            candidate.id
+        )));
+    }
+    let why = if reason.trim().is_empty() {
+        format!(
+            "conflict {} resolved by {actor}: kept over {:?}",
+            candidate.id,
+            summarize_to(&stored.draft.content, 50)
+        )
+    } else {
+        format!("conflict {} resolved by {actor}: {}", candidate.id, reason.trim())
+    };
+    candidate.status = CandidateStatus::Rejected;
+    candidate.decided_at = Some(now);
+    candidate.reason = format!("{} (resolved by {actor}: the current value was kept)", candidate.reason);
+    let mut batch = WriteBatch {
+        candidates: vec![candidate],
+        ..Default::default()
+    };
+    let mut kept = None;
+    for memory in current {
+        let mut updated = memory.clone();
+        updated.confidence = 1.0;
+        updated.updated_at = now;
+        batch.changes.push(Change {
+            id: new_id(IdKind::Change),
+            user_id: memory.scope.user_id.clone(),
+            memory_id: memory.id.clone(),
+            kind: ChangeKind::Correction,
+            actor: actor.clone(),
+            reason: why.clone(),
+            before: Some(serde_json::to_string(&memory).unwrap_or_default()),
+            after: Some(serde_json::to_string(&updated).unwrap_or_default()),
+            at: now,
+        });
+        batch.updates.push(updated.clone());
+        if kept.is_none() {
+            updated.version += 1;
+            kept = Some(updated);
+        }
+    }
+    let _user = km.lock_user(&scope.user_id).await;
+    km.store.commit(batch).await.map_err(|err| match err {
+        thinkus_backends::sql::StoreError::Conflict(m) => ApiError::new(
+            thinkus_common::ErrorCode::AlreadyExists,
+            format!("a concurrent change won: {m}; retry"),
+        ),
+        other => other.into(),
+    })?;
+    Ok(kept)
+}
+
+/// Resolves a pending conflict (checked as an approval: the conflict must belong to the
+/// scope's user, and to its role and project when the scope names them).
+pub(crate) async fn resolve(
+    km: &KnowledgeManager,
+    scope: Scope,
+    conflict_id: String,
+    keep: ConflictChoice,
+    reason: String,
+) -> Result<ConflictResolution, ApiError> {
+    let candidate = pending(km, &scope, &conflict_id).await?;
+    if StoredDraft::read(&candidate)?.conflicts_with.is_empty() {
+        return Err(ApiError::not_found("conflict", &conflict_id));
+    }
+    match keep {
+        ConflictChoice::Proposed => {
+            let (result, replaced_ids) = keep_proposed(km, &scope, candidate, reason).await?;
+            Ok(ConflictResolution {
+                kept: result
+                    .memory
+                    .ok_or_else(|| ApiError::internal("the kept value was not written"))?,
+                replaced_ids,
+            })
+        }
+        ConflictChoice::Current => {
+            let kept = keep_current(km, &scope, candidate, reason, false)
+                .await?
+                .ok_or_else(|| ApiError::internal("no current value was confirmed"))?;
+            Ok(ConflictResolution {
+                kept,
+                replaced_ids: Vec::new(),
+            })
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn memory(content: &str) -> Memory {
+        Memory::new(
+            Scope::new("u", "cfo"),
+            MemoryType::Constraint,
+            content.into(),
+            MemorySource::UserInput,
+            Utc::now(),
+        )
+    }
+
+    #[test]
+    fn questions_name_both_values_in_the_users_language() {
+        assert_eq!(
+            question(
+                "budget",
+                &[memory("The budget is $500")],
+                "I think the budget is $800 now"
+            ),
+            "budget: $500 or $800? unconfirmed"
+        );
+        assert_eq!(
+            question("budget", &[memory("预算是$500")], "预算可能是$800"),
+            "预算：$500 还是 $800？待确认"
+        );
+        // Without values, each side by its words.
+        let q = question("design_style", &[memory("我喜欢简约的设计风格")], "设计风格要华丽一些");
+        assert!(
+            q.starts_with("设计风格：我喜欢简约的设计风格 还是 设计风格要华丽一些"),
+            "{q}"
+        );
+    }
+
+    #[test]
+    fn unsure_values_are_held() {
+        let config = KnowledgeConfig::default();
+        let mut sure = memory("The budget is $800");
+        assert_eq!(unsure(&config, &sure), None);
+        sure.confidence = 0.6;
+        assert!(unsure(&config, &sure).unwrap().contains("0.60"));
+        sure.confidence = 1.0;
+        sure.source = MemorySource::Inference;
+        assert_eq!(unsure(&config, &sure).as_deref(), Some("inferred by an executive"));
+        let off = KnowledgeConfig {
+            conflict_min_confidence: 0.0,
+            conflict_on_inference: false,
+            ..KnowledgeConfig::default()
+        };
+        assert_eq!(unsure(&off, &sure), None);
+    }
+}
