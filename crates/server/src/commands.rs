@@ -265,7 +265,7 @@ pub async fn admin(task: AdminTask) -> anyhow::Result<()> {
     match task {
         AdminTask::RebuildIndex { connection, user } => {
             let client = KnowledgeClient::grpc(connect(&connection)?, MAX_MESSAGE);
-            let indexed = client.rebuild_index(user).await?;
+            let indexed = crate::progress::during("rebuilding the index", client.rebuild_index(user)).await?;
             out(&format!("indexed {indexed} memories"));
         }
         AdminTask::Maintenance { connection, user } => {

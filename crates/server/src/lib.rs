@@ -5,7 +5,9 @@ pub mod bench;
 pub mod cli;
 pub mod commands;
 pub mod config;
+pub mod memory_cli;
 pub mod node;
+pub mod progress;
 pub mod services;
 
 pub use cli::main;

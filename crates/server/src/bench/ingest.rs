@@ -176,10 +176,12 @@ pub async fn run(mut config: Config, n: usize, data_dir: Option<PathBuf>) -> any
 
     let next = Arc::new(AtomicUsize::new(0));
     let started = Instant::now();
+    let progress = crate::progress::Progress::new("ingest", Some(n as u64));
     let mut writers = Vec::new();
     for _ in 0..WRITERS {
         let km = km.clone();
         let next = next.clone();
+        let progress = progress.clone();
         writers.push(tokio::spawn(async move {
             let mut latencies: Vec<Duration> = Vec::new();
             let mut outcomes: Vec<WriteOutcome> = Vec::new();
@@ -200,6 +202,7 @@ pub async fn run(mut config: Config, n: usize, data_dir: Option<PathBuf>) -> any
                 let sent = Instant::now();
                 let result = km.remember(request).await?;
                 latencies.push(sent.elapsed());
+                progress.inc(1);
                 outcomes.push(result.outcome);
             }
             anyhow::Ok((latencies, outcomes))
@@ -212,6 +215,7 @@ pub async fn run(mut config: Config, n: usize, data_dir: Option<PathBuf>) -> any
         latencies.extend(l);
         outcomes.extend(o);
     }
+    progress.finish();
     let elapsed = started.elapsed().as_secs_f64();
     let count = |outcome: WriteOutcome| outcomes.iter().filter(|o| **o == outcome).count();
     let per_s = n as f64 / elapsed.max(f64::EPSILON);

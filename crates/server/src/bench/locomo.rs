@@ -118,9 +118,12 @@ pub async fn run(
     let started = Instant::now();
     let mut dia_of: HashMap<String, String> = HashMap::new();
     let mut turn_count = 0;
+    let sessions = samples.iter().map(|s| s.sessions.len() as u64).sum();
+    let progress = crate::progress::Progress::new("ingest sessions", Some(sessions));
     for sample in &samples {
         let user = user_of(sample);
         for session in &sample.sessions {
+            progress.inc(1);
             if session.turns.is_empty() {
                 continue;
             }
@@ -149,6 +152,7 @@ pub async fn run(
             turn_count += session.turns.len();
         }
     }
+    progress.finish();
     let ingest_time = started.elapsed();
     say(format!(
         "ingested {turn_count} turns in {:.1}s ({:.0} turns/s)",
@@ -160,7 +164,9 @@ pub async fn run(
     let mut overall = Tally::default();
     let mut per_category: BTreeMap<u32, Tally> = BTreeMap::new();
     let mut latencies: Vec<Duration> = Vec::new();
+    let progress = crate::progress::Progress::new("questions", Some(samples.len() as u64));
     for sample in &samples {
+        progress.inc(1);
         let user = user_of(sample);
         let now = sample.sessions.last().map(|s| s.date).unwrap_or_default() + chrono::Duration::days(1);
         for question in sample
@@ -202,6 +208,7 @@ pub async fn run(
             }
         }
     }
+    progress.finish();
 
     say(format!(
         "{:<12} {:>5} {:>7} {:>7} {:>7} {:>8}",
