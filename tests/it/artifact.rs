@@ -53,6 +53,7 @@ fn scope(user: &str, session: &str) -> Scope {
         role_id: "cto".into(),
         project_id: "p1".into(),
         session_id: session.into(),
+        ..Default::default()
     }
 }
 
@@ -373,6 +374,7 @@ async fn scenario(node: &NodeHandle) {
             role_id: "cto".into(),
             project_id: None,
             session_id: Some("s9".into()),
+            ..Default::default()
         },
         ..Default::default()
     };
@@ -423,10 +425,16 @@ async fn scenario(node: &NodeHandle) {
     assert!(!other.deduplicated);
     let other_id = other.artifact.unwrap().id;
     assert_ne!(other_id, artifact.id);
-    let key = thinkus_artifact::service::blob_key(&alice, &artifact.sha256);
+    let key = thinkus_artifact::service::blob_key(
+        &thinkus_common::model::Owner::new("default", alice.clone()),
+        &artifact.sha256,
+    );
     let bob_copy = create(&mut client, header(&bob, "s1", "/src/user.rs"), RUST_SOURCE.as_bytes()).await;
     assert!(!bob_copy.deduplicated, "tenants never share");
-    let bob_key = thinkus_artifact::service::blob_key(&bob, &artifact.sha256);
+    let bob_key = thinkus_artifact::service::blob_key(
+        &thinkus_common::model::Owner::new("default", bob.clone()),
+        &artifact.sha256,
+    );
     assert_ne!(key, bob_key);
     assert!(blobs.size(&key).await.unwrap().is_some());
     client
@@ -499,7 +507,10 @@ async fn scenario(node: &NodeHandle) {
     assert_eq!((purged.removed, purged.blobs_removed), (1, 1));
     assert_eq!(
         blobs
-            .size(&thinkus_artifact::service::blob_key(&alice, &expiring.sha256))
+            .size(&thinkus_artifact::service::blob_key(
+                &thinkus_common::model::Owner::new("default", alice.clone()),
+                &expiring.sha256
+            ))
             .await
             .unwrap(),
         None

@@ -21,6 +21,7 @@ fn scope(user: &str, role: &str, project: Option<&str>) -> Scope {
         role_id: role.into(),
         project_id: project.unwrap_or_default().into(),
         session_id: String::new(),
+        ..Default::default()
     }
 }
 

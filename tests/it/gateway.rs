@@ -23,6 +23,7 @@ fn scope(user: &str, session: &str) -> Scope {
         role_id: "cto".into(),
         project_id: "shop".into(),
         session_id: session.into(),
+        ..Default::default()
     }
 }
 
@@ -273,6 +274,7 @@ async fn queued_work_survives_a_restart_and_failures_stay_visible() {
     let broken = thinkus_backends::sql::JobRecord {
         id: thinkus_common::ids::new_id(thinkus_common::ids::IdKind::Job),
         kind: "learn".into(),
+        tenant_id: thinkus_common::model::DEFAULT_TENANT.into(),
         user_id: "frank".into(),
         session_id: Some("s1".into()),
         payload: "{not json".into(),

@@ -11,5 +11,6 @@ mod markdown;
 mod nodes;
 mod summary;
 mod support;
+mod tenancy;
 mod tracing;
 mod visibility;

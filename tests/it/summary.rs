@@ -17,7 +17,7 @@ use thinkus_backends::llm::openai::OpenAiChat;
 use thinkus_backends::llm::{LanguageModel, RuleEngine};
 use thinkus_backends::sql::{SessionKey, SessionRecord, SessionStore, SqlStore, StoreError, SummaryRecord};
 use thinkus_common::config::{LlmConfig, LlmProvider};
-use thinkus_common::model::{EngineChoice, MemoryType, Message, Scope};
+use thinkus_common::model::{EngineChoice, MemoryType, Message, Owner, Scope};
 use thinkus_common::tokens::TokenCounter;
 use thinkus_common::{ApiError, ErrorCode};
 use thinkus_summary::api::{GenerateRequest, ListRequest, RecordRequest, RenderRequest, SummaryApi};
@@ -36,16 +36,16 @@ impl SessionStore for Counting {
     async fn append_messages(&self, key: &SessionKey, messages: &[Message]) -> Result<(u32, u32), StoreError> {
         self.inner.append_messages(key, messages).await
     }
-    async fn get_messages(&self, user: &str, session: &str, from: u32, to: u32) -> Result<Vec<Message>, StoreError> {
+    async fn get_messages(&self, user: &Owner, session: &str, from: u32, to: u32) -> Result<Vec<Message>, StoreError> {
         self.reads.lock().unwrap().push((from, to));
         self.inner.get_messages(user, session, from, to).await
     }
-    async fn get_session(&self, user: &str, session: &str) -> Result<Option<SessionRecord>, StoreError> {
+    async fn get_session(&self, user: &Owner, session: &str) -> Result<Option<SessionRecord>, StoreError> {
         self.inner.get_session(user, session).await
     }
     async fn flag_session(
         &self,
-        user: &str,
+        user: &Owner,
         session: &str,
         ended: Option<bool>,
         requested: Option<bool>,
@@ -58,12 +58,12 @@ impl SessionStore for Counting {
     async fn put_summary(&self, summary: &SummaryRecord, expected: Option<i32>) -> Result<(), StoreError> {
         self.inner.put_summary(summary, expected).await
     }
-    async fn get_summary(&self, user: &str, session: &str) -> Result<Option<SummaryRecord>, StoreError> {
+    async fn get_summary(&self, user: &Owner, session: &str) -> Result<Option<SummaryRecord>, StoreError> {
         self.inner.get_summary(user, session).await
     }
     async fn list_summaries(
         &self,
-        user: &str,
+        user: &Owner,
         project: Option<&str>,
         exclude_role: Option<&str>,
         limit: usize,
@@ -553,6 +553,7 @@ mod grpc {
             role_id: role.into(),
             project_id: "p1".into(),
             session_id: session.into(),
+            ..Default::default()
         })
     }
 

@@ -117,6 +117,7 @@ fn scope(session: &str) -> Scope {
         role_id: "cto".into(),
         project_id: "shop".into(),
         session_id: session.into(),
+        ..Default::default()
     }
 }
 

@@ -9,7 +9,7 @@ use chrono::{DateTime, Utc};
 use futures::stream::BoxStream;
 use serde::{Deserialize, Serialize};
 use thinkus_common::ApiError;
-use thinkus_common::model::{Language, Scope};
+use thinkus_common::model::{Language, Owner, Scope};
 
 /// A content as it streams in or out, chunk by chunk.
 pub type ContentStream = BoxStream<'static, Result<Bytes, ApiError>>;
@@ -257,6 +257,5 @@ pub trait ArtifactApi: Send + Sync {
     async fn delete(&self, scope: Scope, artifact_id: String) -> Result<(), ApiError>;
 
     /// Removes the artifacts expired at `now` (the clock when `None`), of one user or all.
-    async fn purge_expired(&self, user_id: Option<String>, now: Option<DateTime<Utc>>)
-    -> Result<PurgeResult, ApiError>;
+    async fn purge_expired(&self, owner: Option<Owner>, now: Option<DateTime<Utc>>) -> Result<PurgeResult, ApiError>;
 }

@@ -10,7 +10,7 @@ use futures::future::BoxFuture;
 use thinkus_common::ApiError;
 use thinkus_common::convert::{scope_to_proto, timestamp_opt};
 use thinkus_common::grpc::ClientChannel;
-use thinkus_common::model::{Language, Scope};
+use thinkus_common::model::{Language, Owner, Scope};
 use thinkus_proto::artifact as pb;
 use thinkus_proto::artifact::artifact_service_client::ArtifactServiceClient;
 use thinkus_proto::artifact::upload_artifact_request::Part;
@@ -251,19 +251,16 @@ impl ArtifactApi for ArtifactClient {
         }
     }
 
-    async fn purge_expired(
-        &self,
-        user_id: Option<String>,
-        now: Option<DateTime<Utc>>,
-    ) -> Result<PurgeResult, ApiError> {
+    async fn purge_expired(&self, owner: Option<Owner>, now: Option<DateTime<Utc>>) -> Result<PurgeResult, ApiError> {
         match self {
-            Self::Local(api) => api.purge_expired(user_id, now).await,
+            Self::Local(api) => api.purge_expired(owner, now).await,
             Self::Grpc(client) => {
                 let response = client
                     .clone()
                     .purge_expired(pb::PurgeExpiredRequest {
-                        scope: user_id.map(|user_id| thinkus_proto::common::Scope {
-                            user_id,
+                        scope: owner.map(|owner| thinkus_proto::common::Scope {
+                            tenant_id: owner.tenant_id,
+                            user_id: owner.user_id,
                             ..Default::default()
                         }),
                         now: timestamp_opt(now),

@@ -122,6 +122,7 @@ pub fn artifact_from_proto(artifact: Option<&pbc::Artifact>, language: Language)
     Ok(ArtifactInfo {
         id: a.id.clone(),
         scope: thinkus_common::model::Scope {
+            tenant_id: scope.tenant_id,
             user_id: scope.user_id,
             role_id: scope.role_id,
             project_id: optional(&scope.project_id),

@@ -45,8 +45,8 @@ fn status(err: ApiError) -> Status {
 /// Validates the scope and checks the caller may act for its user.
 fn scoped<T>(request: &Request<T>, scope: Option<&thinkus_proto::common::Scope>) -> Result<Scope, Status> {
     let principal = principal(request)?;
-    let scope = scope_from_proto(scope, "scope", ScopeRules::USER).map_err(status)?;
-    principal.authorize(&scope).map_err(status)?;
+    let mut scope = scope_from_proto(scope, "scope", ScopeRules::USER).map_err(status)?;
+    principal.authorize(&mut scope).map_err(status)?;
     Ok(scope)
 }
 
@@ -57,8 +57,8 @@ impl ArtifactRpc for ArtifactGrpc {
         request: Request<pb::CreateArtifactRequest>,
     ) -> Result<Response<pb::CreateArtifactResponse>, Status> {
         let principal = principal(&request)?;
-        let header = convert::header_from_proto(request.get_ref().header.as_ref()).map_err(status)?;
-        principal.authorize(&header.scope).map_err(status)?;
+        let mut header = convert::header_from_proto(request.get_ref().header.as_ref()).map_err(status)?;
+        principal.authorize(&mut header.scope).map_err(status)?;
         let content = Bytes::from(request.into_inner().content);
         let stored = self.api.create(header, content).await.map_err(status)?;
         Ok(Response::new(convert::create_response(&stored)))
@@ -70,7 +70,7 @@ impl ArtifactRpc for ArtifactGrpc {
     ) -> Result<Response<pb::UploadArtifactResponse>, Status> {
         let principal = principal(&request)?;
         let mut messages = request.into_inner();
-        let header = match messages.message().await? {
+        let mut header = match messages.message().await? {
             Some(pb::UploadArtifactRequest {
                 part: Some(Part::Header(header)),
             }) => convert::header_from_proto(Some(&header)).map_err(status)?,
@@ -82,7 +82,7 @@ impl ArtifactRpc for ArtifactGrpc {
             }
             None => return Err(status(ApiError::invalid("header", "the upload stream is empty"))),
         };
-        principal.authorize(&header.scope).map_err(status)?;
+        principal.authorize(&mut header.scope).map_err(status)?;
         let content: ContentStream = messages
             .filter_map(|item| async move {
                 match item {
@@ -130,8 +130,8 @@ impl ArtifactRpc for ArtifactGrpc {
         request: Request<pb::ReadArtifactRequest>,
     ) -> Result<Response<pb::ReadArtifactResponse>, Status> {
         let principal = principal(&request)?;
-        let read = convert::read_from_proto(request.get_ref()).map_err(status)?;
-        principal.authorize(&read.scope).map_err(status)?;
+        let mut read = convert::read_from_proto(request.get_ref()).map_err(status)?;
+        principal.authorize(&mut read.scope).map_err(status)?;
         let result = self.api.read(read).await.map_err(status)?;
         Ok(Response::new(convert::read_result_to_proto(&result)))
     }
@@ -189,19 +189,24 @@ impl ArtifactRpc for ArtifactGrpc {
     ) -> Result<Response<pb::PurgeExpiredResponse>, Status> {
         let principal = principal(&request)?;
         let message = request.get_ref();
-        let user_id = match message.scope.as_ref().filter(|s| !s.user_id.is_empty()) {
+        let owner = match message.scope.as_ref().filter(|s| !s.user_id.is_empty()) {
             Some(scope) => {
-                let scope = scope_from_proto(Some(scope), "scope", ScopeRules::USER).map_err(status)?;
-                principal.authorize(&scope).map_err(status)?;
-                Some(scope.user_id)
+                let mut scope = scope_from_proto(Some(scope), "scope", ScopeRules::USER).map_err(status)?;
+                principal.authorize(&mut scope).map_err(status)?;
+                Some(scope.owner())
             }
             None => {
                 principal.require_admin("purging artifacts").map_err(status)?;
+                if !principal.any_tenant {
+                    return Err(status(ApiError::permission_denied(
+                        "purging every tenant's expired artifacts needs a service key; name a user to purge theirs",
+                    )));
+                }
                 None
             }
         };
         let now = datetime_opt(message.now.as_ref(), "now").map_err(status)?;
-        let result = self.api.purge_expired(user_id, now).await.map_err(status)?;
+        let result = self.api.purge_expired(owner, now).await.map_err(status)?;
         Ok(Response::new(pb::PurgeExpiredResponse {
             removed: result.removed as i64,
             blobs_removed: result.blobs_removed as i64,

@@ -24,7 +24,7 @@ use thinkus_backends::llm::{CompletionRequest, LanguageModel, LlmTask};
 use thinkus_backends::sql::{ArtifactRecord, ArtifactStore};
 use thinkus_common::ApiError;
 use thinkus_common::ids::{IdKind, check_id, new_id};
-use thinkus_common::model::{Language, Scope};
+use thinkus_common::model::{DEFAULT_TENANT, Language, Owner, Scope};
 use thinkus_common::text::{detect_language, summarize_to};
 use thinkus_common::tokens::TokenCounter;
 use tokio_util::sync::CancellationToken;
@@ -285,10 +285,17 @@ fn hex_sha256(data: &[u8]) -> String {
     hex::encode(Sha256::digest(data))
 }
 
-/// Where a user's content with this hash lives in the blob store. The user id is hashed:
-/// ids may hold characters blob keys cannot.
-pub fn blob_key(user_id: &str, sha256: &str) -> String {
-    format!("artifacts/{}/{sha256}", hex_sha256(user_id.as_bytes()))
+/// Where an owner's content with this hash lives in the blob store. The owner is hashed: ids
+/// may hold characters blob keys cannot. The default tenant's keys hash the user id alone, as
+/// before tenancy, so its existing blobs keep deduplicating; other tenants hash the tenant and
+/// the user, so the same user id in two tenants never shares a blob.
+pub fn blob_key(owner: &Owner, sha256: &str) -> String {
+    let folder = if owner.tenant_id == DEFAULT_TENANT {
+        hex_sha256(owner.user_id.as_bytes())
+    } else {
+        hex_sha256(format!("{}\u{0}{}", owner.tenant_id, owner.user_id).as_bytes())
+    };
+    format!("artifacts/{folder}/{sha256}")
 }
 
 fn blob_failure(err: BlobError) -> ApiError {
@@ -329,10 +336,10 @@ impl ArtifactService {
     }
 
     /// The record of an artifact the user owns; NOT_FOUND for another user's.
-    async fn owned(&self, user_id: &str, artifact_id: &str) -> Result<ArtifactRecord, ApiError> {
+    async fn owned(&self, owner: &Owner, artifact_id: &str) -> Result<ArtifactRecord, ApiError> {
         check_id(IdKind::Artifact, "artifact_id", artifact_id)?;
         self.store
-            .get_artifact(user_id, artifact_id)
+            .get_artifact(owner, artifact_id)
             .await?
             .ok_or_else(|| ApiError::not_found("artifact", artifact_id))
     }
@@ -341,6 +348,7 @@ impl ArtifactService {
         ArtifactInfo {
             id: record.id.clone(),
             scope: Scope {
+                tenant_id: record.tenant_id.clone(),
                 user_id: record.user_id.clone(),
                 role_id: record.role_id.clone().unwrap_or_default(),
                 project_id: record.project_id.clone(),
@@ -482,7 +490,7 @@ impl ArtifactService {
     async fn store(&self, header: NewArtifact, content: ContentStream) -> Result<StoredArtifact, ApiError> {
         let now = Utc::now();
         validate_header(&header, now)?;
-        let user_id = header.scope.user_id.clone();
+        let owner = header.scope.owner();
         let session_id = header.scope.session_id.clone().unwrap_or_default();
         let ingest = Arc::new(parking_lot::Mutex::new(Ingest::new(self.config.analyze_max_bytes)));
         let observer = ingest.clone();
@@ -526,7 +534,7 @@ impl ArtifactService {
             return Err(ApiError::invalid("content", "is empty"));
         }
         let sha256 = hex::encode(ingest.hasher.clone().finalize());
-        if let Some(existing) = self.store.find_artifact(&user_id, &session_id, &sha256).await? {
+        if let Some(existing) = self.store.find_artifact(&owner, &session_id, &sha256).await? {
             self.discard(&temp_key).await;
             return Ok(StoredArtifact {
                 compact: Self::compact_of(&existing, header.language)?,
@@ -544,14 +552,15 @@ impl ArtifactService {
         });
         let id = new_id(IdKind::Artifact);
         let (analysis, compacts) = self.build_compacts(&id, &header, &ingest, language).await;
-        let key = blob_key(&user_id, &sha256);
+        let key = blob_key(&owner, &sha256);
         let expires_at = header.expires_at.or_else(|| {
             (self.config.default_ttl_hours > 0)
                 .then(|| now + chrono::Duration::hours(self.config.default_ttl_hours.min(1_000_000) as i64))
         });
         let record = ArtifactRecord {
             id,
-            user_id: user_id.clone(),
+            tenant_id: owner.tenant_id.clone(),
+            user_id: owner.user_id.clone(),
             role_id: Some(header.scope.role_id.clone()).filter(|r| !r.is_empty()),
             project_id: header.scope.project_id.clone(),
             session_id: session_id.clone(),
@@ -572,7 +581,7 @@ impl ArtifactService {
         };
         let _guard = self.lock_for(&key).lock().await;
         // Another upload of the same bytes in this session may have won while the compact was built.
-        if let Some(existing) = self.store.find_artifact(&user_id, &session_id, &sha256).await? {
+        if let Some(existing) = self.store.find_artifact(&owner, &session_id, &sha256).await? {
             self.discard(&temp_key).await;
             return Ok(StoredArtifact {
                 compact: Self::compact_of(&existing, header.language)?,
@@ -615,9 +624,9 @@ impl ArtifactService {
 
     /// Deletes a record and, when it was the last reference, its blob. Returns whether a blob
     /// was removed; `None` when the record was already gone.
-    async fn remove(&self, user_id: &str, artifact_id: &str, blob_key: &str) -> Result<Option<bool>, ApiError> {
+    async fn remove(&self, owner: &Owner, artifact_id: &str, blob_key: &str) -> Result<Option<bool>, ApiError> {
         let _guard = self.lock_for(blob_key).lock().await;
-        if self.store.delete_artifact(user_id, artifact_id).await?.is_none() {
+        if self.store.delete_artifact(owner, artifact_id).await?.is_none() {
             return Ok(None);
         }
         if self.store.count_blob_refs(blob_key).await? > 0 {
@@ -755,13 +764,13 @@ impl ArtifactApi for ArtifactService {
         artifact_id: String,
         language: Option<Language>,
     ) -> Result<(ArtifactInfo, Compact), ApiError> {
-        let record = self.owned(&scope.user_id, &artifact_id).await?;
+        let record = self.owned(&scope.owner(), &artifact_id).await?;
         Ok((Self::info(&record), Self::compact_of(&record, language)?))
     }
 
     async fn read(&self, request: ReadRequest) -> Result<ReadResult, ApiError> {
         let max_bytes = request.max_bytes.unwrap_or(DEFAULT_READ_BYTES).clamp(1, MAX_READ_BYTES);
-        let record = self.owned(&request.scope.user_id, &request.artifact_id).await?;
+        let record = self.owned(&request.scope.owner(), &request.artifact_id).await?;
         let kind = ArtifactKind::parse(&record.kind).unwrap_or(ArtifactKind::Text);
         let language: Language = record.language.parse().unwrap_or(Language::En);
         let field = request.locator.field();
@@ -811,7 +820,7 @@ impl ArtifactApi for ArtifactService {
     }
 
     async fn download(&self, scope: Scope, artifact_id: String) -> Result<ContentStream, ApiError> {
-        let record = self.owned(&scope.user_id, &artifact_id).await?;
+        let record = self.owned(&scope.owner(), &artifact_id).await?;
         let stream = self
             .blobs
             .get_stream(&record.blob_key, self.config.chunk_bytes)
@@ -824,7 +833,7 @@ impl ArtifactApi for ArtifactService {
         let records = self
             .store
             .list_artifacts(
-                &request.scope.user_id,
+                &request.scope.owner(),
                 request.scope.session_id.as_deref(),
                 request.scope.project_id.as_deref(),
                 request.limit,
@@ -838,29 +847,22 @@ impl ArtifactApi for ArtifactService {
     }
 
     async fn delete(&self, scope: Scope, artifact_id: String) -> Result<(), ApiError> {
-        let record = self.owned(&scope.user_id, &artifact_id).await?;
-        match self.remove(&scope.user_id, &artifact_id, &record.blob_key).await? {
+        let record = self.owned(&scope.owner(), &artifact_id).await?;
+        match self.remove(&scope.owner(), &artifact_id, &record.blob_key).await? {
             Some(_) => Ok(()),
             None => Err(ApiError::not_found("artifact", &artifact_id)),
         }
     }
 
-    async fn purge_expired(
-        &self,
-        user_id: Option<String>,
-        now: Option<DateTime<Utc>>,
-    ) -> Result<PurgeResult, ApiError> {
+    async fn purge_expired(&self, owner: Option<Owner>, now: Option<DateTime<Utc>>) -> Result<PurgeResult, ApiError> {
         let now = now.unwrap_or_else(Utc::now);
         let mut result = PurgeResult::default();
         loop {
-            let batch = self
-                .store
-                .expired_artifacts(now, user_id.as_deref(), PURGE_BATCH)
-                .await?;
+            let batch = self.store.expired_artifacts(now, owner.as_ref(), PURGE_BATCH).await?;
             let full = batch.len() == PURGE_BATCH;
             let mut progressed = false;
             for record in batch {
-                if let Some(blob_removed) = self.remove(&record.user_id, &record.id, &record.blob_key).await? {
+                if let Some(blob_removed) = self.remove(&record.owner(), &record.id, &record.blob_key).await? {
                     progressed = true;
                     result.removed += 1;
                     result.blobs_removed += u64::from(blob_removed);
@@ -936,9 +938,26 @@ mod tests {
     }
 
     #[test]
-    fn blob_keys_are_valid_per_user_and_hash() {
-        let key = blob_key("用户 with spaces/..", &hex_sha256(b"x"));
+    fn blob_keys_are_valid_per_owner_and_hash() {
+        let owner = Owner::new(DEFAULT_TENANT, "用户 with spaces/..");
+        let key = blob_key(&owner, &hex_sha256(b"x"));
         assert!(thinkus_backends::blob::check_key(&key).is_ok(), "{key}");
-        assert_ne!(key, blob_key("other", &hex_sha256(b"x")));
+        assert_eq!(
+            key,
+            format!(
+                "artifacts/{}/{}",
+                hex_sha256(owner.user_id.as_bytes()),
+                hex_sha256(b"x")
+            ),
+            "the default tenant keeps the keys written before tenancy"
+        );
+        assert_ne!(key, blob_key(&Owner::new(DEFAULT_TENANT, "other"), &hex_sha256(b"x")));
+        let twin = Owner::new("acme", owner.user_id.clone());
+        assert_ne!(
+            key,
+            blob_key(&twin, &hex_sha256(b"x")),
+            "the same user id in another tenant"
+        );
+        assert!(thinkus_backends::blob::check_key(&blob_key(&twin, &hex_sha256(b"x"))).is_ok());
     }
 }

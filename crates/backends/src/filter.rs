@@ -10,7 +10,7 @@
 //! The randomized differential test (`conformance::visibility`) checks every translation
 //! against a reference predicate written independently of the plan.
 
-use thinkus_common::model::{Memory, MemoryStatus, MemoryType, Visibility};
+use thinkus_common::model::{Memory, MemoryStatus, MemoryType, Owner, Visibility};
 
 use crate::vector::IndexedPoint;
 
@@ -42,6 +42,8 @@ pub struct Reader {
 /// What a read may return. Every condition must hold.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct MemoryFilter {
+    /// Required: the tenant of the owner. The same user id in two tenants is two people.
+    pub tenant_id: String,
     /// Required: the owner of the memories.
     pub user_id: String,
     /// Visibility rules; `None` means every memory of the owner (administrative reads).
@@ -63,26 +65,33 @@ pub struct MemoryFilter {
 }
 
 impl MemoryFilter {
-    /// Active memories of a user, whatever the role or project.
-    pub fn user(user_id: impl Into<String>) -> Self {
+    /// Active memories of an owner, whatever the role or project.
+    pub fn user(owner: &Owner) -> Self {
         Self {
-            user_id: user_id.into(),
+            tenant_id: owner.tenant_id.clone(),
+            user_id: owner.user_id.clone(),
             statuses: vec![MemoryStatus::Active],
             ..Default::default()
         }
     }
 
-    /// Memories of a user in any status, whatever the role or project.
-    pub fn any_status(user_id: impl Into<String>) -> Self {
+    /// Memories of an owner in any status, whatever the role or project.
+    pub fn any_status(owner: &Owner) -> Self {
         Self {
             statuses: MemoryStatus::ALL.to_vec(),
-            ..Self::user(user_id)
+            ..Self::user(owner)
         }
+    }
+
+    /// The owner the filter reads.
+    pub fn owner(&self) -> Owner {
+        Owner::new(self.tenant_id.clone(), self.user_id.clone())
     }
 
     /// The filter as a backend-neutral plan. Built once per read; every backend translates it.
     pub fn plan(&self) -> Plan {
         let mut all = vec![
+            Plan::Is(Field::Tenant, self.tenant_id.clone()),
             Plan::Is(Field::User, self.user_id.clone()),
             Plan::one_of(Field::Status, self.statuses.iter().map(|s| s.as_str())),
         ];
@@ -164,6 +173,7 @@ impl Reader {
 /// vector indexes (the same keys in both), a field of [`IndexedPoint`] and [`Memory`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Field {
+    Tenant,
     User,
     Role,
     /// Absent for cross-project memories (see [`Plan::CrossProject`]).
@@ -250,6 +260,7 @@ impl Plan {
     pub fn eval(&self, point: &IndexedPoint) -> bool {
         self.eval_with(
             &|field| match field {
+                Field::Tenant => Some(point.tenant_id.as_str()),
                 Field::User => Some(point.user_id.as_str()),
                 Field::Role => Some(point.role_id.as_str()),
                 Field::Project => point.project_id.as_deref(),
@@ -267,6 +278,7 @@ impl Plan {
     pub fn eval_memory(&self, memory: &Memory) -> bool {
         self.eval_with(
             &|field| match field {
+                Field::Tenant => Some(memory.scope.tenant_id.as_str()),
                 Field::User => Some(memory.scope.user_id.as_str()),
                 Field::Role => Some(memory.scope.role_id.as_str()),
                 Field::Project => memory.scope.project_id.as_deref(),
@@ -304,6 +316,7 @@ mod tests {
     fn point(role: &str, project: Option<&str>, visibility: Visibility) -> IndexedPoint {
         IndexedPoint {
             id: memory_id(&uuid::Uuid::now_v7()),
+            tenant_id: "t1".into(),
             user_id: "u1".into(),
             role_id: role.into(),
             project_id: project.map(str::to_string),
@@ -320,7 +333,7 @@ mod tests {
 
     #[test]
     fn visibility_rules() {
-        let mut filter = MemoryFilter::user("u1");
+        let mut filter = MemoryFilter::user(&Owner::new("t1", "u1"));
         filter.reader = Some(Reader {
             role_id: "cto".into(),
             project_id: Some("p1".into()),
@@ -347,7 +360,7 @@ mod tests {
 
     #[test]
     fn constants_fold_away() {
-        let mut filter = MemoryFilter::user("u1");
+        let mut filter = MemoryFilter::user(&Owner::new("t1", "u1"));
         filter.statuses.clear();
         assert_eq!(filter.plan(), Plan::Never, "no status selects nothing");
         let filter = MemoryFilter {
@@ -356,13 +369,14 @@ mod tests {
                 project_id: None,
                 layers: Layers::Project,
             }),
-            ..MemoryFilter::user("u1")
+            ..MemoryFilter::user(&Owner::new("t1", "u1"))
         };
         assert_eq!(filter.plan(), Plan::Never, "the project layer without a project");
-        let plan = MemoryFilter::user("u1").plan();
+        let plan = MemoryFilter::user(&Owner::new("t1", "u1")).plan();
         assert_eq!(
             plan,
             Plan::All(vec![
+                Plan::Is(Field::Tenant, "t1".into()),
                 Plan::Is(Field::User, "u1".into()),
                 Plan::Is(Field::Status, "active".into())
             ])

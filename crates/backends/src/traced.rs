@@ -10,7 +10,7 @@ use std::time::Instant;
 use async_trait::async_trait;
 use bytes::Bytes;
 use thinkus_common::metrics::METRICS;
-use thinkus_common::model::MemoryStatus;
+use thinkus_common::model::{MemoryStatus, Owner};
 use tracing::Instrument;
 
 use crate::blob::{BlobError, BlobStore, ByteStream};
@@ -66,8 +66,8 @@ impl VectorIndex for TracedVectors {
         traced("vector", self.name(), "delete", self.0.delete(ids)).await
     }
 
-    async fn delete_user(&self, user_id: &str) -> Result<(), VectorError> {
-        traced("vector", self.name(), "delete_user", self.0.delete_user(user_id)).await
+    async fn delete_user(&self, owner: &Owner) -> Result<(), VectorError> {
+        traced("vector", self.name(), "delete_user", self.0.delete_user(owner)).await
     }
 
     async fn search_dense(
@@ -100,12 +100,12 @@ impl VectorIndex for TracedVectors {
         .await
     }
 
-    async fn count(&self, user_id: Option<&str>) -> Result<u64, VectorError> {
-        traced("vector", self.name(), "count", self.0.count(user_id)).await
+    async fn count(&self, owner: Option<&Owner>) -> Result<u64, VectorError> {
+        traced("vector", self.name(), "count", self.0.count(owner)).await
     }
 
-    async fn list_ids(&self, user_id: &str) -> Result<Vec<String>, VectorError> {
-        traced("vector", self.name(), "list_ids", self.0.list_ids(user_id)).await
+    async fn list_ids(&self, owner: &Owner) -> Result<Vec<String>, VectorError> {
+        traced("vector", self.name(), "list_ids", self.0.list_ids(owner)).await
     }
 
     async fn flush(&self) -> Result<(), VectorError> {

@@ -1,8 +1,10 @@
 //! Tenant authentication: API keys map to a tenant and the users it may act for.
 //!
-//! In dev mode a request from a loopback address needs no key (and may act for any user);
-//! every other request must carry `authorization: Bearer <key>`. A key may act only for the
-//! users it lists, so a request about another tenant's user is PERMISSION_DENIED.
+//! In dev mode a request from a loopback address needs no key (and may act for any user of any
+//! tenant, the default tenant unless it names one); every other request must carry
+//! `authorization: Bearer <key>`. A key reads and writes its own tenant's data only, and only
+//! for the users it lists; a service key (`any_tenant`) acts in the tenant a request names.
+//! Anything else is PERMISSION_DENIED.
 
 use std::collections::{HashMap, HashSet};
 use std::net::SocketAddr;
@@ -17,7 +19,7 @@ use tonic::{Request, Status};
 
 use crate::config::{ApiKeyConfig, AuthConfig, AuthMode, ConfigError};
 use crate::error::{ApiError, ErrorCode, to_status};
-use crate::model::Scope;
+use crate::model::{DEFAULT_TENANT, Scope};
 
 /// The users a principal may act for.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -29,8 +31,12 @@ pub enum UserGrant {
 /// Who is calling, as established by authentication.
 #[derive(Debug, Clone)]
 pub struct Principal {
+    /// The tenant whose data the principal reads and writes.
     pub tenant: String,
+    /// The users of its tenant it may act for.
     pub users: UserGrant,
+    /// A service key: may act in any tenant a request names.
+    pub any_tenant: bool,
     /// The first 8 hex digits of the key's hash, for logs; "dev" for loopback access.
     pub key_id: String,
     /// Requests per second allowed at the gateway (0: the default).
@@ -40,11 +46,13 @@ pub struct Principal {
 }
 
 impl Principal {
-    /// The principal of in-process calls and loopback requests in dev mode.
+    /// The principal of in-process calls and loopback requests in dev mode: the default
+    /// tenant, and any tenant a request names.
     pub fn dev() -> Self {
         Self {
-            tenant: "dev".into(),
+            tenant: DEFAULT_TENANT.into(),
             users: UserGrant::Any,
+            any_tenant: true,
             key_id: "dev".into(),
             rate_per_second: 0.0,
             credential: None,
@@ -68,8 +76,25 @@ impl Principal {
         }
     }
 
-    /// Checks the user of a scope.
-    pub fn authorize(&self, scope: &Scope) -> Result<(), ApiError> {
+    /// The tenant a request acts in: the one it names (`requested`, empty for none), which
+    /// only a service key may set to another tenant than its own.
+    pub fn tenant_for(&self, requested: &str) -> Result<String, ApiError> {
+        if requested.is_empty() || requested == self.tenant {
+            return Ok(self.tenant.clone());
+        }
+        if self.any_tenant {
+            return Ok(requested.to_string());
+        }
+        Err(ApiError::permission_denied(format!(
+            "the credentials of tenant {:?} may not act in tenant {requested:?}",
+            self.tenant
+        )))
+    }
+
+    /// Puts the scope in the principal's tenant (or the one it names, for a service key) and
+    /// checks the principal may act for its user.
+    pub fn authorize(&self, scope: &mut Scope) -> Result<(), ApiError> {
+        scope.tenant_id = self.tenant_for(&scope.tenant_id)?;
         self.authorize_user(&scope.user_id)
     }
 
@@ -153,13 +178,13 @@ fn build_table(config: &AuthConfig) -> Result<KeyTable, ConfigError> {
         if entry.tenant.is_empty() {
             return Err(ConfigError::invalid(format!("{key_name}.tenant"), "is required"));
         }
-        if entry.users.is_empty() {
+        if entry.users.is_empty() && !entry.any_tenant {
             return Err(ConfigError::invalid(
                 format!("{key_name}.users"),
                 "must list user ids, or [\"*\"] for every user",
             ));
         }
-        let users = if entry.users.iter().any(|u| u == "*") {
+        let users = if entry.any_tenant || entry.users.iter().any(|u| u == "*") {
             UserGrant::Any
         } else {
             UserGrant::Only(entry.users.iter().cloned().collect())
@@ -169,6 +194,7 @@ fn build_table(config: &AuthConfig) -> Result<KeyTable, ConfigError> {
             Principal {
                 tenant: entry.tenant.clone(),
                 users,
+                any_tenant: entry.any_tenant,
                 key_id: hex::encode(&digest[..4]),
                 rate_per_second: entry.rate_per_second,
                 credential: None,
@@ -375,6 +401,49 @@ mod tests {
             ErrorCode::Unauthenticated,
             "api_key mode has no loopback exemption"
         );
+    }
+
+    #[test]
+    fn keys_act_in_their_tenant_and_service_keys_in_any() {
+        let mut config = api_key_config();
+        config.keys.push(ApiKeyConfig {
+            tenant: "platform".into(),
+            any_tenant: true,
+            key_sha256: key_sha256_hex("gateway-secret"),
+            ..Default::default()
+        });
+        let auth = Authenticator::from_config(&config).unwrap();
+        let acme = auth.authenticate(Some("acme-secret"), None).unwrap();
+        let mut scope = Scope::new("alice", "cto").with_tenant("");
+        acme.authorize(&mut scope).unwrap();
+        assert_eq!(scope.tenant_id, "acme", "an empty tenant is the key's own");
+        let mut other = Scope::new("alice", "cto").with_tenant("globex");
+        let err = acme.authorize(&mut other).unwrap_err();
+        assert_eq!(err.code, ErrorCode::PermissionDenied, "{err:?}");
+        assert!(err.message.contains("globex"), "{}", err.message);
+
+        let admin = auth.authenticate(Some("service-secret"), None).unwrap();
+        assert!(admin.is_admin());
+        assert!(
+            admin
+                .authorize(&mut Scope::new("bob", "cto").with_tenant("acme"))
+                .is_err(),
+            "users = [\"*\"] is every user of its own tenant, not of every tenant"
+        );
+
+        let service = auth.authenticate(Some("gateway-secret"), None).unwrap();
+        assert!(service.is_admin(), "a service key acts for every user");
+        let mut named = Scope::new("alice", "cto").with_tenant("acme");
+        service.authorize(&mut named).unwrap();
+        assert_eq!(named.tenant_id, "acme");
+        let mut unnamed = Scope::new("alice", "cto").with_tenant("");
+        service.authorize(&mut unnamed).unwrap();
+        assert_eq!(unnamed.tenant_id, "platform");
+
+        let dev = Principal::dev();
+        let mut scope = Scope::new("alice", "cto").with_tenant("");
+        dev.authorize(&mut scope).unwrap();
+        assert_eq!(scope.tenant_id, DEFAULT_TENANT, "dev mode is the default tenant");
     }
 
     #[test]

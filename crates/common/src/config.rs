@@ -135,10 +135,13 @@ pub enum AuthMode {
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct ApiKeyConfig {
-    /// The tenant the key belongs to (for logs and rate limits).
+    /// The tenant the key belongs to: its requests read and write that tenant's data only.
     pub tenant: String,
-    /// The user ids the key may act for; `["*"]` means any (service and admin keys).
+    /// The user ids of its tenant the key may act for; `["*"]` means any (admin keys).
     pub users: Vec<String>,
+    /// A service key (the gateway's and summary's own key): it may act in any tenant, named
+    /// by a request's `scope.tenant_id` (its own tenant when empty). Implies `users = ["*"]`.
+    pub any_tenant: bool,
     /// Hex SHA-256 of the key: configs never hold keys in clear.
     pub key_sha256: String,
     /// The key itself, only in a keys file mounted from a secret; hashed at load.

@@ -73,6 +73,7 @@ pub fn scope_from_proto(scope: Option<&pb::Scope>, field: &str, rules: ScopeRule
         return Err(ApiError::invalid(&user, "is required"));
     }
     check_scope_id(&user, &scope.user_id)?;
+    check_scope_id(&format!("{field}.tenant_id"), &scope.tenant_id)?;
     check_scope_id(&format!("{field}.role_id"), &scope.role_id)?;
     check_scope_id(&format!("{field}.project_id"), &scope.project_id)?;
     check_scope_id(&format!("{field}.session_id"), &scope.session_id)?;
@@ -86,6 +87,8 @@ pub fn scope_from_proto(scope: Option<&pb::Scope>, field: &str, rules: ScopeRule
         return Err(ApiError::invalid(&format!("{field}.session_id"), "is required"));
     }
     Ok(Scope {
+        // Empty until the caller's principal resolves it (`Principal::authorize`).
+        tenant_id: scope.tenant_id.clone(),
         user_id: scope.user_id.clone(),
         role_id: scope.role_id.clone(),
         project_id: optional(&scope.project_id),
@@ -99,6 +102,7 @@ pub fn scope_to_proto(scope: &Scope) -> pb::Scope {
         role_id: scope.role_id.clone(),
         project_id: scope.project_id.clone().unwrap_or_default(),
         session_id: scope.session_id.clone().unwrap_or_default(),
+        tenant_id: scope.tenant_id.clone(),
     }
 }
 
@@ -497,8 +501,10 @@ mod tests {
             role_id: "cto".into(),
             project_id: "p1".into(),
             session_id: String::new(),
+            tenant_id: "acme".into(),
         };
         let domain = scope_from_proto(Some(&scope), "scope", ScopeRules::USER_ROLE).unwrap();
+        assert_eq!(domain.tenant_id, "acme", "as asked, until the principal checks it");
         assert_eq!(domain.project_id.as_deref(), Some("p1"));
         assert_eq!(domain.session_id, None);
         assert_eq!(scope_to_proto(&domain), scope);

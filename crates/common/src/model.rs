@@ -6,23 +6,74 @@ use std::str::FromStr;
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 
+/// The tenant of data written before tenancy existed, of dev mode, and of scopes built
+/// without one (`Scope::new`).
+pub const DEFAULT_TENANT: &str = "default";
+
+fn default_tenant() -> String {
+    DEFAULT_TENANT.to_string()
+}
+
+/// Who owns data: a user of a tenant. The same user id in two tenants is two people.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+pub struct Owner {
+    pub tenant_id: String,
+    pub user_id: String,
+}
+
+impl Owner {
+    pub fn new(tenant_id: impl Into<String>, user_id: impl Into<String>) -> Self {
+        Self {
+            tenant_id: tenant_id.into(),
+            user_id: user_id.into(),
+        }
+    }
+}
+
+impl fmt::Display for Owner {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}/{}", self.tenant_id, self.user_id)
+    }
+}
+
 /// Whose data a request is about. `project_id` and `session_id` are `None` when empty.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub struct Scope {
+    /// The tenant; set from the caller's credentials (a service key may name one). Scopes
+    /// stored before tenancy read as [`DEFAULT_TENANT`].
+    #[serde(default = "default_tenant")]
+    pub tenant_id: String,
     pub user_id: String,
     pub role_id: String,
     pub project_id: Option<String>,
     pub session_id: Option<String>,
 }
 
+impl Default for Scope {
+    fn default() -> Self {
+        Self {
+            tenant_id: default_tenant(),
+            user_id: String::new(),
+            role_id: String::new(),
+            project_id: None,
+            session_id: None,
+        }
+    }
+}
+
 impl Scope {
+    /// A scope of the default tenant.
     pub fn new(user_id: impl Into<String>, role_id: impl Into<String>) -> Self {
         Self {
             user_id: user_id.into(),
             role_id: role_id.into(),
-            project_id: None,
-            session_id: None,
+            ..Self::default()
         }
+    }
+
+    pub fn with_tenant(mut self, tenant_id: impl Into<String>) -> Self {
+        self.tenant_id = tenant_id.into();
+        self
     }
 
     pub fn with_project(mut self, project_id: impl Into<String>) -> Self {
@@ -33,6 +84,11 @@ impl Scope {
     pub fn with_session(mut self, session_id: impl Into<String>) -> Self {
         self.session_id = Some(session_id.into());
         self
+    }
+
+    /// The owner of the scope's data.
+    pub fn owner(&self) -> Owner {
+        Owner::new(self.tenant_id.clone(), self.user_id.clone())
     }
 }
 

@@ -50,8 +50,8 @@ impl GatewayGrpc {
         F: Future<Output = Result<R, ApiError>>,
     {
         let principal: Principal = principal(request)?;
-        let scope = scope_from_proto(scope, "scope", rules).map_err(|e| to_status(&e))?;
-        principal.authorize(&scope).map_err(|e| to_status(&e))?;
+        let mut scope = scope_from_proto(scope, "scope", rules).map_err(|e| to_status(&e))?;
+        principal.authorize(&mut scope).map_err(|e| to_status(&e))?;
         self.limiter
             .check(&principal.tenant, principal.rate_per_second)
             .map_err(|e| to_status(&e))?;
@@ -169,6 +169,7 @@ fn job_to_proto(job: &JobRecord) -> pb::Job {
         created_at: Some(timestamp(job.created_at)),
         updated_at: Some(timestamp(job.updated_at)),
         scope: Some(scope_to_proto(&Scope {
+            tenant_id: job.tenant_id.clone(),
             user_id: job.user_id.clone(),
             role_id: String::new(),
             project_id: None,

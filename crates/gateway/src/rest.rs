@@ -105,16 +105,24 @@ fn bearer(headers: &HeaderMap) -> Option<&str> {
 }
 
 /// Authenticates, authorises `scope` and takes one request from the tenant's rate.
-fn admit(state: &RestState, headers: &HeaderMap, peer: SocketAddr, scope: &Scope) -> Result<Principal, ApiError> {
+fn admit(state: &RestState, headers: &HeaderMap, peer: SocketAddr, scope: &mut Scope) -> Result<Principal, ApiError> {
     let principal = state.authenticator.authenticate(bearer(headers), Some(peer))?;
     principal.authorize(scope)?;
     state.limiter.check(&principal.tenant, principal.rate_per_second)?;
     Ok(principal)
 }
 
-fn scope_of(user: Option<String>, role: Option<String>, project: Option<String>, session: Option<String>) -> Scope {
+fn scope_of(
+    tenant: Option<String>,
+    user: Option<String>,
+    role: Option<String>,
+    project: Option<String>,
+    session: Option<String>,
+) -> Scope {
     let some = |v: Option<String>| v.filter(|s| !s.is_empty());
     Scope {
+        // Empty: the caller's own tenant (`admit` resolves it).
+        tenant_id: tenant.unwrap_or_default(),
         user_id: user.unwrap_or_default(),
         role_id: role.unwrap_or_default(),
         project_id: some(project),
@@ -133,6 +141,9 @@ fn required(value: &str, field: &str) -> Result<(), ApiError> {
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 struct ControlBody {
     user_id: String,
+    /// The tenant, for service keys; others act in their own.
+    #[serde(default)]
+    tenant_id: Option<String>,
     role_id: String,
     project_id: Option<String>,
     user_message: String,
@@ -151,8 +162,14 @@ async fn control(
     let body: ControlBody = serde_json::from_value(body).map_err(|e| ApiError::invalid("body", e))?;
     required(&body.user_id, "userId")?;
     required(&body.user_message, "userMessage")?;
-    let scope = scope_of(Some(body.user_id), Some(body.role_id), body.project_id, None);
-    let principal = admit(&state, &headers, peer, &scope)?;
+    let mut scope = scope_of(
+        body.tenant_id,
+        Some(body.user_id),
+        Some(body.role_id),
+        body.project_id,
+        None,
+    );
+    let principal = admit(&state, &headers, peer, &mut scope)?;
     let decision = with_forwarded_credential(principal.credential, async {
         state
             .gateway
@@ -182,6 +199,9 @@ async fn control(
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 struct RetrieveBody {
     user_id: String,
+    /// The tenant, for service keys; others act in their own.
+    #[serde(default)]
+    tenant_id: Option<String>,
     role_id: String,
     project_id: Option<String>,
     query: String,
@@ -224,8 +244,14 @@ async fn retrieve(
         .iter()
         .map(|t| t.parse::<MemoryType>().map_err(|e| ApiError::invalid("memoryTypes", e)))
         .collect::<Result<Vec<_>, _>>()?;
-    let scope = scope_of(Some(body.user_id), Some(body.role_id), body.project_id, None);
-    let principal = admit(&state, &headers, peer, &scope)?;
+    let mut scope = scope_of(
+        body.tenant_id,
+        Some(body.user_id),
+        Some(body.role_id),
+        body.project_id,
+        None,
+    );
+    let principal = admit(&state, &headers, peer, &mut scope)?;
     let result = with_forwarded_credential(principal.credential, async {
         state
             .gateway
@@ -271,6 +297,9 @@ async fn retrieve(
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 struct WriteBody {
     user_id: String,
+    /// The tenant, for service keys; others act in their own.
+    #[serde(default)]
+    tenant_id: Option<String>,
     role_id: String,
     project_id: Option<String>,
     session_id: Option<String>,
@@ -335,8 +364,14 @@ async fn write(
     if messages.is_empty() {
         return Err(ApiError::invalid("conversation", "is empty").into());
     }
-    let scope = scope_of(Some(body.user_id), Some(body.role_id), body.project_id, body.session_id);
-    let principal = admit(&state, &headers, peer, &scope)?;
+    let mut scope = scope_of(
+        body.tenant_id,
+        Some(body.user_id),
+        Some(body.role_id),
+        body.project_id,
+        body.session_id,
+    );
+    let principal = admit(&state, &headers, peer, &mut scope)?;
     let learned = with_forwarded_credential(principal.credential, async {
         state
             .gateway
@@ -376,6 +411,9 @@ async fn write(
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 struct CorrectBody {
     user_id: String,
+    /// The tenant, for service keys; others act in their own.
+    #[serde(default)]
+    tenant_id: Option<String>,
     role_id: Option<String>,
     memory_id: String,
     action: String,
@@ -406,8 +444,8 @@ async fn correct(
             .into());
         }
     };
-    let scope = scope_of(Some(body.user_id), body.role_id, None, None);
-    let principal = admit(&state, &headers, peer, &scope)?;
+    let mut scope = scope_of(body.tenant_id, Some(body.user_id), body.role_id, None, None);
+    let principal = admit(&state, &headers, peer, &mut scope)?;
     let corrected = with_forwarded_credential(principal.credential, async {
         state
             .gateway
@@ -437,6 +475,9 @@ async fn correct(
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 struct PrepareBody {
     user_id: String,
+    /// The tenant, for service keys; others act in their own.
+    #[serde(default)]
+    tenant_id: Option<String>,
     role_id: String,
     project_id: Option<String>,
     session_id: String,
@@ -454,13 +495,14 @@ async fn prepare(
 ) -> Answer {
     let body: PrepareBody = serde_json::from_value(body).map_err(|e| ApiError::invalid("body", e))?;
     required(&body.user_id, "userId")?;
-    let scope = scope_of(
+    let mut scope = scope_of(
+        body.tenant_id,
         Some(body.user_id),
         Some(body.role_id),
         body.project_id,
         Some(body.session_id),
     );
-    let principal = admit(&state, &headers, peer, &scope)?;
+    let principal = admit(&state, &headers, peer, &mut scope)?;
     let prepared = with_forwarded_credential(principal.credential, async {
         state
             .gateway
@@ -503,6 +545,9 @@ struct ToolCallBody {
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 struct CompleteBody {
     user_id: String,
+    /// The tenant, for service keys; others act in their own.
+    #[serde(default)]
+    tenant_id: Option<String>,
     role_id: String,
     project_id: Option<String>,
     session_id: String,
@@ -524,13 +569,14 @@ async fn complete(
 ) -> Answer {
     let body: CompleteBody = serde_json::from_value(body).map_err(|e| ApiError::invalid("body", e))?;
     required(&body.user_id, "userId")?;
-    let scope = scope_of(
+    let mut scope = scope_of(
+        body.tenant_id,
         Some(body.user_id),
         Some(body.role_id),
         body.project_id,
         Some(body.session_id),
     );
-    let principal = admit(&state, &headers, peer, &scope)?;
+    let principal = admit(&state, &headers, peer, &mut scope)?;
     let completed = with_forwarded_credential(principal.credential, async {
         state
             .gateway
@@ -569,6 +615,9 @@ async fn complete(
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 struct JobsQuery {
     user_id: String,
+    /// The tenant, for service keys; others act in their own.
+    #[serde(default)]
+    tenant_id: Option<String>,
     session_id: Option<String>,
     limit: Option<usize>,
 }
@@ -580,8 +629,8 @@ async fn jobs(
     Query(query): Query<JobsQuery>,
 ) -> Answer {
     required(&query.user_id, "userId")?;
-    let scope = scope_of(Some(query.user_id), None, None, query.session_id);
-    admit(&state, &headers, peer, &scope)?;
+    let mut scope = scope_of(query.tenant_id, Some(query.user_id), None, None, query.session_id);
+    admit(&state, &headers, peer, &mut scope)?;
     let limit = query.limit.unwrap_or(50).clamp(1, 500);
     let jobs = state.gateway.list_jobs(&scope, None, limit, 0).await?;
     Ok(Json(json!({

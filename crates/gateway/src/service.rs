@@ -364,11 +364,16 @@ impl Gateway {
         }
 
         let mut job_ids = Vec::new();
+        // The default tenant's keys are those written before tenancy, so a retry across the
+        // upgrade still finds its job.
         let dedupe = |kind: &str| {
-            request
-                .request_id
-                .as_ref()
-                .map(|id| format!("{kind}:{}:{id}", request.scope.user_id))
+            request.request_id.as_ref().map(|id| {
+                if request.scope.tenant_id == thinkus_common::model::DEFAULT_TENANT {
+                    format!("{kind}:{}:{id}", request.scope.user_id)
+                } else {
+                    format!("{kind}:{}\u{1f}{}:{id}", request.scope.tenant_id, request.scope.user_id)
+                }
+            })
         };
         let learn = LearnJob {
             scope: request.scope.clone(),
@@ -444,6 +449,7 @@ impl Gateway {
         let job = JobRecord {
             id: id.clone(),
             kind: kind.to_string(),
+            tenant_id: scope.tenant_id.clone(),
             user_id: scope.user_id.clone(),
             session_id: scope.session_id.clone(),
             payload,
@@ -616,7 +622,7 @@ impl Gateway {
         require(&scope.user_id, "scope.user_id")?;
         Ok(self
             .jobs
-            .list_jobs(&scope.user_id, scope.session_id.as_deref(), status, limit, offset)
+            .list_jobs(&scope.owner(), scope.session_id.as_deref(), status, limit, offset)
             .await?)
     }
 }

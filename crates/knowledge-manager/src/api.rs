@@ -6,7 +6,8 @@ use serde::{Deserialize, Serialize};
 use thinkus_backends::sql::Change;
 use thinkus_common::ApiError;
 use thinkus_common::model::{
-    ArtifactRef, EngineChoice, Language, Memory, MemorySource, MemoryStatus, MemoryType, Message, Scope, Visibility,
+    ArtifactRef, EngineChoice, Language, Memory, MemorySource, MemoryStatus, MemoryType, Message, Owner, Scope,
+    Visibility,
 };
 
 /// The content of a memory to write.
@@ -325,6 +326,17 @@ pub struct Quota {
     pub limit: u64,
 }
 
+/// Whose data an administrative sweep covers.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Owners {
+    /// One user of one tenant.
+    One(Owner),
+    /// Every user of a tenant (an admin key of that tenant).
+    Tenant(String),
+    /// Every user of every tenant (a service key, dev mode, the node's own schedule).
+    All,
+}
+
 /// What a maintenance run changed.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct MaintenanceReport {
@@ -380,17 +392,17 @@ pub trait KnowledgeApi: Send + Sync {
     ) -> Result<Memory, ApiError>;
     async fn finalize_iteration(&self, scope: Scope, iteration_id: String) -> Result<FinalizeResult, ApiError>;
     async fn quota(&self, scope: Scope) -> Result<Quota, ApiError>;
-    async fn set_plan(&self, user_id: String, plan: String) -> Result<(), ApiError>;
-    /// Sweeps one user, or every user when `user_id` is `None`.
+    async fn set_plan(&self, owner: Owner, plan: String) -> Result<(), ApiError>;
+    /// Sweeps one user, a tenant's users or everyone.
     async fn run_maintenance(
         &self,
-        user_id: Option<String>,
+        owners: Owners,
         decay: bool,
         forget: bool,
         now: Option<DateTime<Utc>>,
     ) -> Result<MaintenanceReport, ApiError>;
-    /// Rebuilds the index of one user, or of every user.
-    async fn rebuild_index(&self, user_id: Option<String>) -> Result<u64, ApiError>;
+    /// Rebuilds the index of one user, a tenant's users or everyone.
+    async fn rebuild_index(&self, owners: Owners) -> Result<u64, ApiError>;
     /// Pending conflicts of the scope's user (narrowed by role and project), newest first.
     async fn list_conflicts(&self, scope: Scope, limit: usize) -> Result<Vec<Conflict>, ApiError>;
     /// Keeps one side of a pending conflict.
@@ -412,6 +424,6 @@ pub trait KnowledgeApi: Send + Sync {
         files: Vec<MarkdownFile>,
         dry_run: bool,
     ) -> Result<ImportReport, ApiError>;
-    /// The roles holding memories or candidates of a user, sorted.
-    async fn list_roles(&self, user_id: String) -> Result<Vec<String>, ApiError>;
+    /// The roles holding memories or candidates of an owner, sorted.
+    async fn list_roles(&self, owner: Owner) -> Result<Vec<String>, ApiError>;
 }

@@ -60,7 +60,7 @@ pub(crate) async fn list(
 ) -> Result<Vec<CandidateView>, ApiError> {
     let role = (!scope.role_id.is_empty()).then_some(scope.role_id.as_str());
     km.store
-        .list_candidates(&scope.user_id, role, scope.project_id.as_deref(), status, limit, offset)
+        .list_candidates(&scope.owner(), role, scope.project_id.as_deref(), status, limit, offset)
         .await?
         .into_iter()
         .map(view)
@@ -75,7 +75,7 @@ pub(crate) async fn pending(
     check_id(IdKind::Candidate, "candidate_id", candidate_id)?;
     let candidate = km
         .store
-        .get_candidate(&scope.user_id, candidate_id)
+        .get_candidate(&scope.owner(), candidate_id)
         .await?
         .ok_or_else(|| ApiError::not_found("candidate", candidate_id))?;
     if !scope.role_id.is_empty() && scope.role_id != candidate.scope.role_id {

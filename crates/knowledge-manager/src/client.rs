@@ -11,7 +11,7 @@ use thinkus_common::convert::{
     visibility_to_proto,
 };
 use thinkus_common::grpc::ClientChannel;
-use thinkus_common::model::{EngineChoice, Language, Memory, MemoryType, Scope};
+use thinkus_common::model::{EngineChoice, Language, Memory, MemoryType, Owner, Scope};
 use thinkus_proto::common as pbc;
 use thinkus_proto::knowledge as pb;
 use thinkus_proto::knowledge::knowledge_manager_service_client::KnowledgeManagerServiceClient;
@@ -19,7 +19,7 @@ use thinkus_proto::knowledge::knowledge_manager_service_client::KnowledgeManager
 use crate::api::{
     CandidateView, Conflict, ConflictChoice, ConflictResolution, CorrectRequest, CorrectResult, FinalizeResult,
     ImportReport, IngestResult, IngestTurnsRequest, KnowledgeApi, LearnRequest, LearnResult, ListRequest,
-    MaintenanceReport, MarkdownFile, Quota, RememberRequest, Standing, WriteResult,
+    MaintenanceReport, MarkdownFile, Owners, Quota, RememberRequest, Standing, WriteResult,
 };
 use crate::convert;
 
@@ -44,11 +44,21 @@ fn scope(scope: &Scope) -> Option<pbc::Scope> {
     Some(scope_to_proto(scope))
 }
 
-fn user_scope(user_id: &Option<String>) -> Option<pbc::Scope> {
-    user_id.as_ref().map(|u| pbc::Scope {
-        user_id: u.clone(),
-        ..Default::default()
-    })
+/// The scope of an administrative call: one user, a tenant's users (no user id), or everyone
+/// (no scope).
+fn owners_scope(owners: &Owners) -> Option<pbc::Scope> {
+    match owners {
+        Owners::One(owner) => Some(pbc::Scope {
+            tenant_id: owner.tenant_id.clone(),
+            user_id: owner.user_id.clone(),
+            ..Default::default()
+        }),
+        Owners::Tenant(tenant) => Some(pbc::Scope {
+            tenant_id: tenant.clone(),
+            ..Default::default()
+        }),
+        Owners::All => None,
+    }
 }
 
 fn memory(response: Option<&pbc::Memory>) -> Result<Memory, ApiError> {
@@ -242,7 +252,7 @@ impl KnowledgeApi for KnowledgeClient {
         match self {
             Self::Local(api) => api.history(scope_, memory_id).await,
             Self::Grpc(client) => {
-                let user = scope_.user_id.clone();
+                let owner = scope_.owner();
                 let response = client
                     .clone()
                     .get_memory_history(pb::GetMemoryHistoryRequest {
@@ -254,7 +264,7 @@ impl KnowledgeApi for KnowledgeClient {
                     .get_ref()
                     .changes
                     .iter()
-                    .map(|c| convert::change_from_proto(c, &user))
+                    .map(|c| convert::change_from_proto(c, &owner))
                     .collect())
             }
         }
@@ -406,14 +416,14 @@ impl KnowledgeApi for KnowledgeClient {
         }
     }
 
-    async fn set_plan(&self, user_id: String, plan: String) -> Result<(), ApiError> {
+    async fn set_plan(&self, owner: Owner, plan: String) -> Result<(), ApiError> {
         match self {
-            Self::Local(api) => api.set_plan(user_id, plan).await,
+            Self::Local(api) => api.set_plan(owner, plan).await,
             Self::Grpc(client) => {
                 client
                     .clone()
                     .set_plan(pb::SetPlanRequest {
-                        scope: user_scope(&Some(user_id)),
+                        scope: owners_scope(&Owners::One(owner)),
                         plan,
                     })
                     .await?;
@@ -424,18 +434,18 @@ impl KnowledgeApi for KnowledgeClient {
 
     async fn run_maintenance(
         &self,
-        user_id: Option<String>,
+        owners: Owners,
         decay: bool,
         forget: bool,
         now: Option<DateTime<Utc>>,
     ) -> Result<MaintenanceReport, ApiError> {
         match self {
-            Self::Local(api) => api.run_maintenance(user_id, decay, forget, now).await,
+            Self::Local(api) => api.run_maintenance(owners, decay, forget, now).await,
             Self::Grpc(client) => {
                 let response = client
                     .clone()
                     .run_maintenance(pb::RunMaintenanceRequest {
-                        scope: user_scope(&user_id),
+                        scope: owners_scope(&owners),
                         decay,
                         forget,
                         now: timestamp_opt(now),
@@ -450,14 +460,14 @@ impl KnowledgeApi for KnowledgeClient {
         }
     }
 
-    async fn rebuild_index(&self, user_id: Option<String>) -> Result<u64, ApiError> {
+    async fn rebuild_index(&self, owners: Owners) -> Result<u64, ApiError> {
         match self {
-            Self::Local(api) => api.rebuild_index(user_id).await,
+            Self::Local(api) => api.rebuild_index(owners).await,
             Self::Grpc(client) => {
                 let response = client
                     .clone()
                     .rebuild_index(pb::RebuildIndexRequest {
-                        scope: user_scope(&user_id),
+                        scope: owners_scope(&owners),
                     })
                     .await?;
                 Ok(response.get_ref().indexed.max(0) as u64)
@@ -597,14 +607,14 @@ impl KnowledgeApi for KnowledgeClient {
         }
     }
 
-    async fn list_roles(&self, user_id: String) -> Result<Vec<String>, ApiError> {
+    async fn list_roles(&self, owner: Owner) -> Result<Vec<String>, ApiError> {
         match self {
-            Self::Local(api) => api.list_roles(user_id).await,
+            Self::Local(api) => api.list_roles(owner).await,
             Self::Grpc(client) => {
                 let response = client
                     .clone()
                     .list_roles(pb::ListRolesRequest {
-                        scope: user_scope(&Some(user_id)),
+                        scope: owners_scope(&Owners::One(owner)),
                     })
                     .await?;
                 Ok(response.into_inner().role_ids)

@@ -10,7 +10,7 @@ use chrono::{DateTime, Utc};
 use thinkus_backends::sql::{Candidate, CandidateStatus, Change, ChangeKind, WriteBatch};
 use thinkus_common::ApiError;
 use thinkus_common::ids::{IdKind, new_id};
-use thinkus_common::model::{Language, Memory, MemorySource, MemoryStatus, MemoryType, Scope};
+use thinkus_common::model::{Language, Memory, MemorySource, MemoryStatus, MemoryType, Owner, Scope};
 use thinkus_common::text::{detect_language_of, summarize_to};
 
 use crate::admission;
@@ -65,7 +65,7 @@ pub(crate) async fn hold(
     // A conflict's key differs from a plain candidate's: the same words queued for another
     // reason are another candidate.
     let key = format!("conflict:{}", admission::content_key(&memory.content));
-    let record = match km.store.find_pending_candidate(&memory.scope.user_id, &key).await? {
+    let record = match km.store.find_pending_candidate(&memory.scope.owner(), &key).await? {
         Some(mut seen) => {
             let mut stored = StoredDraft::read(&seen)?;
             for id in &current {
@@ -125,7 +125,7 @@ pub(crate) async fn hold(
         candidates: vec![record],
         ..Default::default()
     };
-    km.commit(batch, &memory.scope.user_id, &options.request_key, &result)
+    km.commit(batch, &memory.scope.owner(), &options.request_key, &result)
         .await?;
     Ok(Some(result))
 }
@@ -135,7 +135,7 @@ pub(crate) async fn hold(
 /// write itself decides.
 pub(crate) async fn settled_by(
     km: &KnowledgeManager,
-    user_id: &str,
+    owner: &Owner,
     replaced_ids: &[String],
     by: &str,
     except: Option<&str>,
@@ -144,7 +144,7 @@ pub(crate) async fn settled_by(
     let mut settled = Vec::new();
     for mut candidate in km
         .store
-        .list_candidates(user_id, None, None, CandidateStatus::Pending, 500, 0)
+        .list_candidates(owner, None, None, CandidateStatus::Pending, 500, 0)
         .await?
     {
         if Some(candidate.id.as_str()) == except || !candidate.content_key.starts_with("conflict:") {
@@ -203,7 +203,7 @@ async fn conflict_of(km: &KnowledgeManager, candidate: Candidate) -> Result<Opti
     }
     let current: Vec<Memory> = km
         .store
-        .get_memories(&candidate.scope.user_id, &stored.conflicts_with)
+        .get_memories(&candidate.scope.owner(), &stored.conflicts_with)
         .await?
         .into_iter()
         .filter(|m| m.status == MemoryStatus::Active)
@@ -238,7 +238,7 @@ pub(crate) async fn list(km: &KnowledgeManager, scope: &Scope, limit: usize) -> 
     let mut conflicts = Vec::new();
     for candidate in km
         .store
-        .list_candidates(&scope.user_id, role, None, CandidateStatus::Pending, 500, 0)
+        .list_candidates(&scope.owner(), role, None, CandidateStatus::Pending, 500, 0)
         .await?
     {
         if conflicts.len() >= limit {
@@ -275,7 +275,7 @@ pub(crate) async fn keep_proposed(
     };
     let current: Vec<Memory> = km
         .store
-        .get_memories(&candidate.scope.user_id, &stored.conflicts_with)
+        .get_memories(&candidate.scope.owner(), &stored.conflicts_with)
         .await?
         .into_iter()
         .filter(|m| m.status == MemoryStatus::Active)
@@ -317,7 +317,7 @@ pub(crate) async fn keep_current(
     let now = Utc::now();
     let current: Vec<Memory> = km
         .store
-        .get_memories(&candidate.scope.user_id, &stored.conflicts_with)
+        .get_memories(&candidate.scope.owner(), &stored.conflicts_with)
         .await?
         .into_iter()
         .filter(|m| m.status == MemoryStatus::Active)
@@ -351,6 +351,7 @@ pub(crate) async fn keep_current(
         updated.updated_at = now;
         batch.changes.push(Change {
             id: new_id(IdKind::Change),
+            tenant_id: memory.scope.tenant_id.clone(),
             user_id: memory.scope.user_id.clone(),
             memory_id: memory.id.clone(),
             kind: ChangeKind::Correction,
@@ -366,7 +367,7 @@ pub(crate) async fn keep_current(
             kept = Some(updated);
         }
     }
-    let _user = km.lock_user(&scope.user_id).await;
+    let _user = km.lock_user(&scope.owner()).await;
     km.store.commit(batch).await.map_err(|err| match err {
         thinkus_backends::sql::StoreError::Conflict(m) => ApiError::new(
             thinkus_common::ErrorCode::AlreadyExists,

@@ -7,7 +7,7 @@ use thinkus_common::convert::{
     required_memory_type, scope_from_proto, scope_to_proto, source_from_proto, source_to_proto, timestamp,
     timestamp_opt, visibility_from_proto, visibility_to_proto,
 };
-use thinkus_common::model::{Memory, MemorySource, Scope};
+use thinkus_common::model::{Memory, MemorySource, Owner, Scope};
 use thinkus_proto::common as pbc;
 use thinkus_proto::knowledge as pb;
 
@@ -304,7 +304,7 @@ pub fn change_to_proto(change: &Change) -> pb::MemoryChange {
     }
 }
 
-pub fn change_from_proto(change: &pb::MemoryChange, user_id: &str) -> Change {
+pub fn change_from_proto(change: &pb::MemoryChange, owner: &Owner) -> Change {
     use pb::ChangeKind as P;
     let kind = match P::try_from(change.kind).unwrap_or(P::Unspecified) {
         P::Create | P::Unspecified => ChangeKind::Create,
@@ -319,7 +319,8 @@ pub fn change_from_proto(change: &pb::MemoryChange, user_id: &str) -> Change {
     };
     Change {
         id: change.id.clone(),
-        user_id: user_id.to_string(),
+        tenant_id: owner.tenant_id.clone(),
+        user_id: owner.user_id.clone(),
         memory_id: change.memory_id.clone(),
         kind,
         actor: change.actor.clone(),

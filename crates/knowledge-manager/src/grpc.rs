@@ -17,7 +17,7 @@ use tonic::codegen::BoxStream;
 use tonic::{Request, Response, Status, Streaming};
 
 use crate::api::{
-    CorrectRequest, IngestTurnsRequest, KnowledgeApi, LearnRequest, ListRequest, MarkdownFile, RememberRequest,
+    CorrectRequest, IngestTurnsRequest, KnowledgeApi, LearnRequest, ListRequest, MarkdownFile, Owners, RememberRequest,
 };
 use crate::convert;
 
@@ -42,34 +42,37 @@ fn status(err: ApiError) -> Status {
     to_status(&err)
 }
 
-/// Validates the scope and checks the caller may act for its user.
+/// Validates the scope, puts it in the caller's tenant and checks the caller may act for its
+/// user.
 fn scoped<T>(
     request: &Request<T>,
     scope: Option<&thinkus_proto::common::Scope>,
     rules: ScopeRules,
 ) -> Result<(Principal, Scope), Status> {
     let principal = principal(request)?;
-    let scope = scope_from_proto(scope, "scope", rules).map_err(status)?;
-    principal.authorize(&scope).map_err(status)?;
+    let mut scope = scope_from_proto(scope, "scope", rules).map_err(status)?;
+    principal.authorize(&mut scope).map_err(status)?;
     Ok((principal, scope))
 }
 
-/// A scope that may name no user (every user), which needs an admin key.
-fn user_or_all<T>(
-    request: &Request<T>,
-    scope: Option<&thinkus_proto::common::Scope>,
-    what: &str,
-) -> Result<Option<String>, Status> {
+/// A scope that may name no user: every user of the caller's tenant (or of the tenant a
+/// service key names), or of every tenant for a service key that names none. Needs a key that
+/// may act for every user.
+fn owners<T>(request: &Request<T>, scope: Option<&thinkus_proto::common::Scope>, what: &str) -> Result<Owners, Status> {
     let principal = principal(request)?;
-    match scope.filter(|s| !s.user_id.is_empty()) {
-        Some(scope) => {
-            let scope = scope_from_proto(Some(scope), "scope", ScopeRules::USER).map_err(status)?;
-            principal.authorize(&scope).map_err(status)?;
-            Ok(Some(scope.user_id))
+    match scope {
+        Some(scope) if !scope.user_id.is_empty() => {
+            let mut scope = scope_from_proto(Some(scope), "scope", ScopeRules::USER).map_err(status)?;
+            principal.authorize(&mut scope).map_err(status)?;
+            Ok(Owners::One(scope.owner()))
         }
-        None => {
+        _ => {
             principal.require_admin(what).map_err(status)?;
-            Ok(None)
+            let requested = scope.map(|s| s.tenant_id.as_str()).unwrap_or("");
+            if requested.is_empty() && principal.any_tenant {
+                return Ok(Owners::All);
+            }
+            Ok(Owners::Tenant(principal.tenant_for(requested).map_err(status)?))
         }
     }
 }
@@ -183,8 +186,8 @@ impl KnowledgeManagerService for KnowledgeGrpc {
                 )));
             }
         };
-        let scope = scope_from_proto(header.scope.as_ref(), "header.scope", ScopeRules::USER).map_err(status)?;
-        principal.authorize(&scope).map_err(status)?;
+        let mut scope = scope_from_proto(header.scope.as_ref(), "header.scope", ScopeRules::USER).map_err(status)?;
+        principal.authorize(&mut scope).map_err(status)?;
         let mut files = Vec::new();
         let mut bytes = 0usize;
         while let Some(message) = stream.message().await? {
@@ -218,7 +221,7 @@ impl KnowledgeManagerService for KnowledgeGrpc {
         request: Request<pb::ListRolesRequest>,
     ) -> Result<Response<pb::ListRolesResponse>, Status> {
         let (_, scope) = scoped(&request, request.get_ref().scope.as_ref(), ScopeRules::USER)?;
-        let role_ids = self.api.list_roles(scope.user_id).await.map_err(status)?;
+        let role_ids = self.api.list_roles(scope.owner()).await.map_err(status)?;
         Ok(Response::new(pb::ListRolesResponse { role_ids }))
     }
 
@@ -514,7 +517,7 @@ impl KnowledgeManagerService for KnowledgeGrpc {
         let (principal, scope) = scoped(&request, request.get_ref().scope.as_ref(), ScopeRules::USER)?;
         principal.require_admin("setting a plan").map_err(status)?;
         self.api
-            .set_plan(scope.user_id, request.get_ref().plan.clone())
+            .set_plan(scope.owner(), request.get_ref().plan.clone())
             .await
             .map_err(status)?;
         Ok(Response::new(pb::SetPlanResponse {}))
@@ -524,7 +527,7 @@ impl KnowledgeManagerService for KnowledgeGrpc {
         &self,
         request: Request<pb::RunMaintenanceRequest>,
     ) -> Result<Response<pb::RunMaintenanceResponse>, Status> {
-        let user = user_or_all(&request, request.get_ref().scope.as_ref(), "maintenance")?;
+        let owners = owners(&request, request.get_ref().scope.as_ref(), "maintenance")?;
         let body = request.get_ref();
         if !body.decay && !body.forget {
             return Err(status(ApiError::invalid("decay", "ask for decay, forget or both")));
@@ -532,7 +535,7 @@ impl KnowledgeManagerService for KnowledgeGrpc {
         let now = datetime_opt(body.now.as_ref(), "now").map_err(status)?;
         let report = self
             .api
-            .run_maintenance(user, body.decay, body.forget, now)
+            .run_maintenance(owners, body.decay, body.forget, now)
             .await
             .map_err(status)?;
         Ok(Response::new(pb::RunMaintenanceResponse {
@@ -545,8 +548,8 @@ impl KnowledgeManagerService for KnowledgeGrpc {
         &self,
         request: Request<pb::RebuildIndexRequest>,
     ) -> Result<Response<pb::RebuildIndexResponse>, Status> {
-        let user = user_or_all(&request, request.get_ref().scope.as_ref(), "rebuilding the index")?;
-        let indexed = self.api.rebuild_index(user).await.map_err(status)?;
+        let owners = owners(&request, request.get_ref().scope.as_ref(), "rebuilding the index")?;
+        let indexed = self.api.rebuild_index(owners).await.map_err(status)?;
         Ok(Response::new(pb::RebuildIndexResponse {
             indexed: indexed as i64,
         }))

@@ -209,7 +209,7 @@ pub(crate) async fn queue(
 ) -> Result<WriteResult, ApiError> {
     let key = admission::content_key(&candidate.content);
     let now = Utc::now();
-    let existing = km.store.find_pending_candidate(&scope.user_id, &key).await?;
+    let existing = km.store.find_pending_candidate(&scope.owner(), &key).await?;
     let record = match existing {
         Some(mut pending) => {
             pending.evidence_count += 1;
@@ -282,7 +282,7 @@ async fn promote_profile(km: &KnowledgeManager, result: &mut WriteResult) -> Res
     }
     let mut stored = km
         .store
-        .get_memory(&memory.scope.user_id, &memory.id)
+        .get_memory(&memory.scope.owner(), &memory.id)
         .await?
         .ok_or_else(|| ApiError::not_found("memory", &memory.id))?;
     let before = serde_json::to_string(&stored).unwrap_or_default();
@@ -294,6 +294,7 @@ async fn promote_profile(km: &KnowledgeManager, result: &mut WriteResult) -> Res
             updates: vec![stored.clone()],
             changes: vec![thinkus_backends::sql::Change {
                 id: new_id(IdKind::Change),
+                tenant_id: stored.scope.tenant_id.clone(),
                 user_id: stored.scope.user_id.clone(),
                 memory_id: stored.id.clone(),
                 kind: thinkus_backends::sql::ChangeKind::Promote,
@@ -341,7 +342,7 @@ pub(crate) async fn learn(km: &KnowledgeManager, request: LearnRequest) -> Resul
         return Err(ApiError::invalid("messages", "must hold 1-200 messages"));
     }
     let key = request_key("learn", &request.request_id)?;
-    if let Some(stored) = km.replay(&request.scope.user_id, &key).await? {
+    if let Some(stored) = km.replay(&request.scope.owner(), &key).await? {
         let mut result: LearnResult = serde_json::from_str(&stored)
             .map_err(|err| ApiError::internal(format!("unreadable stored response: {err}")))?;
         for r in &mut result.results {
@@ -448,6 +449,7 @@ pub(crate) async fn learn(km: &KnowledgeManager, request: LearnRequest) -> Resul
     };
     if let (Some(key), false) = (key, request.dry_run) {
         let record = IdempotencyRecord {
+            tenant_id: request.scope.tenant_id.clone(),
             user_id: request.scope.user_id.clone(),
             key,
             response: serde_json::to_string(&learned).unwrap_or_default(),

@@ -320,7 +320,7 @@ async fn active_memories(km: &KnowledgeManager, scope: &Scope) -> Result<Vec<Mem
         let page = km
             .store
             .list_memories(&MemoryQuery {
-                filter: MemoryFilter::user(scope.user_id.clone()),
+                filter: MemoryFilter::user(&scope.owner()),
                 order: MemoryOrder::Oldest,
                 limit: 1000,
                 offset,
@@ -616,7 +616,7 @@ pub(crate) async fn import(
     let wanted: Vec<String> = named.iter().cloned().chain(deleted.iter().cloned()).collect();
     let mut stored: BTreeMap<String, Memory> = BTreeMap::new();
     for chunk in wanted.chunks(500) {
-        for memory in km.store.get_memories(&scope.user_id, chunk).await? {
+        for memory in km.store.get_memories(&scope.owner(), chunk).await? {
             stored.insert(memory.id.clone(), memory);
         }
     }
@@ -771,6 +771,7 @@ fn new_line(km: &KnowledgeManager, scope: &Scope, role: &str, kind: &FileKind, l
         Admission::Reject(reason) => Plan::Skip(reason),
         Admission::Queue(_) | Admission::Write => {
             let owner = Scope {
+                tenant_id: scope.tenant_id.clone(),
                 user_id: scope.user_id.clone(),
                 role_id: role.to_string(),
                 project_id: project,
@@ -801,6 +802,7 @@ async fn apply(
 ) -> Result<(&'static str, Option<String>, String), ApiError> {
     let correct = |memory: &Memory, action: CorrectionAction, content: Option<String>, evidence: &str| CorrectRequest {
         scope: Scope {
+            tenant_id: memory.scope.tenant_id.clone(),
             user_id: memory.scope.user_id.clone(),
             role_id: String::new(),
             project_id: None,

@@ -26,7 +26,7 @@ use thinkus_common::ApiError;
 use thinkus_common::error::ErrorCode;
 use thinkus_common::ids::{IdKind, check_id, new_id};
 use thinkus_common::model::{
-    EngineChoice, Language, Memory, MemorySource, MemoryStatus, MemoryType, Scope, Visibility,
+    EngineChoice, Language, Memory, MemorySource, MemoryStatus, MemoryType, Owner, Scope, Visibility,
 };
 use thinkus_common::text::{char_count, summarize_to};
 use tracing::Instrument;
@@ -34,7 +34,7 @@ use tracing::Instrument;
 use crate::api::{
     CandidateView, Conflict, ConflictChoice, ConflictResolution, CorrectRequest, CorrectResult, FinalizeResult,
     ImportReport, IngestResult, IngestTurnsRequest, KnowledgeApi, LearnRequest, LearnResult, ListRequest,
-    MaintenanceReport, MarkdownFile, MemoryDraft, Quota, RememberRequest, Standing, WriteOutcome, WriteResult,
+    MaintenanceReport, MarkdownFile, MemoryDraft, Owners, Quota, RememberRequest, Standing, WriteOutcome, WriteResult,
 };
 use crate::config::KnowledgeConfig;
 use crate::subject;
@@ -116,10 +116,10 @@ impl KnowledgeManager {
     }
 
     /// The write lock of a user (see `write_locks`).
-    pub(crate) async fn lock_user(&self, user_id: &str) -> tokio::sync::MutexGuard<'_, ()> {
+    pub(crate) async fn lock_user(&self, owner: &Owner) -> tokio::sync::MutexGuard<'_, ()> {
         use std::hash::{Hash, Hasher};
         let mut hasher = std::collections::hash_map::DefaultHasher::new();
-        user_id.hash(&mut hasher);
+        owner.hash(&mut hasher);
         self.write_locks[hasher.finish() as usize % WRITE_LOCK_STRIPES]
             .lock()
             .await
@@ -300,9 +300,9 @@ impl KnowledgeManager {
     }
 
     /// The stored result of an earlier request with the same key.
-    pub(crate) async fn replay(&self, user_id: &str, key: &Option<String>) -> Result<Option<String>, ApiError> {
+    pub(crate) async fn replay(&self, owner: &Owner, key: &Option<String>) -> Result<Option<String>, ApiError> {
         match key {
-            Some(key) => Ok(self.store.get_idempotent(user_id, key).await?),
+            Some(key) => Ok(self.store.get_idempotent(owner, key).await?),
             None => Ok(None),
         }
     }
@@ -329,7 +329,7 @@ impl KnowledgeManager {
                     },
                 }),
                 statuses: vec![MemoryStatus::Active, MemoryStatus::Suppressed],
-                ..MemoryFilter::user(memory.scope.user_id.clone())
+                ..MemoryFilter::user(&memory.scope.owner())
             })
         };
         let negated = subject::negated_values(&memory.content);
@@ -369,7 +369,7 @@ impl KnowledgeManager {
                 },
             }),
             types: vec![memory.memory_type],
-            ..MemoryFilter::user(memory.scope.user_id.clone())
+            ..MemoryFilter::user(&memory.scope.owner())
         };
         let hits = self
             .vectors
@@ -390,7 +390,7 @@ impl KnowledgeManager {
             return Ok(None);
         }
         let ids: Vec<String> = candidates.iter().map(|(id, _)| id.clone()).collect();
-        let memories = self.store.get_memories(&memory.scope.user_id, &ids).await?;
+        let memories = self.store.get_memories(&memory.scope.owner(), &ids).await?;
         Ok(memories
             .into_iter()
             .filter(|m| m.status == MemoryStatus::Active)
@@ -405,7 +405,7 @@ impl KnowledgeManager {
 
     /// Checks the role's quota, forgetting low-value old memories before refusing.
     async fn enforce_quota(&self, scope: &Scope, now: DateTime<Utc>) -> Result<(), ApiError> {
-        if self.plan_limit(&scope.user_id).await?.1 == 0 {
+        if self.plan_limit(&scope.owner()).await?.1 == 0 {
             // Unlimited: nothing to count.
             return Ok(());
         }
@@ -413,10 +413,10 @@ impl KnowledgeManager {
         if quota.limit == 0 || quota.used < quota.limit {
             return Ok(());
         }
-        let forgotten = self.forget(&scope.user_id, Some(&scope.role_id), now).await?;
+        let forgotten = self.forget(&scope.owner(), Some(&scope.role_id), now).await?;
         let quota = self.quota_of(scope).await?;
         if quota.used < quota.limit {
-            tracing::info!(user_id = %scope.user_id, role_id = %scope.role_id, forgotten, "quota cleanup made room");
+            tracing::info!(owner = %scope.owner(), role_id = %scope.role_id, forgotten, "quota cleanup made room");
             return Ok(());
         }
         Err(ApiError::new(
@@ -429,10 +429,10 @@ impl KnowledgeManager {
     }
 
     /// A user's plan and its limit per role (0: unlimited).
-    async fn plan_limit(&self, user_id: &str) -> Result<(String, u64), ApiError> {
+    async fn plan_limit(&self, owner: &Owner) -> Result<(String, u64), ApiError> {
         let plan = self
             .store
-            .get_plan(user_id)
+            .get_plan(owner)
             .await?
             .unwrap_or_else(|| self.config.quotas.default_plan.clone());
         let limit = self.config.quotas.limit(&plan).unwrap_or(self.config.quotas.seed);
@@ -440,14 +440,14 @@ impl KnowledgeManager {
     }
 
     async fn quota_of(&self, scope: &Scope) -> Result<Quota, ApiError> {
-        let (plan, limit) = self.plan_limit(&scope.user_id).await?;
+        let (plan, limit) = self.plan_limit(&scope.owner()).await?;
         let used = self
             .store
             .count_memories(&MemoryQuery {
                 owner_role: Some(scope.role_id.clone()),
                 // Raw turns are the conversation itself, not curated memories: no quota.
                 exclude_types: vec![MemoryType::ConversationTurn],
-                ..MemoryQuery::of(MemoryFilter::user(scope.user_id.clone()))
+                ..MemoryQuery::of(MemoryFilter::user(&scope.owner()))
             })
             .await?;
         Ok(Quota { plan, used, limit })
@@ -461,7 +461,7 @@ impl KnowledgeManager {
         options: WriteOptions,
     ) -> Result<WriteResult, ApiError> {
         let now = Utc::now();
-        if let Some(stored) = self.replay(&scope.user_id, &options.request_key).await? {
+        if let Some(stored) = self.replay(&scope.owner(), &options.request_key).await? {
             return duplicate(&stored);
         }
         let mut memory = self.new_memory(scope, draft, now);
@@ -474,7 +474,7 @@ impl KnowledgeManager {
         };
 
         // From the checks to the index: one write of this user at a time.
-        let _user = self.lock_user(&scope.user_id).await;
+        let _user = self.lock_user(&scope.owner()).await;
         let mut replaces = options.replaces.clone();
         if !options.skip_dedup {
             let contradicted = self.contradicted(&memory).await?;
@@ -520,6 +520,7 @@ impl KnowledgeManager {
             updated.updated_at = now;
             batch.changes.push(Change {
                 id: new_id(IdKind::Change),
+                tenant_id: scope.tenant_id.clone(),
                 user_id: scope.user_id.clone(),
                 memory_id: old.id.clone(),
                 kind: *kind,
@@ -540,6 +541,7 @@ impl KnowledgeManager {
         };
         batch.changes.push(Change {
             id: new_id(IdKind::Change),
+            tenant_id: scope.tenant_id.clone(),
             user_id: scope.user_id.clone(),
             memory_id: memory.id.clone(),
             kind: ChangeKind::Create,
@@ -560,7 +562,7 @@ impl KnowledgeManager {
             // Pending conflicts about a value this write replaced are answered by it.
             let except = options.candidate.as_ref().map(|c| c.id.as_str());
             batch.candidates.extend(
-                crate::conflicts::settled_by(self, &scope.user_id, &replaced_ids, &memory.id, except, now).await?,
+                crate::conflicts::settled_by(self, &scope.owner(), &replaced_ids, &memory.id, except, now).await?,
             );
         }
         let result = WriteResult {
@@ -571,7 +573,7 @@ impl KnowledgeManager {
             reason,
             score: 1.0,
         };
-        self.commit(batch, &scope.user_id, &options.request_key, &result)
+        self.commit(batch, &scope.owner(), &options.request_key, &result)
             .await?;
         let point = self.point(&memory, dense);
         self.index(vec![point], status_changes, Vec::new()).await;
@@ -583,13 +585,14 @@ impl KnowledgeManager {
     pub(crate) async fn commit(
         &self,
         mut batch: WriteBatch,
-        user_id: &str,
+        owner: &Owner,
         request_key: &Option<String>,
         result: &WriteResult,
     ) -> Result<(), ApiError> {
         if let Some(key) = request_key {
             batch.idempotency = Some(IdempotencyRecord {
-                user_id: user_id.to_string(),
+                tenant_id: owner.tenant_id.clone(),
+                user_id: owner.user_id.clone(),
                 key: key.clone(),
                 response: serde_json::to_string(result).unwrap_or_default(),
                 created_at: Utc::now(),
@@ -624,6 +627,7 @@ impl KnowledgeManager {
             updates: vec![updated.clone()],
             changes: vec![Change {
                 id: new_id(IdKind::Change),
+                tenant_id: existing.scope.tenant_id.clone(),
                 user_id: existing.scope.user_id.clone(),
                 memory_id: existing.id.clone(),
                 kind: ChangeKind::Evidence,
@@ -645,7 +649,7 @@ impl KnowledgeManager {
             reason,
             score: similarity,
         };
-        self.commit(batch, &existing.scope.user_id, &options.request_key, &result)
+        self.commit(batch, &existing.scope.owner(), &options.request_key, &result)
             .await?;
         Ok(result)
     }
@@ -655,7 +659,7 @@ impl KnowledgeManager {
         check_id(IdKind::Memory, field, memory_id)?;
         let memory = self
             .store
-            .get_memory(&scope.user_id, memory_id)
+            .get_memory(&scope.owner(), memory_id)
             .await?
             .ok_or_else(|| ApiError::not_found("memory", memory_id))?;
         let filter = MemoryFilter {
@@ -665,7 +669,7 @@ impl KnowledgeManager {
                 layers: Layers::Both,
             }),
             statuses: MemoryStatus::ALL.to_vec(),
-            ..MemoryFilter::user(scope.user_id.clone())
+            ..MemoryFilter::user(&scope.owner())
         };
         if !filter.matches_memory(&memory) {
             return Err(ApiError::not_found("memory", memory_id));
@@ -676,7 +680,7 @@ impl KnowledgeManager {
     /// Forgets low-value old memories (seed 002 section 5.2) of a user (one role if given).
     pub(crate) async fn forget(
         &self,
-        user_id: &str,
+        owner: &Owner,
         role_id: Option<&str>,
         now: DateTime<Utc>,
     ) -> Result<u64, ApiError> {
@@ -688,7 +692,7 @@ impl KnowledgeManager {
             max_access_count: Some(self.config.forget_max_access),
             order: MemoryOrder::LeastValuable,
             limit: 500,
-            ..MemoryQuery::of(MemoryFilter::user(user_id))
+            ..MemoryQuery::of(MemoryFilter::user(owner))
         };
         let mut total = 0;
         loop {
@@ -704,7 +708,8 @@ impl KnowledgeManager {
                 updated.updated_at = now;
                 batch.changes.push(Change {
                     id: new_id(IdKind::Change),
-                    user_id: user_id.to_string(),
+                    tenant_id: owner.tenant_id.clone(),
+                    user_id: owner.user_id.clone(),
                     memory_id: memory.id.clone(),
                     kind: ChangeKind::Forget,
                     actor: "system:forget".into(),
@@ -742,7 +747,7 @@ impl KnowledgeManager {
     }
 
     /// Recomputes freshness = importance * rate ^ days since the last access (or creation).
-    pub(crate) async fn decay(&self, user_id: &str, now: DateTime<Utc>) -> Result<u64, ApiError> {
+    pub(crate) async fn decay(&self, owner: &Owner, now: DateTime<Utc>) -> Result<u64, ApiError> {
         let mut offset = 0;
         let mut total = 0;
         loop {
@@ -752,7 +757,7 @@ impl KnowledgeManager {
                     order: MemoryOrder::Oldest,
                     limit: 500,
                     offset,
-                    ..MemoryQuery::of(MemoryFilter::user(user_id))
+                    ..MemoryQuery::of(MemoryFilter::user(owner))
                 })
                 .await?;
             if memories.is_empty() {
@@ -774,7 +779,8 @@ impl KnowledgeManager {
                 updated.updated_at = now;
                 batch.changes.push(Change {
                     id: new_id(IdKind::Change),
-                    user_id: user_id.to_string(),
+                    tenant_id: owner.tenant_id.clone(),
+                    user_id: owner.user_id.clone(),
                     memory_id: memory.id.clone(),
                     kind: ChangeKind::Decay,
                     actor: "system:decay".into(),
@@ -792,7 +798,7 @@ impl KnowledgeManager {
             match self.store.commit(batch).await {
                 Ok(()) => total += changed,
                 Err(StoreError::Conflict(_)) => {
-                    tracing::debug!(user_id, "a memory changed during the decay sweep; it decays next time");
+                    tracing::debug!(%owner, "a memory changed during the decay sweep; it decays next time");
                 }
                 Err(err) => return Err(err.into()),
             }
@@ -811,8 +817,8 @@ impl KnowledgeManager {
 
     /// Makes the index agree with the store for one user: indexes what is missing, removes
     /// what should not be there.
-    pub async fn reconcile(&self, user_id: &str) -> Result<u64, ApiError> {
-        let indexed: HashSet<String> = self.vectors.list_ids(user_id).await?.into_iter().collect();
+    pub async fn reconcile(&self, owner: &Owner) -> Result<u64, ApiError> {
+        let indexed: HashSet<String> = self.vectors.list_ids(owner).await?.into_iter().collect();
         let mut stored = HashSet::new();
         let mut missing = Vec::new();
         let mut offset = 0;
@@ -823,7 +829,7 @@ impl KnowledgeManager {
                     order: MemoryOrder::Oldest,
                     limit: 1000,
                     offset,
-                    ..MemoryQuery::of(MemoryFilter::any_status(user_id))
+                    ..MemoryQuery::of(MemoryFilter::any_status(owner))
                 })
                 .await?;
             if page.is_empty() {
@@ -867,10 +873,17 @@ impl KnowledgeManager {
         Ok(repaired)
     }
 
-    async fn users(&self, user_id: Option<String>) -> Result<Vec<String>, ApiError> {
-        match user_id {
-            Some(user) => Ok(vec![user]),
-            None => Ok(self.store.list_users().await?),
+    async fn users(&self, owners: Owners) -> Result<Vec<Owner>, ApiError> {
+        match owners {
+            Owners::One(owner) => Ok(vec![owner]),
+            Owners::Tenant(tenant) => Ok(self
+                .store
+                .list_users()
+                .await?
+                .into_iter()
+                .filter(|owner| owner.tenant_id == tenant)
+                .collect()),
+            Owners::All => Ok(self.store.list_users().await?),
         }
     }
 }
@@ -932,7 +945,7 @@ impl KnowledgeApi for KnowledgeManager {
                 } else {
                     request.statuses.clone()
                 },
-                ..MemoryFilter::user(request.scope.user_id.clone())
+                ..MemoryFilter::user(&request.scope.owner())
             })
         };
         Ok(self.store.list_memories(&query).await?)
@@ -956,9 +969,10 @@ impl KnowledgeApi for KnowledgeManager {
         let memory = self.visible_memory(&scope, &memory_id, "memory_id").await?;
         let now = Utc::now();
         let batch = WriteBatch {
-            deletes: vec![(scope.user_id.clone(), memory.id.clone())],
+            deletes: vec![(scope.owner(), memory.id.clone())],
             changes: vec![Change {
                 id: new_id(IdKind::Change),
+                tenant_id: scope.tenant_id.clone(),
                 user_id: scope.user_id.clone(),
                 memory_id: memory.id.clone(),
                 kind: ChangeKind::Delete,
@@ -977,12 +991,12 @@ impl KnowledgeApi for KnowledgeManager {
 
     async fn history(&self, scope: Scope, memory_id: String) -> Result<Vec<Change>, ApiError> {
         check_id(IdKind::Memory, "memory_id", &memory_id)?;
-        let changes = self.store.changes(&scope.user_id, &memory_id).await?;
+        let changes = self.store.changes(&scope.owner(), &memory_id).await?;
         if changes.is_empty() {
             return Err(ApiError::not_found("memory", &memory_id));
         }
         // A deleted memory keeps its history; a live one must be visible to the asker.
-        if self.store.get_memory(&scope.user_id, &memory_id).await?.is_some() {
+        if self.store.get_memory(&scope.owner(), &memory_id).await?.is_some() {
             self.visible_memory(&scope, &memory_id, "memory_id").await?;
         }
         Ok(changes)
@@ -1029,26 +1043,26 @@ impl KnowledgeApi for KnowledgeManager {
         self.quota_of(&scope).await
     }
 
-    async fn set_plan(&self, user_id: String, plan: String) -> Result<(), ApiError> {
+    async fn set_plan(&self, owner: Owner, plan: String) -> Result<(), ApiError> {
         if self.config.quotas.limit(&plan).is_none() {
             return Err(ApiError::invalid(
                 "plan",
                 format!("unknown plan {plan:?} (seed, growth, scale or enterprise)"),
             ));
         }
-        Ok(self.store.set_plan(&user_id, &plan).await?)
+        Ok(self.store.set_plan(&owner, &plan).await?)
     }
 
     async fn run_maintenance(
         &self,
-        user_id: Option<String>,
+        owners: Owners,
         decay: bool,
         forget: bool,
         now: Option<DateTime<Utc>>,
     ) -> Result<MaintenanceReport, ApiError> {
         let now = now.unwrap_or_else(Utc::now);
         let mut report = MaintenanceReport::default();
-        for user in self.users(user_id).await? {
+        for user in self.users(owners).await? {
             if decay {
                 report.decayed += self.decay(&user, now).await?;
             }
@@ -1071,9 +1085,9 @@ impl KnowledgeApi for KnowledgeManager {
         Ok(report)
     }
 
-    async fn rebuild_index(&self, user_id: Option<String>) -> Result<u64, ApiError> {
+    async fn rebuild_index(&self, owners: Owners) -> Result<u64, ApiError> {
         let mut total = 0;
-        for user in self.users(user_id).await? {
+        for user in self.users(owners).await? {
             self.vectors.delete_user(&user).await?;
             total += self.reconcile(&user).await?;
         }
@@ -1112,7 +1126,7 @@ impl KnowledgeApi for KnowledgeManager {
         crate::markdown::import(self, &scope, files, dry_run).await
     }
 
-    async fn list_roles(&self, user_id: String) -> Result<Vec<String>, ApiError> {
-        Ok(self.store.list_roles(&user_id).await?)
+    async fn list_roles(&self, owner: Owner) -> Result<Vec<String>, ApiError> {
+        Ok(self.store.list_roles(&owner).await?)
     }
 }

@@ -49,7 +49,7 @@ pub(crate) async fn standing(km: &KnowledgeManager, scope: &Scope, limit: usize)
                 layers: Layers::CrossProject,
             }),
             types: RULE_TYPES.iter().chain(PROFILE_TYPES.iter()).copied().collect(),
-            ..MemoryFilter::user(scope.user_id.clone())
+            ..MemoryFilter::user(&scope.owner())
         },
         order: MemoryOrder::Newest,
         limit: 500,

@@ -128,7 +128,7 @@ pub(crate) async fn ingest(km: &KnowledgeManager, request: IngestTurnsRequest) -
     let external: Vec<String> = request.turns.iter().filter_map(|t| t.external_id.clone()).collect();
     let mut known: HashMap<String, String> = km
         .store
-        .find_external(&scope.user_id, &external)
+        .find_external(&scope.owner(), &external)
         .await?
         .into_iter()
         .collect();
@@ -143,7 +143,7 @@ pub(crate) async fn ingest(km: &KnowledgeManager, request: IngestTurnsRequest) -
                 ..MemoryQuery::of(MemoryFilter {
                     types: vec![MemoryType::ConversationTurn],
                     session_id: Some(session.clone()),
-                    ..MemoryFilter::any_status(scope.user_id.clone())
+                    ..MemoryFilter::any_status(&scope.owner())
                 })
             })
             .await?
@@ -199,6 +199,7 @@ pub(crate) async fn ingest(km: &KnowledgeManager, request: IngestTurnsRequest) -
                 .iter()
                 .map(|m| Change {
                     id: new_id(IdKind::Change),
+                    tenant_id: scope.tenant_id.clone(),
                     user_id: scope.user_id.clone(),
                     memory_id: m.id.clone(),
                     kind: ChangeKind::Create,

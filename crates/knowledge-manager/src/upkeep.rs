@@ -8,7 +8,7 @@ use thinkus_backends::llm::{CompletionRequest, LlmTask};
 use thinkus_backends::sql::{Change, ChangeKind, MemoryQuery, WriteBatch};
 use thinkus_common::ApiError;
 use thinkus_common::ids::{IdKind, new_id};
-use thinkus_common::model::{EngineChoice, Memory, MemorySource, MemoryStatus, MemoryType, Scope, Visibility};
+use thinkus_common::model::{EngineChoice, Memory, MemorySource, MemoryStatus, MemoryType, Owner, Scope, Visibility};
 use thinkus_common::text::summarize_to;
 
 use crate::api::{CorrectRequest, CorrectResult, CorrectionAction, FinalizeResult, MemoryDraft};
@@ -54,7 +54,7 @@ pub(crate) async fn correct_as(
         .visible_memory(&request.scope, &request.memory_id, "memory_id")
         .await?;
     let key = request_key("correct", &request.request_id)?;
-    if let Some(stored) = km.replay(&request.scope.user_id, &key).await? {
+    if let Some(stored) = km.replay(&request.scope.owner(), &key).await? {
         return serde_json::from_str(&stored)
             .map_err(|err| ApiError::internal(format!("unreadable stored response: {err}")));
     }
@@ -93,14 +93,14 @@ pub(crate) async fn correct_as(
             .ok_or_else(|| ApiError::internal("the replacement was not written"))?;
         let old = km
             .store
-            .get_memory(&memory.scope.user_id, &memory.id)
+            .get_memory(&memory.scope.owner(), &memory.id)
             .await?
             .ok_or_else(|| ApiError::not_found("memory", &memory.id))?;
         let result = CorrectResult {
             memory: old,
             replacement: Some(replacement),
         };
-        store_correction_result(km, &request.scope.user_id, &key, &result).await;
+        store_correction_result(km, &request.scope.owner(), &key, &result).await;
         return Ok(result);
     }
 
@@ -141,6 +141,7 @@ pub(crate) async fn correct_as(
         updates: vec![updated.clone()],
         changes: vec![Change {
             id: new_id(IdKind::Change),
+            tenant_id: memory.scope.tenant_id.clone(),
             user_id: memory.scope.user_id.clone(),
             memory_id: memory.id.clone(),
             kind: ChangeKind::Correction,
@@ -171,17 +172,18 @@ pub(crate) async fn correct_as(
         memory: updated,
         replacement: None,
     };
-    store_correction_result(km, &request.scope.user_id, &key, &result).await;
+    store_correction_result(km, &request.scope.owner(), &key, &result).await;
     Ok(result)
 }
 
-async fn store_correction_result(km: &KnowledgeManager, user_id: &str, key: &Option<String>, result: &CorrectResult) {
+async fn store_correction_result(km: &KnowledgeManager, owner: &Owner, key: &Option<String>, result: &CorrectResult) {
     if let Some(key) = key {
         let _ = km
             .store
             .commit(WriteBatch {
                 idempotency: Some(thinkus_backends::sql::IdempotencyRecord {
-                    user_id: user_id.to_string(),
+                    tenant_id: owner.tenant_id.clone(),
+                    user_id: owner.user_id.clone(),
                     key: key.clone(),
                     response: serde_json::to_string(result).unwrap_or_default(),
                     created_at: Utc::now(),
@@ -203,7 +205,7 @@ pub(crate) async fn merge(
         return Err(ApiError::invalid("memory_ids", "must hold 2-50 memory ids"));
     }
     let key = request_key("merge", &request_id)?;
-    if let Some(stored) = km.replay(&scope.user_id, &key).await? {
+    if let Some(stored) = km.replay(&scope.owner(), &key).await? {
         let result: crate::api::WriteResult = serde_json::from_str(&stored)
             .map_err(|err| ApiError::internal(format!("unreadable stored response: {err}")))?;
         return result
@@ -375,7 +377,7 @@ async fn promote_memory(
             limit: 1000,
             ..MemoryQuery::of(MemoryFilter {
                 types: vec![target],
-                ..MemoryFilter::user(memory.scope.user_id.clone())
+                ..MemoryFilter::user(&memory.scope.owner())
             })
         })
         .await?;
@@ -428,6 +430,7 @@ async fn promote_memory(
         actor: actor_of(scope),
         extra_changes: vec![Change {
             id: new_id(IdKind::Change),
+            tenant_id: memory.scope.tenant_id.clone(),
             user_id: memory.scope.user_id.clone(),
             memory_id: memory.id.clone(),
             kind: ChangeKind::Promote,
@@ -473,7 +476,7 @@ pub(crate) async fn finalize_iteration(
             limit: 1000,
             ..MemoryQuery::of(MemoryFilter {
                 types: vec![MemoryType::Insight],
-                ..MemoryFilter::user(scope.user_id.clone())
+                ..MemoryFilter::user(&scope.owner())
             })
         })
         .await?;

@@ -52,8 +52,8 @@ pub fn decide_from_proto(request: &pb::DecideRequest) -> Result<DecideRequest, A
 impl MemoryControllerService for MemoryControllerGrpc {
     async fn decide(&self, request: Request<pb::DecideRequest>) -> Result<Response<pb::DecideResponse>, Status> {
         let principal = principal(&request)?;
-        let request = decide_from_proto(request.get_ref()).map_err(|e| to_status(&e))?;
-        principal.authorize(&request.scope).map_err(|e| to_status(&e))?;
+        let mut request = decide_from_proto(request.get_ref()).map_err(|e| to_status(&e))?;
+        principal.authorize(&mut request.scope).map_err(|e| to_status(&e))?;
         let decision = self.api.decide(request).await.map_err(|e| to_status(&e))?;
         Ok(Response::new(pb::DecideResponse {
             decision: Some(control_decision_to_proto(&decision)),

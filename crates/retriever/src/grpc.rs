@@ -33,8 +33,8 @@ impl RetrieverGrpc {
 impl RetrieverService for RetrieverGrpc {
     async fn recall(&self, request: Request<pb::RecallRequest>) -> Result<Response<pb::RecallResponse>, Status> {
         let principal = principal(&request)?;
-        let request = convert::recall_from_proto(request.get_ref()).map_err(|e| to_status(&e))?;
-        principal.authorize(&request.scope).map_err(|e| to_status(&e))?;
+        let mut request = convert::recall_from_proto(request.get_ref()).map_err(|e| to_status(&e))?;
+        principal.authorize(&mut request.scope).map_err(|e| to_status(&e))?;
         let result = self.api.recall(request).await.map_err(|e| to_status(&e))?;
         Ok(Response::new(convert::result_to_proto(&result)))
     }
@@ -44,8 +44,8 @@ impl RetrieverService for RetrieverGrpc {
         request: Request<pb::GetDetailsRequest>,
     ) -> Result<Response<pb::GetDetailsResponse>, Status> {
         let principal = principal(&request)?;
-        let request = convert::details_request_from_proto(request.get_ref()).map_err(|e| to_status(&e))?;
-        principal.authorize(&request.scope).map_err(|e| to_status(&e))?;
+        let mut request = convert::details_request_from_proto(request.get_ref()).map_err(|e| to_status(&e))?;
+        principal.authorize(&mut request.scope).map_err(|e| to_status(&e))?;
         let result = self.api.get_details(request).await.map_err(|e| to_status(&e))?;
         Ok(Response::new(convert::details_result_to_proto(&result)))
     }

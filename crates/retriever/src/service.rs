@@ -10,7 +10,7 @@ use thinkus_backends::embed::Embedder;
 use thinkus_backends::sql::{MemoryOrder, MemoryQuery, MemoryStore};
 use thinkus_backends::vector::{Bm25Encoder, MemoryFilter, Reader, VectorHit, VectorIndex};
 use thinkus_common::ApiError;
-use thinkus_common::model::{Language, Memory, MemoryStatus, MemoryType, RetrievalMode};
+use thinkus_common::model::{Language, Memory, MemoryStatus, MemoryType, Owner, RetrievalMode};
 use thinkus_common::text::detect_language;
 use thinkus_common::time::relative;
 use thinkus_common::tokens::TokenCounter;
@@ -65,6 +65,7 @@ impl Retriever {
     fn filter(&self, request: &RecallRequest, now: DateTime<Utc>) -> MemoryFilter {
         let (from, to) = request.time_range.map(|r| r.bounds(now)).unwrap_or((None, None));
         MemoryFilter {
+            tenant_id: request.scope.tenant_id.clone(),
             user_id: request.scope.user_id.clone(),
             reader: Some(Reader {
                 role_id: request.scope.role_id.clone(),
@@ -169,7 +170,7 @@ impl Retriever {
         let evidence = fuse(&dense_hits, &keyword_hits, &self.config.ranking);
         let candidates = evidence.len() as u32;
         let ids = ordered_ids(&dense_hits, &keyword_hits);
-        let memories = self.store.get_memories(&filter.user_id, &ids).await?;
+        let memories = self.store.get_memories(&filter.owner(), &ids).await?;
         let ranked = self.score(memories, &evidence, filter, query);
         Ok((ranked, candidates))
     }
@@ -271,7 +272,7 @@ impl Retriever {
     }
 
     /// Summaries of the related decisions of memories, by id.
-    async fn related_decisions(&self, user_id: &str, memories: &[&Memory]) -> HashMap<String, String> {
+    async fn related_decisions(&self, owner: &Owner, memories: &[&Memory]) -> HashMap<String, String> {
         let ids: Vec<String> = memories
             .iter()
             .flat_map(|m| m.related_decision_ids.iter().cloned())
@@ -279,7 +280,7 @@ impl Retriever {
         if ids.is_empty() {
             return HashMap::new();
         }
-        match self.store.get_memories(user_id, &ids).await {
+        match self.store.get_memories(owner, &ids).await {
             Ok(found) => found.into_iter().map(|m| (m.id, m.summary)).collect(),
             Err(err) => {
                 tracing::warn!(%err, "related decisions could not be read");
@@ -322,10 +323,10 @@ impl Retriever {
     }
 
     /// Marks memories read and returns their new freshness.
-    async fn touch(&self, user_id: &str, ids: &[String], now: DateTime<Utc>) -> HashMap<String, f64> {
+    async fn touch(&self, owner: &Owner, ids: &[String], now: DateTime<Utc>) -> HashMap<String, f64> {
         match self
             .store
-            .record_access(user_id, ids, now, self.config.access_boost, self.config.freshness_cap)
+            .record_access(owner, ids, now, self.config.access_boost, self.config.freshness_cap)
             .await
         {
             Ok(updated) => updated.into_iter().collect(),
@@ -470,7 +471,7 @@ impl RetrieverApi for Retriever {
             RetrievalMode::Catalog => 0,
         };
         let expanded: Vec<&Memory> = ranked.iter().take(details_limit).map(|r| &r.memory).collect();
-        let decisions = self.related_decisions(&filter.user_id, &expanded).await;
+        let decisions = self.related_decisions(&filter.owner(), &expanded).await;
 
         // Details of the best entries first (they answer), then catalog lines for the rest
         // (they let the caller ask for more).
@@ -545,7 +546,7 @@ impl RetrieverApi for Retriever {
 
         if !details.is_empty() {
             let ids: Vec<String> = details.iter().map(|d| d.id.clone()).collect();
-            let fresh = self.touch(&filter.user_id, &ids, now).await;
+            let fresh = self.touch(&filter.owner(), &ids, now).await;
             for d in &mut details {
                 if let Some(f) = fresh.get(&d.id) {
                     d.freshness = *f;
@@ -595,9 +596,9 @@ impl RetrieverApi for Retriever {
                 layers: Default::default(),
             }),
             statuses: thinkus_common::model::MemoryStatus::ALL.to_vec(),
-            ..MemoryFilter::user(request.scope.user_id.clone())
+            ..MemoryFilter::user(&request.scope.owner())
         };
-        let memories = self.store.get_memories(&request.scope.user_id, &request.ids).await?;
+        let memories = self.store.get_memories(&request.scope.owner(), &request.ids).await?;
         let by_id: HashMap<&str, &Memory> = memories.iter().map(|m| (m.id.as_str(), m)).collect();
         // Unknown and invisible ids answer the same: existence does not leak across roles.
         for id in &request.ids {
@@ -611,7 +612,7 @@ impl RetrieverApi for Retriever {
             .iter()
             .filter_map(|id| by_id.get(id.as_str()).copied())
             .collect();
-        let decisions = self.related_decisions(&request.scope.user_id, &ordered).await;
+        let decisions = self.related_decisions(&request.scope.owner(), &ordered).await;
         let budget = request.budget_tokens.map(|b| b as usize).unwrap_or(usize::MAX);
         let mut packer = Packer::new(&self.tokens, budget);
         let mut details = Vec::new();
@@ -642,7 +643,7 @@ impl RetrieverApi for Retriever {
         }
         if !request.skip_access_update && !details.is_empty() {
             let ids: Vec<String> = details.iter().map(|d| d.id.clone()).collect();
-            let fresh = self.touch(&request.scope.user_id, &ids, now).await;
+            let fresh = self.touch(&request.scope.owner(), &ids, now).await;
             for d in &mut details {
                 if let Some(f) = fresh.get(&d.id) {
                     d.freshness = *f;

@@ -5,9 +5,9 @@ use std::io::Read;
 
 use clap::{Args, Subcommand};
 use thinkus_common::grpc::{channel, client_channel};
-use thinkus_common::model::{MemoryStatus, MemoryType, RetrievalMode, Scope, Visibility};
+use thinkus_common::model::{MemoryStatus, MemoryType, Owner, RetrievalMode, Scope, Visibility};
 use thinkus_knowledge_manager::KnowledgeClient;
-use thinkus_knowledge_manager::api::{KnowledgeApi, MemoryDraft, RememberRequest};
+use thinkus_knowledge_manager::api::{KnowledgeApi, MemoryDraft, Owners, RememberRequest};
 use thinkus_retriever::RetrieverClient;
 use thinkus_retriever::api::{DetailsRequest, RecallRequest, RetrieverApi};
 
@@ -17,6 +17,9 @@ use crate::config::Config;
 /// Who the memory belongs to.
 #[derive(Debug, Clone, Args)]
 pub struct ScopeArgs {
+    /// The tenant; the key's own when omitted (only a service key may name another).
+    #[arg(long, default_value = "")]
+    pub tenant: String,
     /// The user.
     #[arg(long, short = 'u')]
     pub user: String,
@@ -34,6 +37,7 @@ pub struct ScopeArgs {
 impl ScopeArgs {
     fn scope(&self) -> Scope {
         Scope {
+            tenant_id: self.tenant.clone(),
             user_id: self.user.clone(),
             role_id: self.role.clone(),
             project_id: self.project.clone(),
@@ -110,7 +114,10 @@ pub enum AdminTask {
     RebuildIndex {
         #[command(flatten)]
         connection: Connection,
-        /// One user; all users when omitted (needs an admin key).
+        /// The tenant: the key's own when omitted, every tenant for a service key.
+        #[arg(long)]
+        tenant: Option<String>,
+        /// One user; all users (of the tenant) when omitted (needs an admin key).
         #[arg(long)]
         user: Option<String>,
     },
@@ -118,13 +125,19 @@ pub enum AdminTask {
     Maintenance {
         #[command(flatten)]
         connection: Connection,
+        /// The tenant: the key's own when omitted, every tenant for a service key.
+        #[arg(long)]
+        tenant: Option<String>,
         #[arg(long)]
         user: Option<String>,
     },
-    /// Records a user's plan (seed, growth, scale, enterprise).
+    /// Records a user's plan (unlimited, seed, growth, scale, enterprise).
     SetPlan {
         #[command(flatten)]
         connection: Connection,
+        /// The tenant; the key's own when omitted.
+        #[arg(long, default_value = "")]
+        tenant: String,
         #[arg(long)]
         user: String,
         plan: String,
@@ -261,21 +274,46 @@ pub async fn show(args: ShowArgs) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// The users an administrative task covers: one user (of the key's tenant when none is
+/// named), a tenant's users, or, with neither, the key's tenant (every tenant for a service
+/// key).
+fn owners(tenant: Option<String>, user: Option<String>) -> Owners {
+    match (tenant, user) {
+        (tenant, Some(user)) => Owners::One(Owner::new(tenant.unwrap_or_default(), user)),
+        (Some(tenant), None) => Owners::Tenant(tenant),
+        (None, None) => Owners::All,
+    }
+}
+
 pub async fn admin(task: AdminTask) -> anyhow::Result<()> {
     match task {
-        AdminTask::RebuildIndex { connection, user } => {
+        AdminTask::RebuildIndex {
+            connection,
+            tenant,
+            user,
+        } => {
             let client = KnowledgeClient::grpc(connect(&connection)?, MAX_MESSAGE);
-            let indexed = crate::progress::during("rebuilding the index", client.rebuild_index(user)).await?;
+            let indexed =
+                crate::progress::during("rebuilding the index", client.rebuild_index(owners(tenant, user))).await?;
             out(&format!("indexed {indexed} memories"));
         }
-        AdminTask::Maintenance { connection, user } => {
+        AdminTask::Maintenance {
+            connection,
+            tenant,
+            user,
+        } => {
             let client = KnowledgeClient::grpc(connect(&connection)?, MAX_MESSAGE);
-            let report = client.run_maintenance(user, true, true, None).await?;
+            let report = client.run_maintenance(owners(tenant, user), true, true, None).await?;
             out(&format!("decayed {}, forgotten {}", report.decayed, report.forgotten));
         }
-        AdminTask::SetPlan { connection, user, plan } => {
+        AdminTask::SetPlan {
+            connection,
+            tenant,
+            user,
+            plan,
+        } => {
             let client = KnowledgeClient::grpc(connect(&connection)?, MAX_MESSAGE);
-            client.set_plan(user.clone(), plan.clone()).await?;
+            client.set_plan(Owner::new(tenant, user.clone()), plan.clone()).await?;
             out(&format!("{user}: plan {plan}"));
         }
     }

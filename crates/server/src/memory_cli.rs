@@ -21,6 +21,9 @@ use crate::progress::{Progress, during};
 /// Whose memories: a user, narrowed to a role and a project when given.
 #[derive(Debug, Clone, Args)]
 pub struct Whose {
+    /// The tenant; the key's own when omitted (only a service key may name another).
+    #[arg(long, default_value = "")]
+    pub tenant: String,
     /// The user.
     #[arg(long, short = 'u')]
     pub user: String,
@@ -35,6 +38,7 @@ pub struct Whose {
 impl Whose {
     fn scope(&self) -> Scope {
         Scope {
+            tenant_id: self.tenant.clone(),
             user_id: self.user.clone(),
             role_id: self.role.clone().unwrap_or_default(),
             project_id: self.project.clone(),
@@ -45,6 +49,7 @@ impl Whose {
     /// The user alone: corrections are made by the person, for any of the user's roles.
     fn person(&self) -> Scope {
         Scope {
+            tenant_id: self.tenant.clone(),
             user_id: self.user.clone(),
             ..Scope::default()
         }
@@ -595,6 +600,8 @@ pub async fn run(args: MemoryArgs) -> anyhow::Result<()> {
                     .with_context(|| format!("--user: {} holds no {MANIFEST} naming the user", dir.display()))?,
             };
             let scope = Scope {
+                // The key's own tenant.
+                tenant_id: String::new(),
                 user_id: user,
                 role_id: role.unwrap_or_default(),
                 ..Scope::default()

@@ -472,7 +472,10 @@ async fn maintenance(km: Arc<KnowledgeManager>, interval: Duration, shutdown: Ca
             _ = shutdown.cancelled() => return,
             _ = tokio::time::sleep(interval) => {}
         }
-        match km.run_maintenance(None, true, true, None).await {
+        match km
+            .run_maintenance(thinkus_knowledge_manager::api::Owners::All, true, true, None)
+            .await
+        {
             Ok(report) => {
                 let metrics = &thinkus_common::metrics::METRICS;
                 for (kind, changed) in [("decay", report.decayed), ("forget", report.forgotten)] {

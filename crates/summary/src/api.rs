@@ -40,6 +40,7 @@ impl SessionSummary {
         Self {
             id: record.id,
             scope: Scope {
+                tenant_id: record.tenant_id,
                 user_id: record.user_id,
                 role_id: record.role_id,
                 project_id: record.project_id,
@@ -66,6 +67,7 @@ impl SessionSummary {
     pub fn to_record(&self) -> SummaryRecord {
         SummaryRecord {
             id: self.id.clone(),
+            tenant_id: self.scope.tenant_id.clone(),
             user_id: self.scope.user_id.clone(),
             role_id: self.scope.role_id.clone(),
             project_id: self.scope.project_id.clone(),

@@ -50,6 +50,7 @@ pub fn summary_from_proto(summary: &pbc::SessionSummary) -> Result<SessionSummar
     Ok(SessionSummary {
         id: summary.id.clone(),
         scope: Scope {
+            tenant_id: scope.tenant_id.clone(),
             user_id: scope.user_id.clone(),
             role_id: scope.role_id.clone(),
             project_id: (!scope.project_id.is_empty()).then(|| scope.project_id.clone()),

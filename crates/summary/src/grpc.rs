@@ -41,8 +41,8 @@ impl SummaryService for SummaryGrpc {
         request: Request<pb::RecordMessagesRequest>,
     ) -> Result<Response<pb::RecordMessagesResponse>, Status> {
         let principal = principal(&request)?;
-        let body = convert::record_from_proto(request.get_ref()).map_err(status)?;
-        principal.authorize(&body.scope).map_err(status)?;
+        let mut body = convert::record_from_proto(request.get_ref()).map_err(status)?;
+        principal.authorize(&mut body.scope).map_err(status)?;
         let result = self.api.record(body).await.map_err(status)?;
         Ok(Response::new(pb::RecordMessagesResponse {
             first_index: result.first_index as i32,
@@ -56,8 +56,8 @@ impl SummaryService for SummaryGrpc {
         request: Request<pb::GenerateSummaryRequest>,
     ) -> Result<Response<pb::GenerateSummaryResponse>, Status> {
         let principal = principal(&request)?;
-        let body = convert::generate_from_proto(request.get_ref()).map_err(status)?;
-        principal.authorize(&body.scope).map_err(status)?;
+        let mut body = convert::generate_from_proto(request.get_ref()).map_err(status)?;
+        principal.authorize(&mut body.scope).map_err(status)?;
         let result = self.api.generate(body).await.map_err(status)?;
         Ok(Response::new(pb::GenerateSummaryResponse {
             summary: Some(convert::summary_to_proto(&result.summary)),
@@ -71,8 +71,8 @@ impl SummaryService for SummaryGrpc {
     ) -> Result<Response<pb::GetSummaryResponse>, Status> {
         let principal = principal(&request)?;
         let body = request.get_ref();
-        let scope = scope_from_proto(body.scope.as_ref(), "scope", ScopeRules::USER).map_err(status)?;
-        principal.authorize(&scope).map_err(status)?;
+        let mut scope = scope_from_proto(body.scope.as_ref(), "scope", ScopeRules::USER).map_err(status)?;
+        principal.authorize(&mut scope).map_err(status)?;
         if body.session_id.is_empty() {
             return Err(status(ApiError::invalid("session_id", "is required")));
         }
@@ -87,8 +87,8 @@ impl SummaryService for SummaryGrpc {
         request: Request<pb::ListSummariesRequest>,
     ) -> Result<Response<pb::ListSummariesResponse>, Status> {
         let principal = principal(&request)?;
-        let body = convert::list_from_proto(request.get_ref()).map_err(status)?;
-        principal.authorize(&body.scope).map_err(status)?;
+        let mut body = convert::list_from_proto(request.get_ref()).map_err(status)?;
+        principal.authorize(&mut body.scope).map_err(status)?;
         let summaries = self.api.list(body).await.map_err(status)?;
         Ok(Response::new(pb::ListSummariesResponse {
             summaries: summaries.iter().map(convert::summary_to_proto).collect(),
@@ -100,8 +100,8 @@ impl SummaryService for SummaryGrpc {
         request: Request<pb::RenderSummaryRequest>,
     ) -> Result<Response<pb::RenderSummaryResponse>, Status> {
         let principal = principal(&request)?;
-        let body = convert::render_from_proto(request.get_ref()).map_err(status)?;
-        principal.authorize(&body.scope).map_err(status)?;
+        let mut body = convert::render_from_proto(request.get_ref()).map_err(status)?;
+        principal.authorize(&mut body.scope).map_err(status)?;
         let rendered = self.api.render(body).await.map_err(status)?;
         Ok(Response::new(pb::RenderSummaryResponse {
             markdown: rendered.markdown,
@@ -114,9 +114,9 @@ impl SummaryService for SummaryGrpc {
         request: Request<pb::EndSessionRequest>,
     ) -> Result<Response<pb::EndSessionResponse>, Status> {
         let principal = principal(&request)?;
-        let scope =
+        let mut scope =
             scope_from_proto(request.get_ref().scope.as_ref(), "scope", ScopeRules::USER_SESSION).map_err(status)?;
-        principal.authorize(&scope).map_err(status)?;
+        principal.authorize(&mut scope).map_err(status)?;
         let scheduled = self.api.end_session(scope).await.map_err(status)?;
         Ok(Response::new(pb::EndSessionResponse {
             summary_scheduled: scheduled,

@@ -19,7 +19,7 @@ use thinkus_backends::llm::{CompletionRequest, LanguageModel, LlmTask, RuleEngin
 use thinkus_backends::sql::{ArtifactStore, SessionKey, SessionStore, StoreError};
 use thinkus_common::ids::{IdKind, new_id};
 use thinkus_common::model::{
-    ArtifactRef, Decision, DecisionConfidence, EngineChoice, Language, MemorySource, MemoryType, Message, Scope,
+    ArtifactRef, Decision, DecisionConfidence, EngineChoice, Language, MemorySource, MemoryType, Message, Owner, Scope,
     Visibility,
 };
 use thinkus_common::tokens::TokenCounter;
@@ -51,7 +51,7 @@ struct Inner {
     llm: Option<Arc<dyn LanguageModel>>,
     tokens: TokenCounter,
     /// Sessions being updated in the background, and whether another pass was asked for.
-    in_flight: Mutex<HashMap<(String, String), bool>>,
+    in_flight: Mutex<HashMap<(Owner, String), bool>>,
 }
 
 fn session_not_found(session_id: &str) -> ApiError {
@@ -172,7 +172,7 @@ impl Summarizer {
             let exists = self
                 .inner
                 .sessions
-                .get_session(&scope.user_id, session_id)
+                .get_session(&scope.owner(), session_id)
                 .await?
                 .is_some();
             if !exists {
@@ -180,6 +180,7 @@ impl Summarizer {
             }
         }
         let key = SessionKey {
+            tenant_id: scope.tenant_id.clone(),
             user_id: scope.user_id.clone(),
             session_id: session_id.to_string(),
             role_id: scope.role_id.clone(),
@@ -190,8 +191,8 @@ impl Summarizer {
 
     /// Runs an update in the background unless one runs for the session already, in which
     /// case that one runs once more when it is done.
-    fn schedule(&self, user_id: &str, session_id: &str) {
-        let key = (user_id.to_string(), session_id.to_string());
+    fn schedule(&self, owner: &Owner, session_id: &str) {
+        let key = (owner.clone(), session_id.to_string());
         {
             let mut in_flight = self.inner.in_flight.lock();
             if let Some(again) = in_flight.get_mut(&key) {
@@ -225,18 +226,18 @@ impl Summarizer {
     }
 
     /// Whether a background update of the session is running.
-    pub fn is_updating(&self, user_id: &str, session_id: &str) -> bool {
+    pub fn is_updating(&self, owner: &Owner, session_id: &str) -> bool {
         self.inner
             .in_flight
             .lock()
-            .contains_key(&(user_id.to_string(), session_id.to_string()))
+            .contains_key(&(owner.clone(), session_id.to_string()))
     }
 
-    async fn session_artifacts(&self, user_id: &str, session_id: &str) -> Vec<ArtifactRef> {
+    async fn session_artifacts(&self, owner: &Owner, session_id: &str) -> Vec<ArtifactRef> {
         let Some(store) = &self.inner.artifacts else {
             return Vec::new();
         };
-        match store.list_artifacts(user_id, Some(session_id), None, 20, 0).await {
+        match store.list_artifacts(owner, Some(session_id), None, 20, 0).await {
             Ok(records) => records
                 .into_iter()
                 .rev()
@@ -310,7 +311,7 @@ impl Summarizer {
     /// Brings a session's summary up to date (or over the range asked).
     pub async fn update(
         &self,
-        user_id: &str,
+        owner: &Owner,
         session_id: &str,
         start: Option<u32>,
         end: Option<u32>,
@@ -318,7 +319,7 @@ impl Summarizer {
     ) -> Result<GenerateResult, ApiError> {
         let mut attempts = 0;
         loop {
-            match self.update_once(user_id, session_id, start, end, choice).await {
+            match self.update_once(owner, session_id, start, end, choice).await {
                 Err(err) if err.code == ErrorCode::AlreadyExists && attempts < 2 => {
                     // Another update stored its summary first: start again from it.
                     attempts += 1;
@@ -330,7 +331,7 @@ impl Summarizer {
 
     async fn update_once(
         &self,
-        user_id: &str,
+        owner: &Owner,
         session_id: &str,
         start: Option<u32>,
         end: Option<u32>,
@@ -338,7 +339,7 @@ impl Summarizer {
     ) -> Result<GenerateResult, ApiError> {
         let store = &self.inner.sessions;
         let session = store
-            .get_session(user_id, session_id)
+            .get_session(owner, session_id)
             .await?
             .ok_or_else(|| session_not_found(session_id))?;
         if session.message_count == 0 {
@@ -364,7 +365,7 @@ impl Summarizer {
             ));
         }
         let previous = store
-            .get_summary(user_id, session_id)
+            .get_summary(owner, session_id)
             .await?
             .map(SessionSummary::from_record);
         let previous_end = previous.as_ref().map(|p| p.trajectory_end).unwrap_or(-1);
@@ -396,14 +397,14 @@ impl Summarizer {
         let regenerate = start == Some(0);
         let base_summary = if regenerate { None } else { previous.as_ref() };
         let engine = self.engine(choice)?;
-        let artifacts = self.session_artifacts(user_id, session_id).await;
+        let artifacts = self.session_artifacts(owner, session_id).await;
         let mut content = base_summary.map(SessionSummary::content);
         let mut language = base_summary.map(|s| s.language);
         let mut read = 0u32;
         let mut position = from;
         while position <= to {
             let chunk_end = to.min(position.saturating_add(self.inner.config.max_messages_per_update - 1));
-            let messages = store.get_messages(user_id, session_id, position, chunk_end).await?;
+            let messages = store.get_messages(owner, session_id, position, chunk_end).await?;
             read += messages.len() as u32;
             if language.is_none() {
                 let rule_messages: Vec<RuleMessage> = messages.iter().map(rule_message).collect();
@@ -424,7 +425,8 @@ impl Summarizer {
                 .map(|p| p.id.clone())
                 .unwrap_or_else(|| new_id(IdKind::Summary)),
             scope: Scope {
-                user_id: user_id.to_string(),
+                tenant_id: owner.tenant_id.clone(),
+                user_id: owner.user_id.clone(),
                 role_id: session.role_id.clone(),
                 project_id: session.project_id.clone(),
                 session_id: Some(session_id.to_string()),
@@ -526,12 +528,12 @@ impl Summarizer {
             .await?;
         let mut updated = 0;
         for session in due {
-            if self.is_updating(&session.user_id, &session.session_id) {
+            if self.is_updating(&session.owner(), &session.session_id) {
                 continue;
             }
             match self
                 .update(
-                    &session.user_id,
+                    &session.owner(),
                     &session.session_id,
                     None,
                     None,
@@ -570,7 +572,7 @@ impl Summarizer {
         let record = self
             .inner
             .sessions
-            .get_summary(&scope.user_id, session_id)
+            .get_summary(&scope.owner(), session_id)
             .await?
             .ok_or_else(|| summary_not_found(session_id))?;
         if let Some(project) = &scope.project_id
@@ -591,12 +593,12 @@ impl SummaryApi for Summarizer {
         }
         self.check_messages(&request.messages, true)?;
         let (first_index, message_count) = self.append(&request.scope, &session_id, &request.messages).await?;
-        let user_id = &request.scope.user_id;
+        let owner = &request.scope.owner();
         let asked = request
             .messages
             .iter()
             .any(|m| m.role == "user" && rules::asks_for_summary(&m.content));
-        let behind = match self.inner.sessions.get_session(user_id, &session_id).await? {
+        let behind = match self.inner.sessions.get_session(owner, &session_id).await? {
             Some(session) => i64::from(session.message_count) - 1 - i64::from(session.summarized_until),
             None => i64::from(message_count),
         };
@@ -605,9 +607,9 @@ impl SummaryApi for Summarizer {
         if scheduled {
             self.inner
                 .sessions
-                .flag_session(user_id, &session_id, None, Some(true))
+                .flag_session(owner, &session_id, None, Some(true))
                 .await?;
-            self.schedule(user_id, &session_id);
+            self.schedule(owner, &session_id);
         }
         Ok(RecordResult {
             first_index,
@@ -623,7 +625,7 @@ impl SummaryApi for Summarizer {
             self.append(&request.scope, &session_id, &request.messages).await?;
         }
         self.update(
-            &request.scope.user_id,
+            &request.scope.owner(),
             &session_id,
             request.trajectory_start,
             request.trajectory_end,
@@ -652,7 +654,7 @@ impl SummaryApi for Summarizer {
             .inner
             .sessions
             .list_summaries(
-                &request.scope.user_id,
+                &request.scope.owner(),
                 request.scope.project_id.as_deref(),
                 exclude,
                 request.limit,
@@ -688,16 +690,16 @@ impl SummaryApi for Summarizer {
         let session = self
             .inner
             .sessions
-            .get_session(&scope.user_id, &session_id)
+            .get_session(&scope.owner(), &session_id)
             .await?
             .ok_or_else(|| session_not_found(&session_id))?;
         self.inner
             .sessions
-            .flag_session(&scope.user_id, &session_id, Some(true), None)
+            .flag_session(&scope.owner(), &session_id, Some(true), None)
             .await?;
         let behind = i64::from(session.message_count) - 1 > i64::from(session.summarized_until);
         if behind {
-            self.schedule(&scope.user_id, &session_id);
+            self.schedule(&scope.owner(), &session_id);
         }
         Ok(behind)
     }

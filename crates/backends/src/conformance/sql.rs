@@ -5,7 +5,7 @@ use chrono::{DateTime, Duration, SubsecRound, Utc};
 use thinkus_common::ids::{IdKind, new_id};
 use thinkus_common::model::{
     ArtifactRef, Decision, DecisionConfidence, Language, Memory, MemorySource, MemoryStatus, MemoryType, Message,
-    Scope, Visibility,
+    Owner, Scope, Visibility,
 };
 
 use crate::filter::{Layers, MemoryFilter, Reader};
@@ -21,9 +21,10 @@ fn now() -> DateTime<Utc> {
 }
 
 /// A memory with sensible defaults for tests.
-pub fn memory(user: &str, role: &str, project: Option<&str>, memory_type: MemoryType, content: &str) -> Memory {
+pub fn memory(owner: &Owner, role: &str, project: Option<&str>, memory_type: MemoryType, content: &str) -> Memory {
     let scope = Scope {
-        user_id: user.into(),
+        tenant_id: owner.tenant_id.clone(),
+        user_id: owner.user_id.clone(),
         role_id: role.into(),
         project_id: project.map(str::to_string),
         session_id: None,
@@ -47,8 +48,11 @@ fn ids(memories: &[Memory]) -> Vec<String> {
 /// The suite of [`MemoryStore`].
 pub async fn memory_store_suite(store: &dyn MemoryStore) {
     let run = uuid::Uuid::now_v7().simple().to_string();
-    let alice = format!("alice-{run}");
-    let bob = format!("bob-{run}");
+    let tenant = format!("acme-{run}");
+    let alice = Owner::new(&tenant, format!("alice-{run}"));
+    let bob = Owner::new(&tenant, format!("bob-{run}"));
+    // The same user id in another tenant: another person.
+    let twin = Owner::new(format!("globex-{run}"), alice.user_id.clone());
 
     // Round trip of every field, Chinese and English.
     let mut zh = memory(
@@ -107,6 +111,18 @@ pub async fn memory_store_suite(store: &dyn MemoryStore) {
         "bob must not read alice's memory"
     );
     assert!(store.get_memories(&bob, &[zh.id.clone()]).await.unwrap().is_empty());
+    assert!(
+        store.get_memory(&twin, &zh.id).await.unwrap().is_none(),
+        "the same user id in another tenant must not read it"
+    );
+    assert!(store.get_memories(&twin, &[zh.id.clone()]).await.unwrap().is_empty());
+    assert!(
+        store
+            .list_memories(&MemoryQuery::of(MemoryFilter::any_status(&twin)))
+            .await
+            .unwrap()
+            .is_empty()
+    );
 
     // get_memories keeps the order asked and skips unknown ids.
     let got = store
@@ -129,6 +145,12 @@ pub async fn memory_store_suite(store: &dyn MemoryStore) {
         .commit(insert(&[other_user]))
         .await
         .expect("external ids are per user");
+    let mut twin_turn = memory(&twin, "cto", None, MemoryType::ConversationTurn, "the twin's turn");
+    twin_turn.external_id = Some("D1:1".into());
+    store
+        .commit(insert(&[twin_turn]))
+        .await
+        .expect("external ids are per tenant");
     assert_eq!(
         store
             .find_external(&alice, &["D1:1".into(), "D9:9".into()])
@@ -168,7 +190,8 @@ pub async fn memory_store_suite(store: &dyn MemoryStore) {
 
     // Idempotency: the same key is applied once.
     let key = IdempotencyRecord {
-        user_id: alice.clone(),
+        tenant_id: alice.tenant_id.clone(),
+        user_id: alice.user_id.clone(),
         key: format!("remember:{run}"),
         response: "{\"id\":\"first\"}".into(),
         created_at: Utc::now(),
@@ -198,11 +221,26 @@ pub async fn memory_store_suite(store: &dyn MemoryStore) {
         store.get_idempotent(&bob, &key.key).await.unwrap().is_none(),
         "keys are per user"
     );
+    assert!(
+        store.get_idempotent(&twin, &key.key).await.unwrap().is_none(),
+        "keys are per tenant"
+    );
+    store
+        .commit(WriteBatch {
+            idempotency: Some(IdempotencyRecord {
+                tenant_id: twin.tenant_id.clone(),
+                ..key.clone()
+            }),
+            ..Default::default()
+        })
+        .await
+        .expect("the same key in another tenant is another request");
 
     // History.
     let change = Change {
         id: new_id(IdKind::Change),
-        user_id: alice.clone(),
+        tenant_id: alice.tenant_id.clone(),
+        user_id: alice.user_id.clone(),
         memory_id: zh.id.clone(),
         kind: ChangeKind::Evidence,
         actor: "system:dedup".into(),
@@ -223,9 +261,10 @@ pub async fn memory_store_suite(store: &dyn MemoryStore) {
     assert_eq!(history[0].kind, ChangeKind::Evidence);
     assert_eq!(history[0].after, change.after);
     assert!(store.changes(&bob, &zh.id).await.unwrap().is_empty());
+    assert!(store.changes(&twin, &zh.id).await.unwrap().is_empty());
 
     // Visibility rules and filters in listings.
-    let user = format!("carol-{run}");
+    let user = Owner::new(&tenant, format!("carol-{run}"));
     let mut own = memory(
         &user,
         "cto",
@@ -268,7 +307,7 @@ pub async fn memory_store_suite(store: &dyn MemoryStore) {
         MemoryQuery::of(MemoryFilter {
             reader: Some(reader),
             statuses: active.clone(),
-            ..MemoryFilter::user(user.clone())
+            ..MemoryFilter::user(&user)
         })
     };
     let listed = store.list_memories(&query(reader(Layers::Both))).await.unwrap();
@@ -333,7 +372,7 @@ pub async fn memory_store_suite(store: &dyn MemoryStore) {
     let mut owner = MemoryQuery {
         owner_role: Some("cto".into()),
         order: MemoryOrder::Oldest,
-        ..MemoryQuery::of(MemoryFilter::any_status(user.clone()))
+        ..MemoryQuery::of(MemoryFilter::any_status(&user))
     };
     let listed = store.list_memories(&owner).await.unwrap();
     assert_eq!(
@@ -348,7 +387,7 @@ pub async fn memory_store_suite(store: &dyn MemoryStore) {
     let newest = MemoryQuery {
         order: MemoryOrder::Newest,
         limit: 1,
-        ..MemoryQuery::of(MemoryFilter::any_status(user.clone()))
+        ..MemoryQuery::of(MemoryFilter::any_status(&user))
     };
     let first = &store.list_memories(&newest).await.unwrap()[0];
     assert_ne!(first.id, replaced.id);
@@ -388,7 +427,9 @@ pub async fn memory_store_suite(store: &dyn MemoryStore) {
     // Candidates.
     let candidate = Candidate {
         id: new_id(IdKind::Candidate),
-        scope: Scope::new(&alice, "cto").with_project("p1"),
+        scope: Scope::new(alice.user_id.clone(), "cto")
+            .with_tenant(alice.tenant_id.clone())
+            .with_project("p1"),
         draft: "{\"content\":\"用户常驻上海\"}".into(),
         reason: "profile fact below the evidence threshold".into(),
         score: 0.7,
@@ -411,6 +452,15 @@ pub async fn memory_store_suite(store: &dyn MemoryStore) {
         Some(candidate.clone())
     );
     assert!(store.get_candidate(&bob, &candidate.id).await.unwrap().is_none());
+    assert!(store.get_candidate(&twin, &candidate.id).await.unwrap().is_none());
+    assert!(
+        store
+            .list_candidates(&twin, None, None, CandidateStatus::Pending, 10, 0)
+            .await
+            .unwrap()
+            .is_empty()
+    );
+    assert!(store.find_pending_candidate(&twin, "常驻上海").await.unwrap().is_none());
     assert_eq!(
         store
             .find_pending_candidate(&alice, "常驻上海")
@@ -458,23 +508,40 @@ pub async fn memory_store_suite(store: &dyn MemoryStore) {
     store.set_plan(&alice, "growth").await.unwrap();
     store.set_plan(&alice, "scale").await.unwrap();
     assert_eq!(store.get_plan(&alice).await.unwrap().as_deref(), Some("scale"));
+    assert_eq!(store.get_plan(&twin).await.unwrap(), None, "plans are per tenant");
+    store.set_plan(&twin, "seed").await.unwrap();
+    assert_eq!(store.get_plan(&alice).await.unwrap().as_deref(), Some("scale"));
 
     // Aggregates.
     let by_status = store.count_by_status().await.unwrap();
     assert!(by_status.iter().any(|(s, n)| *s == MemoryStatus::Replaced && *n >= 1));
     let users = store.list_users().await.unwrap();
-    assert!(users.contains(&alice) && users.contains(&user));
+    assert!(users.contains(&alice) && users.contains(&user) && users.contains(&twin));
     // Roles: of memories and candidates, once each, sorted; never another user's.
     let roles = store.list_roles(&alice).await.unwrap();
     assert!(roles.contains(&"cto".to_string()), "{roles:?}");
     assert!(roles.windows(2).all(|w| w[0] < w[1]), "{roles:?}");
-    assert!(store.list_roles(&format!("{alice}-nobody")).await.unwrap().is_empty());
+    assert!(
+        store
+            .list_roles(&Owner::new(
+                alice.tenant_id.clone(),
+                format!("{}-nobody", alice.user_id)
+            ))
+            .await
+            .unwrap()
+            .is_empty()
+    );
+    assert!(
+        !store.list_roles(&twin).await.unwrap().contains(&"cfo".to_string()),
+        "another tenant's roles are not the twin's"
+    );
 }
 
-fn artifact(user: &str, session: &str, sha: &str, key: &str) -> ArtifactRecord {
+fn artifact(owner: &Owner, session: &str, sha: &str, key: &str) -> ArtifactRecord {
     ArtifactRecord {
         id: new_id(IdKind::Artifact),
-        user_id: user.into(),
+        tenant_id: owner.tenant_id.clone(),
+        user_id: owner.user_id.clone(),
         role_id: Some("cto".into()),
         project_id: Some("p1".into()),
         session_id: session.into(),
@@ -498,14 +565,16 @@ fn artifact(user: &str, session: &str, sha: &str, key: &str) -> ArtifactRecord {
 /// The suite of [`ArtifactStore`].
 pub async fn artifact_store_suite(store: &dyn ArtifactStore) {
     let run = uuid::Uuid::now_v7().simple().to_string();
-    let alice = format!("alice-{run}");
-    let bob = format!("bob-{run}");
-    let key = format!("users/{alice}/sha-a");
+    let tenant = format!("acme-{run}");
+    let alice = Owner::new(&tenant, format!("alice-{run}"));
+    let bob = Owner::new(&tenant, format!("bob-{run}"));
+    let twin = Owner::new(format!("globex-{run}"), alice.user_id.clone());
+    let key = format!("users/{}/sha-a", alice.user_id);
     let first = artifact(&alice, "s1", "sha-a", &key);
     let mut second = artifact(&alice, "s2", "sha-a", &key);
     second.created_at = first.created_at + Duration::milliseconds(5);
     second.project_id = Some("p2".into());
-    let mut expired = artifact(&alice, "s1", "sha-b", &format!("users/{alice}/sha-b"));
+    let mut expired = artifact(&alice, "s1", "sha-b", &format!("users/{}/sha-b", alice.user_id));
     expired.expires_at = Some(Utc::now() - Duration::minutes(1));
     expired.created_at = first.created_at + Duration::milliseconds(10);
     for a in [&first, &second, &expired] {
@@ -525,6 +594,9 @@ pub async fn artifact_store_suite(store: &dyn ArtifactStore) {
     );
     assert!(store.find_artifact(&alice, "s3", "sha-a").await.unwrap().is_none());
     assert!(store.find_artifact(&bob, "s1", "sha-a").await.unwrap().is_none());
+    assert!(store.get_artifact(&twin, &first.id).await.unwrap().is_none());
+    assert!(store.find_artifact(&twin, "s1", "sha-a").await.unwrap().is_none());
+    assert!(store.list_artifacts(&twin, None, None, 10, 0).await.unwrap().is_empty());
 
     let session = store.list_artifacts(&alice, Some("s1"), None, 10, 0).await.unwrap();
     assert_eq!(
@@ -553,6 +625,17 @@ pub async fn artifact_store_suite(store: &dyn ArtifactStore) {
         store.delete_artifact(&bob, &first.id).await.unwrap().is_none(),
         "bob cannot delete it"
     );
+    assert!(
+        store.delete_artifact(&twin, &first.id).await.unwrap().is_none(),
+        "nor can the same user id in another tenant"
+    );
+    assert!(
+        store
+            .expired_artifacts(Utc::now(), Some(&twin), 100)
+            .await
+            .unwrap()
+            .is_empty()
+    );
     assert_eq!(
         store.delete_artifact(&alice, &first.id).await.unwrap().map(|a| a.id),
         Some(first.id.clone())
@@ -577,6 +660,7 @@ fn message(role: &str, content: &str) -> Message {
 fn summary(key: &SessionKey, end: i32) -> SummaryRecord {
     SummaryRecord {
         id: new_id(IdKind::Summary),
+        tenant_id: key.tenant_id.clone(),
         user_id: key.user_id.clone(),
         role_id: key.role_id.clone(),
         project_id: key.project_id.clone(),
@@ -611,6 +695,7 @@ fn summary(key: &SessionKey, end: i32) -> SummaryRecord {
 pub async fn session_store_suite(store: &dyn SessionStore) {
     let run = uuid::Uuid::now_v7().simple().to_string();
     let key = SessionKey {
+        tenant_id: format!("acme-{run}"),
         user_id: format!("alice-{run}"),
         session_id: "s1".into(),
         role_id: "cto".into(),
@@ -632,15 +717,28 @@ pub async fn session_store_suite(store: &dyn SessionStore) {
         .await
         .unwrap();
     assert_eq!((first, total), (2, 3), "indexes continue");
-    let messages = store.get_messages(&key.user_id, "s1", 1, 2).await.unwrap();
+    let messages = store.get_messages(&key.owner(), "s1", 1, 2).await.unwrap();
     assert_eq!(messages.iter().map(|m| m.index).collect::<Vec<_>>(), vec![1, 2]);
     assert_eq!(messages[1].content, "预算是$500");
     assert!(
         store
-            .get_messages("someone-else", "s1", 0, 10)
+            .get_messages(&Owner::new(key.tenant_id.clone(), "someone-else"), "s1", 0, 10)
             .await
             .unwrap()
             .is_empty()
+    );
+    // The same user id in another tenant has its own session of the same id.
+    let twin = SessionKey {
+        tenant_id: format!("globex-{run}"),
+        ..key.clone()
+    };
+    assert!(store.get_messages(&twin.owner(), "s1", 0, 10).await.unwrap().is_empty());
+    assert_eq!(
+        store
+            .append_messages(&twin, &[message("user", "another person")])
+            .await
+            .unwrap(),
+        (0, 1)
     );
     assert!(matches!(
         store.append_messages(&key, &[]).await,
@@ -648,7 +746,7 @@ pub async fn session_store_suite(store: &dyn SessionStore) {
     ));
 
     let session = store
-        .get_session(&key.user_id, "s1")
+        .get_session(&key.owner(), "s1")
         .await
         .unwrap()
         .expect("session exists");
@@ -666,7 +764,7 @@ pub async fn session_store_suite(store: &dyn SessionStore) {
     for result in futures::future::join_all(tasks).await {
         result.expect("concurrent append");
     }
-    let all = store.get_messages(&key.user_id, "s1", 0, 100).await.unwrap();
+    let all = store.get_messages(&key.owner(), "s1", 0, 100).await.unwrap();
     assert_eq!(all.len(), 11);
     assert!(
         all.iter().enumerate().all(|(i, m)| m.index as usize == i),
@@ -687,7 +785,7 @@ pub async fn session_store_suite(store: &dyn SessionStore) {
         !due.iter().any(|s| s.user_id == key.user_id),
         "active session is not due"
     );
-    store.flag_session(&key.user_id, "s1", None, Some(true)).await.unwrap();
+    store.flag_session(&key.owner(), "s1", None, Some(true)).await.unwrap();
     let due = store
         .sessions_to_summarize(Utc::now() - Duration::hours(1), 100)
         .await
@@ -697,17 +795,17 @@ pub async fn session_store_suite(store: &dyn SessionStore) {
         "a requested summary is due at once"
     );
     assert!(matches!(
-        store.flag_session(&key.user_id, "nope", Some(true), None).await,
+        store.flag_session(&key.owner(), "nope", Some(true), None).await,
         Err(StoreError::NotFound(_))
     ));
 
     // Summaries: one per session, with optimistic updates.
     let first_summary = summary(&key, 5);
     store.put_summary(&first_summary, Some(-1)).await.unwrap();
-    let read = store.get_summary(&key.user_id, "s1").await.unwrap().unwrap();
+    let read = store.get_summary(&key.owner(), "s1").await.unwrap().unwrap();
     assert_eq!(read.decisions, first_summary.decisions);
     assert_eq!(read.artifacts, first_summary.artifacts);
-    let session = store.get_session(&key.user_id, "s1").await.unwrap().unwrap();
+    let session = store.get_session(&key.owner(), "s1").await.unwrap().unwrap();
     assert_eq!(session.summarized_until, 5);
     assert!(!session.summary_requested, "writing a summary clears the request");
     let mut second = summary(&key, 10);
@@ -718,12 +816,12 @@ pub async fn session_store_suite(store: &dyn SessionStore) {
         "a stale expected end is refused"
     );
     store.put_summary(&second, Some(5)).await.unwrap();
-    let read = store.get_summary(&key.user_id, "s1").await.unwrap().unwrap();
+    let read = store.get_summary(&key.owner(), "s1").await.unwrap().unwrap();
     assert_eq!(read.trajectory_end, 10);
     assert_eq!(read.progress.len(), 2);
     assert_eq!(
         store
-            .get_session(&key.user_id, "s1")
+            .get_session(&key.owner(), "s1")
             .await
             .unwrap()
             .unwrap()
@@ -750,31 +848,46 @@ pub async fn session_store_suite(store: &dyn SessionStore) {
         ..key.clone()
     };
     store.put_summary(&summary(&other_project, 0), None).await.unwrap();
-    let listed = store.list_summaries(&key.user_id, Some("p1"), None, 10).await.unwrap();
+    let listed = store.list_summaries(&key.owner(), Some("p1"), None, 10).await.unwrap();
     assert_eq!(
         listed.iter().map(|s| s.session_id.as_str()).collect::<Vec<_>>(),
         vec!["s2", "s1"],
         "newest first, one project"
     );
     let others = store
-        .list_summaries(&key.user_id, Some("p1"), Some("cto"), 10)
+        .list_summaries(&key.owner(), Some("p1"), Some("cto"), 10)
         .await
         .unwrap();
     assert_eq!(others.len(), 1);
     assert_eq!(others[0].role_id, "designer");
     assert_eq!(
-        store.list_summaries(&key.user_id, None, None, 2).await.unwrap().len(),
+        store.list_summaries(&key.owner(), None, None, 2).await.unwrap().len(),
         2
     );
-    assert!(store.list_summaries("nobody", None, None, 10).await.unwrap().is_empty());
+    assert!(
+        store
+            .list_summaries(&Owner::new(key.tenant_id.clone(), "nobody"), None, None, 10)
+            .await
+            .unwrap()
+            .is_empty()
+    );
+    assert!(store.get_summary(&twin.owner(), "s1").await.unwrap().is_none());
+    assert!(
+        store
+            .list_summaries(&twin.owner(), None, None, 10)
+            .await
+            .unwrap()
+            .is_empty()
+    );
 }
 
-fn job(user: &str, kind: &str, dedupe: Option<&str>) -> JobRecord {
+fn job(owner: &Owner, kind: &str, dedupe: Option<&str>) -> JobRecord {
     let now = Utc::now();
     JobRecord {
         id: new_id(IdKind::Job),
         kind: kind.into(),
-        user_id: user.into(),
+        tenant_id: owner.tenant_id.clone(),
+        user_id: owner.user_id.clone(),
         session_id: Some("s1".into()),
         payload: "{}".into(),
         status: JobStatus::Pending,
@@ -792,7 +905,7 @@ fn job(user: &str, kind: &str, dedupe: Option<&str>) -> JobRecord {
 /// The suite of [`JobStore`].
 pub async fn job_store_suite(store: &dyn JobStore) {
     let run = uuid::Uuid::now_v7().simple().to_string();
-    let user = format!("alice-{run}");
+    let user = Owner::new(format!("acme-{run}"), format!("alice-{run}"));
     let kind_learn = format!("learn-{run}");
     let kind_sum = format!("summarize-{run}");
     let a = job(&user, &kind_learn, None);
@@ -893,7 +1006,27 @@ pub async fn job_store_suite(store: &dyn JobStore) {
         .await
         .unwrap();
     assert_eq!(failed.len(), 1);
-    assert!(store.list_jobs("nobody", None, None, 10, 0).await.unwrap().is_empty());
+    assert!(
+        store
+            .list_jobs(&Owner::new(user.tenant_id.clone(), "nobody"), None, None, 10, 0)
+            .await
+            .unwrap()
+            .is_empty()
+    );
+    assert!(
+        store
+            .list_jobs(
+                &Owner::new(format!("globex-{run}"), user.user_id.clone()),
+                None,
+                None,
+                10,
+                0
+            )
+            .await
+            .unwrap()
+            .is_empty(),
+        "jobs are per tenant"
+    );
     let counts = store.job_counts().await.unwrap();
     assert!(
         counts

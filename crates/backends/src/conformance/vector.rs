@@ -7,7 +7,7 @@
 
 use std::collections::BTreeSet;
 
-use thinkus_common::model::{MemoryStatus, MemoryType, Visibility};
+use thinkus_common::model::{MemoryStatus, MemoryType, Owner, Visibility};
 
 use crate::filter::{Layers, MemoryFilter, Reader};
 use crate::vector::{Bm25Encoder, IndexedPoint, SparseVector, VectorError, VectorHit, VectorIndex, memory_id};
@@ -35,9 +35,9 @@ pub async fn run_suite(index: &dyn VectorIndex) {
     check_against_reference(index, 0x5eed_0001, 200, 60).await;
 }
 
-/// A user id unique to this run.
-pub fn unique_user(label: &str) -> String {
-    format!("conf-{label}-{}", uuid::Uuid::new_v4().simple())
+/// An owner unique to this run: a user of the suite's tenant.
+pub fn unique_user(label: &str) -> Owner {
+    Owner::new("conformance", format!("conf-{label}-{}", uuid::Uuid::new_v4().simple()))
 }
 
 /// A fresh memory id.
@@ -47,10 +47,11 @@ pub fn new_id() -> String {
 
 /// A private, active decision of role `cto` in project `p1` at [`T0`], with a dense vector
 /// along the first axis and the sparse vector of "memory".
-pub fn base_point(user: &str) -> IndexedPoint {
+pub fn base_point(owner: &Owner) -> IndexedPoint {
     IndexedPoint {
         id: new_id(),
-        user_id: user.to_string(),
+        tenant_id: owner.tenant_id.clone(),
+        user_id: owner.user_id.clone(),
         role_id: "cto".into(),
         project_id: Some("p1".into()),
         session_id: None,
@@ -66,7 +67,7 @@ pub fn base_point(user: &str) -> IndexedPoint {
 
 /// `count` points of one user with distinct pseudo-random dense vectors and distinct texts
 /// ("memory number i about topic-i"), so each finds itself first by either vector.
-pub fn sample_points(user: &str, count: usize) -> Vec<IndexedPoint> {
+pub fn sample_points(user: &Owner, count: usize) -> Vec<IndexedPoint> {
     let encoder = Bm25Encoder::default();
     let mut rng = SplitMix::new(count as u64 ^ 0xa5a5);
     (0..count)
@@ -471,10 +472,27 @@ async fn check_tenant_isolation(index: &dyn VectorIndex) {
     assert_eq!(index.list_ids(&alice).await.expect("list_ids"), vec![a.id.clone()]);
     let nobody = unique_user("nobody");
     assert_selects(index, &MemoryFilter::user(&nobody), &BTreeSet::new(), "unknown user").await;
+
+    // The same user id in another tenant is another person: its points and Alice's never mix.
+    let twin = Owner::new("conformance-twin", alice.user_id.clone());
+    let mut t = base_point(&twin);
+    t.visibility = Visibility::Global;
+    upsert(index, std::slice::from_ref(&t)).await;
+    assert_selects(index, &MemoryFilter::user(&alice), &ids_of([&a]), "the twin's point").await;
+    assert_selects(index, &MemoryFilter::user(&twin), &ids_of([&t]), "alice's point").await;
+    assert_eq!(index.count(Some(&alice)).await.expect("count"), 1);
+    assert_eq!(index.list_ids(&twin).await.expect("list_ids"), vec![t.id.clone()]);
+    index.delete_user(&twin).await.expect("delete_user");
+    assert_eq!(index.count(Some(&twin)).await.expect("count"), 0);
+    assert_eq!(
+        index.count(Some(&alice)).await.expect("count"),
+        1,
+        "deleting the twin's points leaves alice's"
+    );
 }
 
 /// The points of the visibility table: (role, project, visibility).
-fn reader_points(user: &str) -> Vec<IndexedPoint> {
+fn reader_points(user: &Owner) -> Vec<IndexedPoint> {
     let table: [(&str, Option<&str>, Visibility); 12] = [
         ("cto", Some("p1"), Visibility::Private),
         ("cfo", Some("p1"), Visibility::Private),
@@ -850,109 +868,49 @@ async fn check_bad_input(index: &dyn VectorIndex) {
     assert!(sparse_ids(index, &filter).await.is_empty());
 }
 
-/// Random points over 3 users, 3 roles and 2 projects (plus cross-project), random filters:
-/// both searches must return exactly what [`MemoryFilter::matches`] accepts.
+/// The randomized differential run ([`super::visibility`]) on this index: random points over
+/// several tenants, users, roles and projects, random reads; both searches must return exactly
+/// what the reference accepts. Then statuses change under the filters.
 pub async fn check_against_reference(index: &dyn VectorIndex, seed: u64, point_count: usize, filter_count: usize) {
-    let mut rng = SplitMix::new(seed);
-    let encoder = Bm25Encoder::default();
-    let users: Vec<String> = (0..3).map(|i| unique_user(&format!("prop{i}"))).collect();
-    let roles = ["cto", "cfo", "designer"];
-    let projects = [Some("p1"), Some("p2"), None];
-    let sessions = [None, Some("s1"), Some("s2")];
-    let tags = ["infra", "cost", "design", "legal"];
-    let types = [
-        MemoryType::ProjectDecision,
-        MemoryType::UserPreference,
-        MemoryType::Risk,
-        MemoryType::ConversationTurn,
-    ];
-    let words = ["deploy", "budget", "design", "hiring", "vendor", "launch"];
-
-    let points: Vec<IndexedPoint> = (0..point_count)
-        .map(|i| {
-            let text = format!("memory {} {} zqp{i}x", rng.pick(&words), rng.pick(&words));
-            IndexedPoint {
-                id: new_id(),
-                user_id: rng.pick(&users).clone(),
-                role_id: rng.pick(&roles).to_string(),
-                project_id: rng.pick(&projects).map(str::to_string),
-                session_id: rng.pick(&sessions).map(str::to_string),
-                memory_type: *rng.pick(&types),
-                visibility: *rng.pick(Visibility::ALL),
-                status: *rng.pick(MemoryStatus::ALL),
-                occurred_at_ms: T0 + rng.below(10_000) as i64,
-                tags: rng.subset(&tags).into_iter().map(str::to_string).collect(),
-                dense: rng.unit_vector(DIM),
-                sparse: encoder.document(&text),
-            }
-        })
+    let run = super::visibility::Differential::generate(seed, point_count, filter_count);
+    run.load_index(index).await;
+    let owners: BTreeSet<Owner> = run
+        .points
+        .iter()
+        .map(|p| Owner::new(p.tenant_id.clone(), p.user_id.clone()))
         .collect();
-    upsert(index, &points).await;
-
-    for user in &users {
-        let own = ids_of(points.iter().filter(|point| &point.user_id == user));
+    for owner in &owners {
+        let own = ids_of(
+            run.points
+                .iter()
+                .filter(|p| p.tenant_id == owner.tenant_id && p.user_id == owner.user_id),
+        );
         assert_eq!(
-            index.count(Some(user)).await.expect("count") as usize,
+            index.count(Some(owner)).await.expect("count") as usize,
             own.len(),
-            "count of {user}"
+            "count of {owner}"
         );
         assert_eq!(
             index
-                .list_ids(user)
+                .list_ids(owner)
                 .await
                 .expect("list_ids")
                 .into_iter()
                 .collect::<BTreeSet<_>>(),
             own,
-            "list_ids of {user}"
+            "list_ids of {owner}"
         );
     }
-
-    for round in 0..filter_count {
-        let mut filter = MemoryFilter::user(rng.pick(&users).clone());
-        filter.statuses = if rng.chance(30) {
-            rng.subset(MemoryStatus::ALL)
-        } else {
-            vec![MemoryStatus::Active]
-        };
-        if rng.chance(50) {
-            filter.reader = Some(Reader {
-                role_id: rng.pick(&["cto", "cfo", "designer", "intern"]).to_string(),
-                project_id: rng
-                    .pick(&[Some("p1"), Some("p2"), Some("p3"), None])
-                    .map(str::to_string),
-                layers: *rng.pick(&[Layers::Both, Layers::Project, Layers::CrossProject]),
-            });
-        }
-        if rng.chance(30) {
-            filter.types = rng.subset(&types);
-        }
-        if rng.chance(30) {
-            filter.visibilities = rng.subset(Visibility::ALL);
-        }
-        if rng.chance(25) {
-            filter.session_id = rng.pick(&sessions).map(str::to_string);
-        }
-        if rng.chance(30) {
-            filter.occurred_from_ms = Some(T0 + rng.below(10_000) as i64);
-        }
-        if rng.chance(30) {
-            filter.occurred_to_ms = Some(T0 + rng.below(10_000) as i64);
-        }
-        if rng.chance(30) {
-            filter.tags = rng.subset(&tags[..3]).into_iter().map(str::to_string).collect();
-        }
-        let context = format!("random filter {round} of seed {seed:#x}");
-        assert_matches_reference(index, &filter, &points, &context).await;
-    }
+    run.check_index(index).await.assert_clean(index.name());
 
     // Statuses change under the filters too.
-    let changed: Vec<String> = points.iter().step_by(3).map(|p| p.id.clone()).collect();
+    let changed: Vec<String> = run.points.iter().step_by(3).map(|p| p.id.clone()).collect();
     index
         .set_status(&changed, MemoryStatus::Replaced)
         .await
         .expect("set_status");
-    let updated: Vec<IndexedPoint> = points
+    let updated: Vec<IndexedPoint> = run
+        .points
         .iter()
         .map(|point| {
             let mut point = point.clone();
@@ -962,8 +920,8 @@ pub async fn check_against_reference(index: &dyn VectorIndex, seed: u64, point_c
             point
         })
         .collect();
-    for user in &users {
-        let mut filter = MemoryFilter::user(user.clone());
+    for owner in &owners {
+        let mut filter = MemoryFilter::user(owner);
         filter.statuses = vec![MemoryStatus::Active, MemoryStatus::Replaced];
         filter.reader = Some(Reader {
             role_id: "cto".into(),

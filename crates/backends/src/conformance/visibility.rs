@@ -1,5 +1,5 @@
 //! The randomized differential test of the one visibility rule ([`crate::filter`]): random
-//! memories over several users, roles, projects, sessions, types, visibilities, statuses,
+//! memories over several tenants, users (the same user ids in two tenants), roles, projects, sessions, types, visibilities, statuses,
 //! times and tags; random reads (owner, reader, narrowing); every backend's answer compared
 //! with [`reference`], a predicate written from the rule's text and independently of the plan
 //! every backend translates.
@@ -11,7 +11,7 @@
 use std::collections::BTreeSet;
 
 use chrono::{TimeZone, Utc};
-use thinkus_common::model::{Memory, MemorySource, MemoryStatus, MemoryType, Scope, Visibility};
+use thinkus_common::model::{Memory, MemorySource, MemoryStatus, MemoryType, Owner, Scope, Visibility};
 
 use super::vector::{DIM, SplitMix, T0, axis, new_id, unique_user};
 use crate::filter::{Layers, MemoryFilter, Reader};
@@ -21,7 +21,8 @@ use crate::vector::{Bm25Encoder, IndexedPoint, VectorIndex};
 /// Whether a read may return a memory, as the rule reads in words (see [`Reader`]); the
 /// reference every backend is checked against. Keep it independent of [`crate::filter::Plan`].
 pub fn reference(filter: &MemoryFilter, point: &IndexedPoint) -> bool {
-    if point.user_id != filter.user_id {
+    // The owner is a user of a tenant: both must be the reader's.
+    if point.tenant_id != filter.tenant_id || point.user_id != filter.user_id {
         return false;
     }
     if !filter.statuses.contains(&point.status) {
@@ -130,18 +131,29 @@ const TYPES: [MemoryType; 4] = [
 const WORDS: [&str; 6] = ["deploy", "budget", "design", "hiring", "vendor", "launch"];
 
 impl Differential {
-    /// `point_count` memories over 3 users (unique to this run), `filter_count` reads.
+    /// `point_count` memories over 4 owners (unique to this run): two users in each of two
+    /// tenants, the same two user ids in both; `filter_count` reads.
     pub fn generate(seed: u64, point_count: usize, filter_count: usize) -> Self {
         let mut rng = SplitMix::new(seed);
         let encoder = Bm25Encoder::default();
-        let users: Vec<String> = (0..3).map(|i| unique_user(&format!("diff{i}"))).collect();
+        let alice = unique_user("diff-alice");
+        let bob = unique_user("diff-bob");
+        let other_tenant = format!("{}-twin", alice.tenant_id);
+        let users: Vec<Owner> = vec![
+            alice.clone(),
+            bob.clone(),
+            Owner::new(other_tenant.clone(), alice.user_id.clone()),
+            Owner::new(other_tenant, bob.user_id.clone()),
+        ];
         let points: Vec<IndexedPoint> = (0..point_count)
             .map(|i| {
                 // Every text holds "memory", the term of the sparse search.
                 let text = format!("memory {} {} zqp{i}x", rng.pick(&WORDS), rng.pick(&WORDS));
+                let owner = rng.pick(&users).clone();
                 IndexedPoint {
                     id: new_id(),
-                    user_id: rng.pick(&users).clone(),
+                    tenant_id: owner.tenant_id,
+                    user_id: owner.user_id,
                     role_id: rng.pick(&ROLES).to_string(),
                     project_id: rng.pick(&PROJECTS).map(str::to_string),
                     session_id: rng.pick(&SESSIONS).map(str::to_string),
@@ -155,8 +167,10 @@ impl Differential {
                 }
             })
             .collect();
-        let mut readers: Vec<String> = users.clone();
+        let mut readers: Vec<Owner> = users.clone();
         readers.push(unique_user("nobody"));
+        // A tenant with no memories, for a user id that has some elsewhere.
+        readers.push(Owner::new("nowhere", alice.user_id.clone()));
         let filters = (0..filter_count).map(|_| random_filter(&mut rng, &readers)).collect();
         Self { seed, points, filters }
     }
@@ -259,8 +273,8 @@ impl Differential {
 
 /// A random read: an owner (sometimes one with no memories), a reader half the time, and
 /// each narrowing now and then.
-pub fn random_filter(rng: &mut SplitMix, users: &[String]) -> MemoryFilter {
-    let mut filter = MemoryFilter::user(rng.pick(users).clone());
+pub fn random_filter(rng: &mut SplitMix, users: &[Owner]) -> MemoryFilter {
+    let mut filter = MemoryFilter::user(rng.pick(users));
     filter.statuses = if rng.chance(30) {
         rng.subset(MemoryStatus::ALL)
     } else {
@@ -303,6 +317,7 @@ pub fn memory_of(point: &IndexedPoint) -> Memory {
         .single()
         .expect("a valid time");
     let scope = Scope {
+        tenant_id: point.tenant_id.clone(),
         user_id: point.user_id.clone(),
         role_id: point.role_id.clone(),
         project_id: point.project_id.clone(),

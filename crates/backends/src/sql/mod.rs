@@ -8,7 +8,7 @@ pub mod store;
 
 use async_trait::async_trait;
 use chrono::{DateTime, Utc};
-use thinkus_common::model::{Memory, MemoryStatus, MemoryType};
+use thinkus_common::model::{Memory, MemoryStatus, MemoryType, Owner};
 
 pub use records::*;
 pub use store::SqlStore;
@@ -86,8 +86,8 @@ pub struct WriteBatch {
     pub inserts: Vec<Memory>,
     /// Full rows; each must carry the version it was read at (it is stored bumped by one).
     pub updates: Vec<Memory>,
-    /// (user_id, memory_id)
-    pub deletes: Vec<(String, String)>,
+    /// (owner, memory_id)
+    pub deletes: Vec<(Owner, String)>,
     pub changes: Vec<Change>,
     /// Inserted or replaced.
     pub candidates: Vec<Candidate>,
@@ -112,13 +112,13 @@ pub trait MemoryStore: Send + Sync {
     /// idempotency key was taken concurrently; nothing is applied then.
     async fn commit(&self, batch: WriteBatch) -> Result<(), StoreError>;
 
-    async fn get_memory(&self, user_id: &str, id: &str) -> Result<Option<Memory>, StoreError>;
+    async fn get_memory(&self, owner: &Owner, id: &str) -> Result<Option<Memory>, StoreError>;
 
     /// The memories of `ids` that exist, in the order of `ids`.
-    async fn get_memories(&self, user_id: &str, ids: &[String]) -> Result<Vec<Memory>, StoreError>;
+    async fn get_memories(&self, owner: &Owner, ids: &[String]) -> Result<Vec<Memory>, StoreError>;
 
     /// (external_id, memory_id) of the given external ids that exist for the user.
-    async fn find_external(&self, user_id: &str, external_ids: &[String]) -> Result<Vec<(String, String)>, StoreError>;
+    async fn find_external(&self, owner: &Owner, external_ids: &[String]) -> Result<Vec<(String, String)>, StoreError>;
 
     async fn list_memories(&self, query: &MemoryQuery) -> Result<Vec<Memory>, StoreError>;
 
@@ -128,7 +128,7 @@ pub trait MemoryStore: Send + Sync {
     /// `cap`. Returns the new freshness per id.
     async fn record_access(
         &self,
-        user_id: &str,
+        owner: &Owner,
         ids: &[String],
         at: DateTime<Utc>,
         boost: f64,
@@ -136,17 +136,17 @@ pub trait MemoryStore: Send + Sync {
     ) -> Result<Vec<(String, f64)>, StoreError>;
 
     /// The history of a memory, oldest first.
-    async fn changes(&self, user_id: &str, memory_id: &str) -> Result<Vec<Change>, StoreError>;
+    async fn changes(&self, owner: &Owner, memory_id: &str) -> Result<Vec<Change>, StoreError>;
 
     /// The stored response of an earlier request with this key.
-    async fn get_idempotent(&self, user_id: &str, key: &str) -> Result<Option<String>, StoreError>;
+    async fn get_idempotent(&self, owner: &Owner, key: &str) -> Result<Option<String>, StoreError>;
 
-    async fn get_candidate(&self, user_id: &str, id: &str) -> Result<Option<Candidate>, StoreError>;
+    async fn get_candidate(&self, owner: &Owner, id: &str) -> Result<Option<Candidate>, StoreError>;
 
     /// Candidates of a user, newest first; role and project narrow when given.
     async fn list_candidates(
         &self,
-        user_id: &str,
+        owner: &Owner,
         role_id: Option<&str>,
         project_id: Option<&str>,
         status: CandidateStatus,
@@ -155,20 +155,20 @@ pub trait MemoryStore: Send + Sync {
     ) -> Result<Vec<Candidate>, StoreError>;
 
     /// A pending candidate of the user with the same content key, if any.
-    async fn find_pending_candidate(&self, user_id: &str, content_key: &str) -> Result<Option<Candidate>, StoreError>;
+    async fn find_pending_candidate(&self, owner: &Owner, content_key: &str) -> Result<Option<Candidate>, StoreError>;
 
-    async fn get_plan(&self, user_id: &str) -> Result<Option<String>, StoreError>;
+    async fn get_plan(&self, owner: &Owner) -> Result<Option<String>, StoreError>;
 
-    async fn set_plan(&self, user_id: &str, plan: &str) -> Result<(), StoreError>;
+    async fn set_plan(&self, owner: &Owner, plan: &str) -> Result<(), StoreError>;
 
     /// Memory counts per status, over every user.
     async fn count_by_status(&self) -> Result<Vec<(MemoryStatus, u64)>, StoreError>;
 
-    /// Every user with at least one memory.
-    async fn list_users(&self) -> Result<Vec<String>, StoreError>;
+    /// Every owner with at least one memory, in every tenant.
+    async fn list_users(&self) -> Result<Vec<Owner>, StoreError>;
 
-    /// The roles of a user: every role owning a memory or a candidate of the user, sorted.
-    async fn list_roles(&self, user_id: &str) -> Result<Vec<String>, StoreError>;
+    /// The roles of an owner: every role owning a memory or a candidate of the owner, sorted.
+    async fn list_roles(&self, owner: &Owner) -> Result<Vec<String>, StoreError>;
 }
 
 /// Artifact metadata (the contents live in the blob store).
@@ -176,12 +176,12 @@ pub trait MemoryStore: Send + Sync {
 pub trait ArtifactStore: Send + Sync {
     async fn insert_artifact(&self, artifact: &ArtifactRecord) -> Result<(), StoreError>;
 
-    async fn get_artifact(&self, user_id: &str, id: &str) -> Result<Option<ArtifactRecord>, StoreError>;
+    async fn get_artifact(&self, owner: &Owner, id: &str) -> Result<Option<ArtifactRecord>, StoreError>;
 
     /// An artifact of the same session with the same content.
     async fn find_artifact(
         &self,
-        user_id: &str,
+        owner: &Owner,
         session_id: &str,
         sha256: &str,
     ) -> Result<Option<ArtifactRecord>, StoreError>;
@@ -189,7 +189,7 @@ pub trait ArtifactStore: Send + Sync {
     /// Artifacts of a user, newest first, narrowed to a session or project when given.
     async fn list_artifacts(
         &self,
-        user_id: &str,
+        owner: &Owner,
         session_id: Option<&str>,
         project_id: Option<&str>,
         limit: usize,
@@ -197,16 +197,16 @@ pub trait ArtifactStore: Send + Sync {
     ) -> Result<Vec<ArtifactRecord>, StoreError>;
 
     /// Deletes an artifact's metadata and returns it.
-    async fn delete_artifact(&self, user_id: &str, id: &str) -> Result<Option<ArtifactRecord>, StoreError>;
+    async fn delete_artifact(&self, owner: &Owner, id: &str) -> Result<Option<ArtifactRecord>, StoreError>;
 
     /// How many artifacts point at a blob.
     async fn count_blob_refs(&self, blob_key: &str) -> Result<u64, StoreError>;
 
-    /// Artifacts expired at `now`, of one user or all.
+    /// Artifacts expired at `now`, of one owner or all.
     async fn expired_artifacts(
         &self,
         now: DateTime<Utc>,
-        user_id: Option<&str>,
+        owner: Option<&Owner>,
         limit: usize,
     ) -> Result<Vec<ArtifactRecord>, StoreError>;
 }
@@ -224,18 +224,18 @@ pub trait SessionStore: Send + Sync {
     /// Messages `from..=to` of a session, in order.
     async fn get_messages(
         &self,
-        user_id: &str,
+        owner: &Owner,
         session_id: &str,
         from: u32,
         to: u32,
     ) -> Result<Vec<thinkus_common::model::Message>, StoreError>;
 
-    async fn get_session(&self, user_id: &str, session_id: &str) -> Result<Option<SessionRecord>, StoreError>;
+    async fn get_session(&self, owner: &Owner, session_id: &str) -> Result<Option<SessionRecord>, StoreError>;
 
     /// Sets flags on a session (ended, summary requested).
     async fn flag_session(
         &self,
-        user_id: &str,
+        owner: &Owner,
         session_id: &str,
         ended: Option<bool>,
         summary_requested: Option<bool>,
@@ -253,13 +253,13 @@ pub trait SessionStore: Send + Sync {
     /// `expected_end`, fails with `Conflict` unless the stored summary still ends there.
     async fn put_summary(&self, summary: &SummaryRecord, expected_end: Option<i32>) -> Result<(), StoreError>;
 
-    async fn get_summary(&self, user_id: &str, session_id: &str) -> Result<Option<SummaryRecord>, StoreError>;
+    async fn get_summary(&self, owner: &Owner, session_id: &str) -> Result<Option<SummaryRecord>, StoreError>;
 
     /// Summaries of a user, most recently updated first; of one project when given, leaving
     /// out one role's when asked.
     async fn list_summaries(
         &self,
-        user_id: &str,
+        owner: &Owner,
         project_id: Option<&str>,
         exclude_role: Option<&str>,
         limit: usize,
@@ -299,7 +299,7 @@ pub trait JobStore: Send + Sync {
     /// Jobs of a user, newest first.
     async fn list_jobs(
         &self,
-        user_id: &str,
+        owner: &Owner,
         session_id: Option<&str>,
         status: Option<JobStatus>,
         limit: usize,

@@ -5,7 +5,7 @@ use std::str::FromStr;
 
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
-use thinkus_common::model::{ArtifactRef, Decision, Scope, UnknownValue};
+use thinkus_common::model::{ArtifactRef, Decision, Owner, Scope, UnknownValue};
 
 macro_rules! text_enum {
     ($(#[$meta:meta])* $name:ident { $($variant:ident => $text:literal),+ $(,)? }) => {
@@ -83,6 +83,7 @@ text_enum!(
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Change {
     pub id: String,
+    pub tenant_id: String,
     pub user_id: String,
     pub memory_id: String,
     pub kind: ChangeKind,
@@ -99,6 +100,7 @@ pub struct Change {
 /// The stored response of a request, keyed by the caller's request id.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct IdempotencyRecord {
+    pub tenant_id: String,
     pub user_id: String,
     /// The operation and the caller's request id ("remember:abc").
     pub key: String,
@@ -129,6 +131,7 @@ pub struct Candidate {
 #[derive(Debug, Clone, PartialEq)]
 pub struct ArtifactRecord {
     pub id: String,
+    pub tenant_id: String,
     pub user_id: String,
     pub role_id: Option<String>,
     pub project_id: Option<String>,
@@ -157,6 +160,7 @@ pub struct ArtifactRecord {
 /// Identifies a session and who holds it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct SessionKey {
+    pub tenant_id: String,
     pub user_id: String,
     pub session_id: String,
     pub role_id: String,
@@ -166,6 +170,7 @@ pub struct SessionKey {
 /// A session's state.
 #[derive(Debug, Clone, PartialEq)]
 pub struct SessionRecord {
+    pub tenant_id: String,
     pub user_id: String,
     pub session_id: String,
     pub role_id: String,
@@ -182,6 +187,7 @@ pub struct SessionRecord {
 #[derive(Debug, Clone, PartialEq)]
 pub struct SummaryRecord {
     pub id: String,
+    pub tenant_id: String,
     pub user_id: String,
     pub role_id: String,
     pub project_id: Option<String>,
@@ -208,6 +214,7 @@ pub struct JobRecord {
     pub id: String,
     /// What it does ("learn", "summarize").
     pub kind: String,
+    pub tenant_id: String,
     pub user_id: String,
     pub session_id: Option<String>,
     /// The job's input, serialised by its producer.
@@ -222,4 +229,40 @@ pub struct JobRecord {
     pub dedupe_key: Option<String>,
     pub created_at: DateTime<Utc>,
     pub updated_at: DateTime<Utc>,
+}
+
+impl Change {
+    pub fn owner(&self) -> Owner {
+        Owner::new(self.tenant_id.clone(), self.user_id.clone())
+    }
+}
+
+impl ArtifactRecord {
+    pub fn owner(&self) -> Owner {
+        Owner::new(self.tenant_id.clone(), self.user_id.clone())
+    }
+}
+
+impl SessionKey {
+    pub fn owner(&self) -> Owner {
+        Owner::new(self.tenant_id.clone(), self.user_id.clone())
+    }
+}
+
+impl SessionRecord {
+    pub fn owner(&self) -> Owner {
+        Owner::new(self.tenant_id.clone(), self.user_id.clone())
+    }
+}
+
+impl SummaryRecord {
+    pub fn owner(&self) -> Owner {
+        Owner::new(self.tenant_id.clone(), self.user_id.clone())
+    }
+}
+
+impl JobRecord {
+    pub fn owner(&self) -> Owner {
+        Owner::new(self.tenant_id.clone(), self.user_id.clone())
+    }
 }

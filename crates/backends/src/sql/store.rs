@@ -12,7 +12,7 @@ use chrono::{DateTime, TimeZone, Utc};
 use sqlx::any::{AnyArguments, AnyPoolOptions, AnyRow};
 use sqlx::{Any, AnyPool, Arguments, Row, Transaction};
 use thinkus_common::model::{
-    ArtifactRef, Language, Memory, MemorySource, MemoryStatus, MemoryType, Message, Scope, Visibility,
+    ArtifactRef, Language, Memory, MemorySource, MemoryStatus, MemoryType, Message, Owner, Scope, Visibility,
 };
 use tracing::Instrument;
 
@@ -116,6 +116,11 @@ impl Query {
         self.arg(Arg::Text(value.into()))
     }
 
+    /// Binds an owner: its tenant, then its user (for `tenant_id = ? AND user_id = ?`).
+    fn owner(&mut self, owner: &Owner) -> &mut Self {
+        self.text(owner.tenant_id.clone()).text(owner.user_id.clone())
+    }
+
     fn int(&mut self, value: i64) -> &mut Self {
         self.arg(Arg::Int(value))
     }
@@ -173,7 +178,7 @@ fn arguments(args: &[Arg]) -> Result<AnyArguments<'static>, StoreError> {
     Ok(out)
 }
 
-const MEMORY_COLUMNS: &str = "id, user_id, role_id, project_id, session_id, memory_type, content, summary, \
+const MEMORY_COLUMNS: &str = "id, tenant_id, user_id, role_id, project_id, session_id, memory_type, content, summary, \
     importance, confidence, freshness, evidence_count, visibility, status, superseded_by, source, tags, \
     created_at, updated_at, last_accessed_at, access_count, context, related_decision_ids, artifact_refs, \
     language, speaker, occurred_at, subject, iteration_id, external_id, version";
@@ -181,6 +186,7 @@ const MEMORY_COLUMNS: &str = "id, user_id, role_id, project_id, session_id, memo
 fn memory_args(memory: &Memory) -> Vec<Arg> {
     vec![
         Arg::Text(memory.id.clone()),
+        Arg::Text(memory.scope.tenant_id.clone()),
         Arg::Text(memory.scope.user_id.clone()),
         Arg::Text(memory.scope.role_id.clone()),
         Arg::OptText(memory.scope.project_id.clone()),
@@ -221,6 +227,7 @@ fn memory_from_row(row: &AnyRow) -> Result<Memory, StoreError> {
     Ok(Memory {
         id: get_text("id")?,
         scope: Scope {
+            tenant_id: get_text("tenant_id")?,
             user_id: get_text("user_id")?,
             role_id: get_text("role_id")?,
             project_id: get_opt("project_id")?,
@@ -261,6 +268,7 @@ fn memory_from_row(row: &AnyRow) -> Result<Memory, StoreError> {
 fn change_from_row(row: &AnyRow) -> Result<Change, StoreError> {
     Ok(Change {
         id: row.try_get("id").map_err(backend_error)?,
+        tenant_id: row.try_get("tenant_id").map_err(backend_error)?,
         user_id: row.try_get("user_id").map_err(backend_error)?,
         memory_id: row.try_get("memory_id").map_err(backend_error)?,
         kind: parse_enum::<ChangeKind>("kind", &row.try_get::<String, _>("kind").map_err(backend_error)?)?,
@@ -276,6 +284,7 @@ fn candidate_from_row(row: &AnyRow) -> Result<Candidate, StoreError> {
     Ok(Candidate {
         id: row.try_get("id").map_err(backend_error)?,
         scope: Scope {
+            tenant_id: row.try_get("tenant_id").map_err(backend_error)?,
             user_id: row.try_get("user_id").map_err(backend_error)?,
             role_id: row.try_get("role_id").map_err(backend_error)?,
             project_id: row.try_get("project_id").map_err(backend_error)?,
@@ -299,6 +308,7 @@ fn candidate_from_row(row: &AnyRow) -> Result<Candidate, StoreError> {
 fn artifact_from_row(row: &AnyRow) -> Result<ArtifactRecord, StoreError> {
     Ok(ArtifactRecord {
         id: row.try_get("id").map_err(backend_error)?,
+        tenant_id: row.try_get("tenant_id").map_err(backend_error)?,
         user_id: row.try_get("user_id").map_err(backend_error)?,
         role_id: row.try_get("role_id").map_err(backend_error)?,
         project_id: row.try_get("project_id").map_err(backend_error)?,
@@ -325,6 +335,7 @@ fn artifact_from_row(row: &AnyRow) -> Result<ArtifactRecord, StoreError> {
 
 fn session_from_row(row: &AnyRow) -> Result<SessionRecord, StoreError> {
     Ok(SessionRecord {
+        tenant_id: row.try_get("tenant_id").map_err(backend_error)?,
         user_id: row.try_get("user_id").map_err(backend_error)?,
         session_id: row.try_get("session_id").map_err(backend_error)?,
         role_id: row.try_get("role_id").map_err(backend_error)?,
@@ -341,6 +352,7 @@ fn summary_from_row(row: &AnyRow) -> Result<SummaryRecord, StoreError> {
     let text = |name: &str| row.try_get::<String, _>(name).map_err(backend_error);
     Ok(SummaryRecord {
         id: text("id")?,
+        tenant_id: text("tenant_id")?,
         user_id: text("user_id")?,
         role_id: text("role_id")?,
         project_id: row.try_get("project_id").map_err(backend_error)?,
@@ -366,6 +378,7 @@ fn job_from_row(row: &AnyRow) -> Result<JobRecord, StoreError> {
     Ok(JobRecord {
         id: row.try_get("id").map_err(backend_error)?,
         kind: row.try_get("kind").map_err(backend_error)?,
+        tenant_id: row.try_get("tenant_id").map_err(backend_error)?,
         user_id: row.try_get("user_id").map_err(backend_error)?,
         session_id: row.try_get("session_id").map_err(backend_error)?,
         payload: row.try_get("payload").map_err(backend_error)?,
@@ -387,6 +400,7 @@ fn job_from_row(row: &AnyRow) -> Result<JobRecord, StoreError> {
 /// The column of a field of a plan.
 fn column(field: Field) -> &'static str {
     match field {
+        Field::Tenant => "tenant_id",
         Field::User => "user_id",
         Field::Role => "role_id",
         Field::Project => "project_id",
@@ -479,6 +493,48 @@ fn memory_where(query: &mut Query, q: &MemoryQuery) {
 impl SqlStore {
     /// Connects to `sqlite://path` or `postgres://…` and applies the migrations.
     pub async fn connect(url: &str, max_connections: u32) -> Result<Self, StoreError> {
+        let store = Self::open(url, max_connections).await?;
+        store.migrate().await?;
+        Ok(store)
+    }
+
+    /// Connects and applies the migrations up to `version` only: a database as an older
+    /// release left it, to test the migrations that follow.
+    #[cfg(any(test, feature = "testing"))]
+    pub async fn connect_at_version(url: &str, max_connections: u32, version: i64) -> Result<Self, StoreError> {
+        #[derive(Debug)]
+        struct Upto(Vec<sqlx::migrate::Migration>);
+        impl<'s> sqlx::migrate::MigrationSource<'s> for Upto {
+            fn resolve(
+                self,
+            ) -> futures::future::BoxFuture<'s, Result<Vec<sqlx::migrate::Migration>, sqlx::error::BoxDynError>>
+            {
+                Box::pin(async move { Ok(self.0) })
+            }
+        }
+        let store = Self::open(url, max_connections).await?;
+        let all = match store.backend {
+            Backend::Sqlite => &MIGRATOR_SQLITE,
+            Backend::Postgres => &MIGRATOR_POSTGRES,
+        };
+        let older = all.iter().filter(|m| m.version <= version).cloned().collect();
+        let migrator = sqlx::migrate::Migrator::new(Upto(older))
+            .await
+            .map_err(|err| StoreError::Backend(format!("migrations: {err}")))?;
+        migrator
+            .run(&store.pool)
+            .await
+            .map_err(|err| StoreError::Backend(format!("migrations failed: {err}")))?;
+        Ok(store)
+    }
+
+    /// Runs raw SQL (tests that write rows the way an older release did).
+    #[cfg(any(test, feature = "testing"))]
+    pub async fn execute_raw(&self, sql: &str) -> Result<u64, StoreError> {
+        self.execute(&Query::new(sql)).await
+    }
+
+    async fn open(url: &str, max_connections: u32) -> Result<Self, StoreError> {
         static DRIVERS: Once = Once::new();
         DRIVERS.call_once(sqlx::any::install_default_drivers);
 
@@ -514,7 +570,6 @@ impl SqlStore {
             write_lock: (backend == Backend::Sqlite).then(|| tokio::sync::Mutex::new(())),
             group: (backend == Backend::Sqlite).then(|| std::sync::Mutex::new(Vec::new())),
         };
-        store.migrate().await?;
         Ok(store)
     }
 
@@ -565,15 +620,15 @@ impl SqlStore {
         self.pool.close().await;
     }
 
-    /// The owner condition of a read by ids, `… = ? AND id IN (…)`. SQLite, without
+    /// The owner condition of a read by ids, `… = ? AND … = ? AND id IN (…)`. SQLite, without
     /// statistics, estimates that a user has few rows and walks the user's index row by row
     /// checking each id; its unary `+` keeps the column off the index, so the ids are looked
     /// up by primary key (measured: 150 candidates among 10,000 memories of one user, p50 6.5
     /// ms before). PostgreSQL plans with statistics.
     fn owner_of_ids(&self) -> &'static str {
         match self.backend {
-            Backend::Sqlite => "+user_id",
-            Backend::Postgres => "user_id",
+            Backend::Sqlite => "+tenant_id = ? AND +user_id",
+            Backend::Postgres => "tenant_id = ? AND user_id",
         }
     }
 
@@ -655,9 +710,11 @@ impl SqlStore {
     async fn apply(&self, tx: &mut Transaction<'static, Any>, batch: &WriteBatch) -> Result<(), StoreError> {
         if let Some(record) = &batch.idempotency {
             let mut q = Query::new(
-                "INSERT INTO idempotency (user_id, request_key, response, created_at) VALUES (?, ?, ?, ?) ON CONFLICT (user_id, request_key) DO NOTHING",
+                "INSERT INTO idempotency (tenant_id, user_id, request_key, response, created_at) VALUES (?, ?, ?, ?, ?) \
+                 ON CONFLICT (tenant_id, user_id, request_key) DO NOTHING",
             );
-            q.text(record.user_id.clone())
+            q.text(record.tenant_id.clone())
+                .text(record.user_id.clone())
                 .text(record.key.clone())
                 .text(record.response.clone())
                 .int(ms(record.created_at));
@@ -669,7 +726,7 @@ impl SqlStore {
             }
         }
         for memory in &batch.inserts {
-            let placeholders = vec!["?"; 31].join(", ");
+            let placeholders = vec!["?"; 32].join(", ");
             let mut q = Query::new(&format!(
                 "INSERT INTO memories ({MEMORY_COLUMNS}) VALUES ({placeholders})"
             ));
@@ -684,21 +741,21 @@ impl SqlStore {
         }
         for memory in &batch.updates {
             let columns: Vec<&str> = MEMORY_COLUMNS.split(", ").collect();
-            // id and user_id identify the row; version is checked, then bumped.
-            let assignments: Vec<String> = columns[2..columns.len() - 1]
+            // id, tenant_id and user_id identify the row; version is checked, then bumped.
+            let assignments: Vec<String> = columns[3..columns.len() - 1]
                 .iter()
                 .map(|c| format!("{c} = ?"))
                 .collect();
             let mut q = Query::new(&format!(
-                "UPDATE memories SET {}, version = version + 1 WHERE id = ? AND user_id = ? AND version = ?",
+                "UPDATE memories SET {}, version = version + 1 WHERE id = ? AND tenant_id = ? AND user_id = ? AND version = ?",
                 assignments.join(", ")
             ));
             let args = memory_args(memory);
-            for arg in &args[2..] {
+            for arg in &args[3..] {
                 q.arg(arg.clone());
             }
             q.text(memory.id.clone())
-                .text(memory.scope.user_id.clone())
+                .owner(&memory.scope.owner())
                 .int(memory.version);
             if self.tx_execute(tx, &q).await? == 0 {
                 return Err(StoreError::Conflict(format!(
@@ -707,16 +764,18 @@ impl SqlStore {
                 )));
             }
         }
-        for (user_id, id) in &batch.deletes {
-            let mut q = Query::new("DELETE FROM memories WHERE user_id = ? AND id = ?");
-            q.text(user_id.clone()).text(id.clone());
+        for (owner, id) in &batch.deletes {
+            let mut q = Query::new("DELETE FROM memories WHERE tenant_id = ? AND user_id = ? AND id = ?");
+            q.owner(owner).text(id.clone());
             self.tx_execute(tx, &q).await?;
         }
         for change in &batch.changes {
             let mut q = Query::new(
-                "INSERT INTO memory_changes (id, user_id, memory_id, kind, actor, reason, before_json, after_json, at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                "INSERT INTO memory_changes (id, tenant_id, user_id, memory_id, kind, actor, reason, before_json, after_json, at) \
+                 VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
             );
             q.text(change.id.clone())
+                .text(change.tenant_id.clone())
                 .text(change.user_id.clone())
                 .text(change.memory_id.clone())
                 .text(change.kind.as_str())
@@ -729,12 +788,13 @@ impl SqlStore {
         }
         for candidate in &batch.candidates {
             let mut q = Query::new(
-                "INSERT INTO candidates (id, user_id, role_id, project_id, session_id, draft, reason, score, evidence_count, status, content_key, created_at, decided_at, memory_id) \
-                 VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) \
+                "INSERT INTO candidates (id, tenant_id, user_id, role_id, project_id, session_id, draft, reason, score, evidence_count, status, content_key, created_at, decided_at, memory_id) \
+                 VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) \
                  ON CONFLICT (id) DO UPDATE SET draft = excluded.draft, reason = excluded.reason, score = excluded.score, \
                  evidence_count = excluded.evidence_count, status = excluded.status, decided_at = excluded.decided_at, memory_id = excluded.memory_id",
             );
             q.text(candidate.id.clone())
+                .text(candidate.scope.tenant_id.clone())
                 .text(candidate.scope.user_id.clone())
                 .text(candidate.scope.role_id.clone())
                 .arg(Arg::OptText(candidate.scope.project_id.clone()))
@@ -901,15 +961,15 @@ impl MemoryStore for SqlStore {
         outcome
     }
 
-    async fn get_memory(&self, user_id: &str, id: &str) -> Result<Option<Memory>, StoreError> {
+    async fn get_memory(&self, owner: &Owner, id: &str) -> Result<Option<Memory>, StoreError> {
         let mut q = Query::new(&format!(
-            "SELECT {MEMORY_COLUMNS} FROM memories WHERE user_id = ? AND id = ?"
+            "SELECT {MEMORY_COLUMNS} FROM memories WHERE tenant_id = ? AND user_id = ? AND id = ?"
         ));
-        q.text(user_id).text(id);
+        q.owner(owner).text(id);
         self.fetch_optional(&q).await?.as_ref().map(memory_from_row).transpose()
     }
 
-    async fn get_memories(&self, user_id: &str, ids: &[String]) -> Result<Vec<Memory>, StoreError> {
+    async fn get_memories(&self, owner: &Owner, ids: &[String]) -> Result<Vec<Memory>, StoreError> {
         if ids.is_empty() {
             return Ok(Vec::new());
         }
@@ -919,7 +979,7 @@ impl MemoryStore for SqlStore {
                 "SELECT {MEMORY_COLUMNS} FROM memories WHERE {} = ? AND",
                 self.owner_of_ids()
             ));
-            q.text(user_id);
+            q.owner(owner);
             q.push_in("id", chunk.iter().cloned());
             for row in self.fetch_all(&q).await? {
                 let memory = memory_from_row(&row)?;
@@ -929,11 +989,11 @@ impl MemoryStore for SqlStore {
         Ok(ids.iter().filter_map(|id| found.remove(id)).collect())
     }
 
-    async fn find_external(&self, user_id: &str, external_ids: &[String]) -> Result<Vec<(String, String)>, StoreError> {
+    async fn find_external(&self, owner: &Owner, external_ids: &[String]) -> Result<Vec<(String, String)>, StoreError> {
         let mut out = Vec::new();
         for chunk in external_ids.chunks(500) {
-            let mut q = Query::new("SELECT external_id, id FROM memories WHERE user_id = ? AND");
-            q.text(user_id);
+            let mut q = Query::new("SELECT external_id, id FROM memories WHERE tenant_id = ? AND user_id = ? AND");
+            q.owner(owner);
             q.push_in("external_id", chunk.iter().cloned());
             for row in self.fetch_all(&q).await? {
                 out.push((
@@ -974,7 +1034,7 @@ impl MemoryStore for SqlStore {
 
     async fn record_access(
         &self,
-        user_id: &str,
+        owner: &Owner,
         ids: &[String],
         at: DateTime<Utc>,
         boost: f64,
@@ -994,14 +1054,14 @@ impl MemoryStore for SqlStore {
             .arg(Arg::Float(cap))
             .arg(Arg::Float(cap))
             .arg(Arg::Float(boost))
-            .text(user_id);
+            .owner(owner);
         q.push_in("id", ids.iter().cloned());
         self.execute(&q).await?;
         let mut read = Query::new(&format!(
             "SELECT id, freshness FROM memories WHERE {} = ? AND",
             self.owner_of_ids()
         ));
-        read.text(user_id);
+        read.owner(owner);
         read.push_in("id", ids.iter().cloned());
         self.fetch_all(&read)
             .await?
@@ -1015,27 +1075,28 @@ impl MemoryStore for SqlStore {
             .collect()
     }
 
-    async fn changes(&self, user_id: &str, memory_id: &str) -> Result<Vec<Change>, StoreError> {
+    async fn changes(&self, owner: &Owner, memory_id: &str) -> Result<Vec<Change>, StoreError> {
         let mut q = Query::new(
-            "SELECT id, user_id, memory_id, kind, actor, reason, before_json, after_json, at FROM memory_changes \
-             WHERE user_id = ? AND memory_id = ? ORDER BY at ASC, id ASC",
+            "SELECT id, tenant_id, user_id, memory_id, kind, actor, reason, before_json, after_json, at FROM memory_changes \
+             WHERE tenant_id = ? AND user_id = ? AND memory_id = ? ORDER BY at ASC, id ASC",
         );
-        q.text(user_id).text(memory_id);
+        q.owner(owner).text(memory_id);
         self.fetch_all(&q).await?.iter().map(change_from_row).collect()
     }
 
-    async fn get_idempotent(&self, user_id: &str, key: &str) -> Result<Option<String>, StoreError> {
-        let mut q = Query::new("SELECT response FROM idempotency WHERE user_id = ? AND request_key = ?");
-        q.text(user_id).text(key);
+    async fn get_idempotent(&self, owner: &Owner, key: &str) -> Result<Option<String>, StoreError> {
+        let mut q =
+            Query::new("SELECT response FROM idempotency WHERE tenant_id = ? AND user_id = ? AND request_key = ?");
+        q.owner(owner).text(key);
         self.fetch_optional(&q)
             .await?
             .map(|row| row.try_get::<String, _>(0).map_err(backend_error))
             .transpose()
     }
 
-    async fn get_candidate(&self, user_id: &str, id: &str) -> Result<Option<Candidate>, StoreError> {
-        let mut q = Query::new("SELECT * FROM candidates WHERE user_id = ? AND id = ?");
-        q.text(user_id).text(id);
+    async fn get_candidate(&self, owner: &Owner, id: &str) -> Result<Option<Candidate>, StoreError> {
+        let mut q = Query::new("SELECT * FROM candidates WHERE tenant_id = ? AND user_id = ? AND id = ?");
+        q.owner(owner).text(id);
         self.fetch_optional(&q)
             .await?
             .as_ref()
@@ -1045,15 +1106,15 @@ impl MemoryStore for SqlStore {
 
     async fn list_candidates(
         &self,
-        user_id: &str,
+        owner: &Owner,
         role_id: Option<&str>,
         project_id: Option<&str>,
         status: CandidateStatus,
         limit: usize,
         offset: usize,
     ) -> Result<Vec<Candidate>, StoreError> {
-        let mut q = Query::new("SELECT * FROM candidates WHERE user_id = ? AND status = ?");
-        q.text(user_id).text(status.as_str());
+        let mut q = Query::new("SELECT * FROM candidates WHERE tenant_id = ? AND user_id = ? AND status = ?");
+        q.owner(owner).text(status.as_str());
         if let Some(role) = role_id {
             q.push(" AND role_id = ?").text(role);
         }
@@ -1066,11 +1127,12 @@ impl MemoryStore for SqlStore {
         self.fetch_all(&q).await?.iter().map(candidate_from_row).collect()
     }
 
-    async fn find_pending_candidate(&self, user_id: &str, content_key: &str) -> Result<Option<Candidate>, StoreError> {
+    async fn find_pending_candidate(&self, owner: &Owner, content_key: &str) -> Result<Option<Candidate>, StoreError> {
         let mut q = Query::new(
-            "SELECT * FROM candidates WHERE user_id = ? AND content_key = ? AND status = 'pending' ORDER BY created_at ASC LIMIT 1",
+            "SELECT * FROM candidates WHERE tenant_id = ? AND user_id = ? AND content_key = ? AND status = 'pending' \
+             ORDER BY created_at ASC LIMIT 1",
         );
-        q.text(user_id).text(content_key);
+        q.owner(owner).text(content_key);
         self.fetch_optional(&q)
             .await?
             .as_ref()
@@ -1078,21 +1140,21 @@ impl MemoryStore for SqlStore {
             .transpose()
     }
 
-    async fn get_plan(&self, user_id: &str) -> Result<Option<String>, StoreError> {
-        let mut q = Query::new("SELECT plan FROM user_plans WHERE user_id = ?");
-        q.text(user_id);
+    async fn get_plan(&self, owner: &Owner) -> Result<Option<String>, StoreError> {
+        let mut q = Query::new("SELECT plan FROM user_plans WHERE tenant_id = ? AND user_id = ?");
+        q.owner(owner);
         self.fetch_optional(&q)
             .await?
             .map(|row| row.try_get::<String, _>(0).map_err(backend_error))
             .transpose()
     }
 
-    async fn set_plan(&self, user_id: &str, plan: &str) -> Result<(), StoreError> {
+    async fn set_plan(&self, owner: &Owner, plan: &str) -> Result<(), StoreError> {
         let mut q = Query::new(
-            "INSERT INTO user_plans (user_id, plan, updated_at) VALUES (?, ?, ?) \
-             ON CONFLICT (user_id) DO UPDATE SET plan = excluded.plan, updated_at = excluded.updated_at",
+            "INSERT INTO user_plans (tenant_id, user_id, plan, updated_at) VALUES (?, ?, ?, ?) \
+             ON CONFLICT (tenant_id, user_id) DO UPDATE SET plan = excluded.plan, updated_at = excluded.updated_at",
         );
-        q.text(user_id).text(plan).int(ms(Utc::now()));
+        q.owner(owner).text(plan).int(ms(Utc::now()));
         self.execute(&q).await?;
         Ok(())
     }
@@ -1110,21 +1172,26 @@ impl MemoryStore for SqlStore {
             .collect()
     }
 
-    async fn list_users(&self) -> Result<Vec<String>, StoreError> {
-        let q = Query::new("SELECT DISTINCT user_id FROM memories ORDER BY user_id");
+    async fn list_users(&self) -> Result<Vec<Owner>, StoreError> {
+        let q = Query::new("SELECT DISTINCT tenant_id, user_id FROM memories ORDER BY tenant_id, user_id");
         self.fetch_all(&q)
             .await?
             .iter()
-            .map(|row| row.try_get::<String, _>(0).map_err(backend_error))
+            .map(|row| {
+                Ok(Owner::new(
+                    row.try_get::<String, _>(0).map_err(backend_error)?,
+                    row.try_get::<String, _>(1).map_err(backend_error)?,
+                ))
+            })
             .collect()
     }
 
-    async fn list_roles(&self, user_id: &str) -> Result<Vec<String>, StoreError> {
+    async fn list_roles(&self, owner: &Owner) -> Result<Vec<String>, StoreError> {
         let mut q = Query::new(
-            "SELECT role_id FROM memories WHERE user_id = ? \
-             UNION SELECT role_id FROM candidates WHERE user_id = ? ORDER BY 1",
+            "SELECT role_id FROM memories WHERE tenant_id = ? AND user_id = ? \
+             UNION SELECT role_id FROM candidates WHERE tenant_id = ? AND user_id = ? ORDER BY 1",
         );
-        q.text(user_id).text(user_id);
+        q.owner(owner).owner(owner);
         self.fetch_all(&q)
             .await?
             .iter()
@@ -1133,7 +1200,7 @@ impl MemoryStore for SqlStore {
     }
 }
 
-const ARTIFACT_COLUMNS: &str = "id, user_id, role_id, project_id, session_id, tool_call_id, tool_name, mime_type, \
+const ARTIFACT_COLUMNS: &str = "id, tenant_id, user_id, role_id, project_id, session_id, tool_call_id, tool_name, mime_type, \
     size_bytes, sha256, blob_key, path, line_count, kind, language, compact, metadata, created_at, expires_at";
 
 #[async_trait]
@@ -1141,9 +1208,10 @@ impl ArtifactStore for SqlStore {
     async fn insert_artifact(&self, a: &ArtifactRecord) -> Result<(), StoreError> {
         let mut q = Query::new(&format!(
             "INSERT INTO artifacts ({ARTIFACT_COLUMNS}) VALUES ({})",
-            vec!["?"; 19].join(", ")
+            vec!["?"; 20].join(", ")
         ));
         q.text(a.id.clone())
+            .text(a.tenant_id.clone())
             .text(a.user_id.clone())
             .arg(Arg::OptText(a.role_id.clone()))
             .arg(Arg::OptText(a.project_id.clone()))
@@ -1166,11 +1234,11 @@ impl ArtifactStore for SqlStore {
         Ok(())
     }
 
-    async fn get_artifact(&self, user_id: &str, id: &str) -> Result<Option<ArtifactRecord>, StoreError> {
+    async fn get_artifact(&self, owner: &Owner, id: &str) -> Result<Option<ArtifactRecord>, StoreError> {
         let mut q = Query::new(&format!(
-            "SELECT {ARTIFACT_COLUMNS} FROM artifacts WHERE user_id = ? AND id = ?"
+            "SELECT {ARTIFACT_COLUMNS} FROM artifacts WHERE tenant_id = ? AND user_id = ? AND id = ?"
         ));
-        q.text(user_id).text(id);
+        q.owner(owner).text(id);
         self.fetch_optional(&q)
             .await?
             .as_ref()
@@ -1180,14 +1248,15 @@ impl ArtifactStore for SqlStore {
 
     async fn find_artifact(
         &self,
-        user_id: &str,
+        owner: &Owner,
         session_id: &str,
         sha256: &str,
     ) -> Result<Option<ArtifactRecord>, StoreError> {
         let mut q = Query::new(&format!(
-            "SELECT {ARTIFACT_COLUMNS} FROM artifacts WHERE user_id = ? AND session_id = ? AND sha256 = ? ORDER BY created_at ASC LIMIT 1"
+            "SELECT {ARTIFACT_COLUMNS} FROM artifacts WHERE tenant_id = ? AND user_id = ? AND session_id = ? AND sha256 = ? \
+             ORDER BY created_at ASC LIMIT 1"
         ));
-        q.text(user_id).text(session_id).text(sha256);
+        q.owner(owner).text(session_id).text(sha256);
         self.fetch_optional(&q)
             .await?
             .as_ref()
@@ -1197,14 +1266,16 @@ impl ArtifactStore for SqlStore {
 
     async fn list_artifacts(
         &self,
-        user_id: &str,
+        owner: &Owner,
         session_id: Option<&str>,
         project_id: Option<&str>,
         limit: usize,
         offset: usize,
     ) -> Result<Vec<ArtifactRecord>, StoreError> {
-        let mut q = Query::new(&format!("SELECT {ARTIFACT_COLUMNS} FROM artifacts WHERE user_id = ?"));
-        q.text(user_id);
+        let mut q = Query::new(&format!(
+            "SELECT {ARTIFACT_COLUMNS} FROM artifacts WHERE tenant_id = ? AND user_id = ?"
+        ));
+        q.owner(owner);
         if let Some(session) = session_id {
             q.push(" AND session_id = ?").text(session);
         }
@@ -1217,12 +1288,12 @@ impl ArtifactStore for SqlStore {
         self.fetch_all(&q).await?.iter().map(artifact_from_row).collect()
     }
 
-    async fn delete_artifact(&self, user_id: &str, id: &str) -> Result<Option<ArtifactRecord>, StoreError> {
-        let Some(record) = self.get_artifact(user_id, id).await? else {
+    async fn delete_artifact(&self, owner: &Owner, id: &str) -> Result<Option<ArtifactRecord>, StoreError> {
+        let Some(record) = self.get_artifact(owner, id).await? else {
             return Ok(None);
         };
-        let mut q = Query::new("DELETE FROM artifacts WHERE user_id = ? AND id = ?");
-        q.text(user_id).text(id);
+        let mut q = Query::new("DELETE FROM artifacts WHERE tenant_id = ? AND user_id = ? AND id = ?");
+        q.owner(owner).text(id);
         if self.execute(&q).await? == 0 {
             return Ok(None);
         }
@@ -1243,15 +1314,15 @@ impl ArtifactStore for SqlStore {
     async fn expired_artifacts(
         &self,
         now: DateTime<Utc>,
-        user_id: Option<&str>,
+        owner: Option<&Owner>,
         limit: usize,
     ) -> Result<Vec<ArtifactRecord>, StoreError> {
         let mut q = Query::new(&format!(
             "SELECT {ARTIFACT_COLUMNS} FROM artifacts WHERE expires_at IS NOT NULL AND expires_at <= ?"
         ));
         q.int(ms(now));
-        if let Some(user) = user_id {
-            q.push(" AND user_id = ?").text(user);
+        if let Some(owner) = owner {
+            q.push(" AND tenant_id = ? AND user_id = ?").owner(owner);
         }
         q.push(" ORDER BY expires_at ASC LIMIT ?").int(limit as i64);
         self.fetch_all(&q).await?.iter().map(artifact_from_row).collect()
@@ -1269,21 +1340,21 @@ impl SessionStore for SqlStore {
         let result: Result<(u32, u32), StoreError> = async {
             let latest = messages.iter().map(|m| m.created_at).max().unwrap_or_else(Utc::now);
             let mut insert = Query::new(
-                "INSERT INTO sessions (user_id, session_id, role_id, project_id, message_count, last_message_at, summarized_until, ended, summary_requested) \
-                 VALUES (?, ?, ?, ?, 0, ?, -1, 0, 0) ON CONFLICT (user_id, session_id) DO NOTHING",
+                "INSERT INTO sessions (tenant_id, user_id, session_id, role_id, project_id, message_count, last_message_at, summarized_until, ended, summary_requested) \
+                 VALUES (?, ?, ?, ?, ?, 0, ?, -1, 0, 0) ON CONFLICT (tenant_id, user_id, session_id) DO NOTHING",
             );
             insert
-                .text(key.user_id.clone())
+                .owner(&key.owner())
                 .text(key.session_id.clone())
                 .text(key.role_id.clone())
                 .arg(Arg::OptText(key.project_id.clone()))
                 .int(ms(latest));
             self.tx_execute(&mut tx, &insert).await?;
             let mut read = Query::new(&format!(
-                "SELECT message_count FROM sessions WHERE user_id = ? AND session_id = ?{}",
+                "SELECT message_count FROM sessions WHERE tenant_id = ? AND user_id = ? AND session_id = ?{}",
                 self.for_update()
             ));
-            read.text(key.user_id.clone()).text(key.session_id.clone());
+            read.owner(&key.owner()).text(key.session_id.clone());
             let count = self
                 .tx_fetch_optional(&mut tx, &read)
                 .await?
@@ -1293,9 +1364,10 @@ impl SessionStore for SqlStore {
             let first = count.max(0) as u32;
             for (i, message) in messages.iter().enumerate() {
                 let mut q = Query::new(
-                    "INSERT INTO session_messages (user_id, session_id, idx, role, speaker, content, created_at) VALUES (?, ?, ?, ?, ?, ?, ?)",
+                    "INSERT INTO session_messages (tenant_id, user_id, session_id, idx, role, speaker, content, created_at) \
+                     VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
                 );
-                q.text(key.user_id.clone())
+                q.owner(&key.owner())
                     .text(key.session_id.clone())
                     .int(i64::from(first) + i as i64)
                     .text(message.role.clone())
@@ -1306,12 +1378,12 @@ impl SessionStore for SqlStore {
             }
             let total = first + messages.len() as u32;
             let mut update = Query::new(
-                "UPDATE sessions SET message_count = ?, last_message_at = ?, ended = 0 WHERE user_id = ? AND session_id = ?",
+                "UPDATE sessions SET message_count = ?, last_message_at = ?, ended = 0 WHERE tenant_id = ? AND user_id = ? AND session_id = ?",
             );
             update
                 .int(i64::from(total))
                 .int(ms(latest))
-                .text(key.user_id.clone())
+                .owner(&key.owner())
                 .text(key.session_id.clone());
             self.tx_execute(&mut tx, &update).await?;
             Ok((first, total))
@@ -1331,16 +1403,16 @@ impl SessionStore for SqlStore {
 
     async fn get_messages(
         &self,
-        user_id: &str,
+        owner: &Owner,
         session_id: &str,
         from: u32,
         to: u32,
     ) -> Result<Vec<Message>, StoreError> {
         let mut q = Query::new(
             "SELECT idx, role, speaker, content, created_at FROM session_messages \
-             WHERE user_id = ? AND session_id = ? AND idx >= ? AND idx <= ? ORDER BY idx ASC",
+             WHERE tenant_id = ? AND user_id = ? AND session_id = ? AND idx >= ? AND idx <= ? ORDER BY idx ASC",
         );
-        q.text(user_id).text(session_id).int(i64::from(from)).int(i64::from(to));
+        q.owner(owner).text(session_id).int(i64::from(from)).int(i64::from(to));
         self.fetch_all(&q)
             .await?
             .iter()
@@ -1356,9 +1428,9 @@ impl SessionStore for SqlStore {
             .collect()
     }
 
-    async fn get_session(&self, user_id: &str, session_id: &str) -> Result<Option<SessionRecord>, StoreError> {
-        let mut q = Query::new("SELECT * FROM sessions WHERE user_id = ? AND session_id = ?");
-        q.text(user_id).text(session_id);
+    async fn get_session(&self, owner: &Owner, session_id: &str) -> Result<Option<SessionRecord>, StoreError> {
+        let mut q = Query::new("SELECT * FROM sessions WHERE tenant_id = ? AND user_id = ? AND session_id = ?");
+        q.owner(owner).text(session_id);
         self.fetch_optional(&q)
             .await?
             .as_ref()
@@ -1368,7 +1440,7 @@ impl SessionStore for SqlStore {
 
     async fn flag_session(
         &self,
-        user_id: &str,
+        owner: &Owner,
         session_id: &str,
         ended: Option<bool>,
         summary_requested: Option<bool>,
@@ -1387,10 +1459,10 @@ impl SessionStore for SqlStore {
             return Ok(());
         }
         q.sql = format!(
-            "UPDATE sessions SET {} WHERE user_id = ? AND session_id = ?",
+            "UPDATE sessions SET {} WHERE tenant_id = ? AND user_id = ? AND session_id = ?",
             sets.join(", ")
         );
-        q.text(user_id).text(session_id);
+        q.owner(owner).text(session_id);
         if self.execute(&q).await? == 0 {
             return Err(StoreError::NotFound(format!("session {session_id:?}")));
         }
@@ -1416,10 +1488,10 @@ impl SessionStore for SqlStore {
         let result: Result<(), StoreError> = async {
             if let Some(expected) = expected_end {
                 let mut read = Query::new(&format!(
-                    "SELECT trajectory_end FROM session_summaries WHERE user_id = ? AND session_id = ?{}",
+                    "SELECT trajectory_end FROM session_summaries WHERE tenant_id = ? AND user_id = ? AND session_id = ?{}",
                     self.for_update()
                 ));
-                read.text(s.user_id.clone()).text(s.session_id.clone());
+                read.owner(&s.owner()).text(s.session_id.clone());
                 let current = self
                     .tx_fetch_optional(&mut tx, &read)
                     .await?
@@ -1435,15 +1507,16 @@ impl SessionStore for SqlStore {
                 }
             }
             let mut q = Query::new(
-                "INSERT INTO session_summaries (id, user_id, role_id, project_id, session_id, goal, constraints, decisions, progress, artifacts, next_actions, risks, open_questions, trajectory_start, trajectory_end, language, engine, created_at, updated_at) \
-                 VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) \
-                 ON CONFLICT (user_id, session_id) DO UPDATE SET role_id = excluded.role_id, project_id = excluded.project_id, goal = excluded.goal, \
+                "INSERT INTO session_summaries (id, tenant_id, user_id, role_id, project_id, session_id, goal, constraints, decisions, progress, artifacts, next_actions, risks, open_questions, trajectory_start, trajectory_end, language, engine, created_at, updated_at) \
+                 VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) \
+                 ON CONFLICT (tenant_id, user_id, session_id) DO UPDATE SET role_id = excluded.role_id, project_id = excluded.project_id, goal = excluded.goal, \
                  constraints = excluded.constraints, decisions = excluded.decisions, progress = excluded.progress, artifacts = excluded.artifacts, \
                  next_actions = excluded.next_actions, risks = excluded.risks, open_questions = excluded.open_questions, \
                  trajectory_start = excluded.trajectory_start, trajectory_end = excluded.trajectory_end, language = excluded.language, \
                  engine = excluded.engine, updated_at = excluded.updated_at",
             );
             q.text(s.id.clone())
+                .text(s.tenant_id.clone())
                 .text(s.user_id.clone())
                 .text(s.role_id.clone())
                 .arg(Arg::OptText(s.project_id.clone()))
@@ -1464,11 +1537,12 @@ impl SessionStore for SqlStore {
                 .int(ms(s.updated_at));
             self.tx_execute(&mut tx, &q).await?;
             let mut session = Query::new(
-                "UPDATE sessions SET summarized_until = ?, summary_requested = 0 WHERE user_id = ? AND session_id = ? AND summarized_until < ?",
+                "UPDATE sessions SET summarized_until = ?, summary_requested = 0 \
+                 WHERE tenant_id = ? AND user_id = ? AND session_id = ? AND summarized_until < ?",
             );
             session
                 .int(i64::from(s.trajectory_end))
-                .text(s.user_id.clone())
+                .owner(&s.owner())
                 .text(s.session_id.clone())
                 .int(i64::from(s.trajectory_end));
             self.tx_execute(&mut tx, &session).await?;
@@ -1484,9 +1558,10 @@ impl SessionStore for SqlStore {
         }
     }
 
-    async fn get_summary(&self, user_id: &str, session_id: &str) -> Result<Option<SummaryRecord>, StoreError> {
-        let mut q = Query::new("SELECT * FROM session_summaries WHERE user_id = ? AND session_id = ?");
-        q.text(user_id).text(session_id);
+    async fn get_summary(&self, owner: &Owner, session_id: &str) -> Result<Option<SummaryRecord>, StoreError> {
+        let mut q =
+            Query::new("SELECT * FROM session_summaries WHERE tenant_id = ? AND user_id = ? AND session_id = ?");
+        q.owner(owner).text(session_id);
         self.fetch_optional(&q)
             .await?
             .as_ref()
@@ -1496,13 +1571,13 @@ impl SessionStore for SqlStore {
 
     async fn list_summaries(
         &self,
-        user_id: &str,
+        owner: &Owner,
         project_id: Option<&str>,
         exclude_role: Option<&str>,
         limit: usize,
     ) -> Result<Vec<SummaryRecord>, StoreError> {
-        let mut q = Query::new("SELECT * FROM session_summaries WHERE user_id = ?");
-        q.text(user_id);
+        let mut q = Query::new("SELECT * FROM session_summaries WHERE tenant_id = ? AND user_id = ?");
+        q.owner(owner);
         if let Some(project) = project_id {
             q.push(" AND project_id = ?").text(project);
         }
@@ -1514,7 +1589,7 @@ impl SessionStore for SqlStore {
     }
 }
 
-const JOB_COLUMNS: &str = "id, kind, user_id, session_id, payload, status, attempts, max_attempts, last_error, \
+const JOB_COLUMNS: &str = "id, kind, tenant_id, user_id, session_id, payload, status, attempts, max_attempts, last_error, \
     run_after, lease_until, dedupe_key, created_at, updated_at";
 
 #[async_trait]
@@ -1529,10 +1604,11 @@ impl JobStore for SqlStore {
         }
         let mut q = Query::new(&format!(
             "INSERT INTO jobs ({JOB_COLUMNS}) VALUES ({})",
-            vec!["?"; 14].join(", ")
+            vec!["?"; 15].join(", ")
         ));
         q.text(job.id.clone())
             .text(job.kind.clone())
+            .text(job.tenant_id.clone())
             .text(job.user_id.clone())
             .arg(Arg::OptText(job.session_id.clone()))
             .text(job.payload.clone())
@@ -1645,14 +1721,16 @@ impl JobStore for SqlStore {
 
     async fn list_jobs(
         &self,
-        user_id: &str,
+        owner: &Owner,
         session_id: Option<&str>,
         status: Option<JobStatus>,
         limit: usize,
         offset: usize,
     ) -> Result<Vec<JobRecord>, StoreError> {
-        let mut q = Query::new(&format!("SELECT {JOB_COLUMNS} FROM jobs WHERE user_id = ?"));
-        q.text(user_id);
+        let mut q = Query::new(&format!(
+            "SELECT {JOB_COLUMNS} FROM jobs WHERE tenant_id = ? AND user_id = ?"
+        ));
+        q.owner(owner);
         if let Some(session) = session_id {
             q.push(" AND session_id = ?").text(session);
         }

@@ -51,13 +51,14 @@ use qdrant_edge::external::ordered_float::OrderedFloat;
 use qdrant_edge::{
     BoolIndexParams, Condition, CountRequest, CreateIndex, Distance, EdgeConfig, EdgeConfigBuilder, EdgeShard,
     EdgeSparseVectorParamsBuilder, EdgeVectorParamsBuilder, FieldCondition, FieldIndexOperations, Filter,
-    HasIdCondition, IntegerIndexParams, JsonPath, KeywordIndexParams, Match, Modifier, NamedQuery, OperationError,
-    Payload, PayloadFieldSchema, PayloadOps, PayloadSchemaParams, PointId, PointInsertOperations, PointOperations,
-    PointStructPersisted, QueryEnum, Range, ScoredPoint, ScrollRequest, SearchRequest, SetPayloadOp, UpdateOperation,
-    ValueVariants, VectorInternal, VectorPersisted, VectorStructPersisted, WithPayloadInterface, WithVector,
+    HasIdCondition, IntegerIndexParams, IsEmptyCondition, JsonPath, KeywordIndexParams, Match, Modifier, NamedQuery,
+    OperationError, Payload, PayloadFieldSchema, PayloadOps, PayloadSchemaParams, PointId, PointInsertOperations,
+    PointOperations, PointStructPersisted, QueryEnum, Range, ScoredPoint, ScrollRequest, SearchRequest, SetPayloadOp,
+    UpdateOperation, ValueVariants, VectorInternal, VectorPersisted, VectorStructPersisted, WithPayloadInterface,
+    WithVector,
 };
 use serde_json::{Map, Value};
-use thinkus_common::model::MemoryStatus;
+use thinkus_common::model::{DEFAULT_TENANT, MemoryStatus, Owner};
 
 use super::{
     DENSE_VECTOR, IndexedPoint, MemoryFilter, SPARSE_VECTOR, SparseVector, VectorError, VectorHit, VectorIndex,
@@ -67,6 +68,9 @@ use crate::filter::Plan;
 
 /// Payload keys shared by both backends, so a filter means the same thing in each.
 pub(super) mod field {
+    /// The owner's tenant; points written before tenancy have none until `ensure_ready`
+    /// gives them [`thinkus_common::model::DEFAULT_TENANT`].
+    pub const TENANT_ID: &str = "tenant_id";
     pub const USER_ID: &str = "user_id";
     pub const ROLE_ID: &str = "role_id";
     /// `true` for cross-project memories (no project id).
@@ -81,13 +85,23 @@ pub(super) mod field {
     pub const OCCURRED_AT_MS: &str = "occurred_at_ms";
     pub const TAGS: &str = "tags";
 
-    /// Keyword-indexed fields other than the tenant field.
-    pub const KEYWORDS: [&str; 7] = [ROLE_ID, PROJECT_ID, SESSION_ID, MEMORY_TYPE, VISIBILITY, STATUS, TAGS];
+    /// Keyword-indexed fields other than the user field (the tenant index of the backends).
+    pub const KEYWORDS: [&str; 8] = [
+        TENANT_ID,
+        ROLE_ID,
+        PROJECT_ID,
+        SESSION_ID,
+        MEMORY_TYPE,
+        VISIBILITY,
+        STATUS,
+        TAGS,
+    ];
 
     /// The payload key of a field of a plan.
     pub fn key(field: crate::filter::Field) -> &'static str {
         use crate::filter::Field;
         match field {
+            Field::Tenant => TENANT_ID,
             Field::User => USER_ID,
             Field::Role => ROLE_ID,
             Field::Project => PROJECT_ID,
@@ -403,6 +417,8 @@ impl VectorIndex for EdgeIndex {
             for operation in payload_index_operations() {
                 shard.update(operation).map_err(from_edge)?;
             }
+            // Points written before tenancy belong to the default tenant, as their rows do.
+            shard.update(default_tenant_operation()).map_err(from_edge)?;
             Ok(())
         })
         .await
@@ -464,8 +480,8 @@ impl VectorIndex for EdgeIndex {
         Ok(())
     }
 
-    async fn delete_user(&self, user_id: &str) -> Result<(), VectorError> {
-        let filter = Filter::new_must(keyword(field::USER_ID, user_id));
+    async fn delete_user(&self, owner: &Owner) -> Result<(), VectorError> {
+        let filter = owner_filter(owner);
         self.update(vec![UpdateOperation::PointOperation(
             PointOperations::DeletePointsByFilter(filter),
         )])
@@ -504,8 +520,8 @@ impl VectorIndex for EdgeIndex {
             .await
     }
 
-    async fn count(&self, user_id: Option<&str>) -> Result<u64, VectorError> {
-        let filter = user_id.map(|user| Filter::new_must(keyword(field::USER_ID, user)));
+    async fn count(&self, owner: Option<&Owner>) -> Result<u64, VectorError> {
+        let filter = owner.map(owner_filter);
         self.blocking(move |_, shard| {
             let count = shard.count(CountRequest { filter, exact: true }).map_err(from_edge)?;
             Ok(count as u64)
@@ -513,8 +529,8 @@ impl VectorIndex for EdgeIndex {
         .await
     }
 
-    async fn list_ids(&self, user_id: &str) -> Result<Vec<String>, VectorError> {
-        let filter = Filter::new_must(keyword(field::USER_ID, user_id));
+    async fn list_ids(&self, owner: &Owner) -> Result<Vec<String>, VectorError> {
+        let filter = owner_filter(owner);
         self.blocking(move |_, shard| {
             let mut ids = Vec::new();
             let mut offset = None;
@@ -594,6 +610,31 @@ fn check_config(config: &EdgeConfig, dim: usize) -> Result<(), VectorError> {
         )));
     }
     Ok(())
+}
+
+/// Every point of an owner.
+fn owner_filter(owner: &Owner) -> Filter {
+    Filter {
+        must: Some(vec![
+            keyword(field::TENANT_ID, &owner.tenant_id),
+            keyword(field::USER_ID, &owner.user_id),
+        ]),
+        ..Filter::new()
+    }
+}
+
+/// Gives the points without a tenant (written before tenancy) the default tenant.
+fn default_tenant_operation() -> UpdateOperation {
+    let mut payload = Map::new();
+    payload.insert(field::TENANT_ID.into(), Value::from(DEFAULT_TENANT));
+    UpdateOperation::PayloadOperation(PayloadOps::SetPayload(SetPayloadOp {
+        payload: Payload(payload),
+        points: None,
+        filter: Some(Filter::new_must(Condition::IsEmpty(IsEmptyCondition::from(path(
+            field::TENANT_ID,
+        ))))),
+        key: None,
+    }))
 }
 
 fn payload_index_operations() -> Vec<UpdateOperation> {
@@ -689,6 +730,7 @@ fn point_struct(point: &IndexedPoint, dim: usize) -> Result<PointStructPersisted
 /// The payload of a point; both backends store the same one.
 pub(super) fn payload(point: &IndexedPoint) -> Map<String, Value> {
     let mut payload = Map::new();
+    payload.insert(field::TENANT_ID.into(), Value::from(point.tenant_id.as_str()));
     payload.insert(field::USER_ID.into(), Value::from(point.user_id.as_str()));
     payload.insert(field::ROLE_ID.into(), Value::from(point.role_id.as_str()));
     payload.insert(field::CROSS_PROJECT.into(), Value::from(point.project_id.is_none()));
@@ -886,12 +928,53 @@ mod tests {
         assert_eq!(hits[0].id, points[5].id, "sparse vectors survive a reopen");
     }
 
+    /// Points written before tenancy have no tenant in their payload: `ensure_ready` gives
+    /// them the default tenant, as the migration does to their rows.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn points_without_a_tenant_join_the_default_tenant() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let index = EdgeIndex::open(dir.path()).expect("open");
+        index.ensure_ready(conformance::DIM).await.expect("ready");
+        let owner = Owner::new(DEFAULT_TENANT, "pre-tenancy");
+        let point = conformance::sample_points(&owner, 1).remove(0);
+        let mut old = point_struct(&point, conformance::DIM).expect("point");
+        if let Some(payload) = old.payload.as_mut() {
+            payload.0.remove(field::TENANT_ID);
+        }
+        index
+            .update(vec![UpdateOperation::PointOperation(PointOperations::UpsertPoints(
+                PointInsertOperations::PointsList(vec![old]),
+            ))])
+            .await
+            .expect("an old point");
+        assert_eq!(
+            index.count(Some(&owner)).await.expect("count"),
+            0,
+            "without a tenant the point matches no owner"
+        );
+        index.ensure_ready(conformance::DIM).await.expect("ready again");
+        assert_eq!(index.count(Some(&owner)).await.expect("count"), 1);
+        let hits = index
+            .search_dense(&point.dense, &MemoryFilter::user(&owner), 1)
+            .await
+            .expect("search");
+        assert_eq!(hits.first().map(|h| h.id.clone()), Some(point.id.clone()));
+        assert_eq!(
+            index
+                .count(Some(&Owner::new("acme", "pre-tenancy")))
+                .await
+                .expect("count"),
+            0,
+            "the same user id in another tenant does not get it"
+        );
+    }
+
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn a_new_directory_needs_ensure_ready() {
         let dir = tempfile::tempdir().expect("tempdir");
         let index = EdgeIndex::open(dir.path()).expect("open");
         assert!(matches!(index.count(None).await, Err(VectorError::Unavailable(_))));
-        let points = conformance::sample_points("u", 1);
+        let points = conformance::sample_points(&conformance::unique_user("u"), 1);
         assert!(matches!(index.upsert(points).await, Err(VectorError::Unavailable(_))));
         assert!(matches!(index.ensure_ready(0).await, Err(VectorError::Invalid(_))));
         index.ensure_ready(conformance::DIM).await.expect("ready");
@@ -980,12 +1063,12 @@ mod tests {
         let index = EdgeIndex::open(Path::new(&dir)).expect("open");
         index.ensure_ready(conformance::DIM).await.expect("ready");
         index
-            .upsert(conformance::sample_points("flushed", 10))
+            .upsert(conformance::sample_points(&Owner::new("conformance", "flushed"), 10))
             .await
             .expect("upsert");
         index.flush().await.expect("flush");
         index
-            .upsert(conformance::sample_points("unflushed", 10))
+            .upsert(conformance::sample_points(&Owner::new("conformance", "unflushed"), 10))
             .await
             .expect("upsert");
         // Ends the process without running destructors, as a crash would: nothing flushes
@@ -1014,19 +1097,32 @@ mod tests {
             let index = EdgeIndex::open(dir.path()).expect("reopen after the crash");
             index.ensure_ready(conformance::DIM).await.expect("ready");
             assert_eq!(
-                index.count(Some("flushed")).await.expect("count"),
+                index
+                    .count(Some(&Owner::new("conformance", "flushed")))
+                    .await
+                    .expect("count"),
                 10,
                 "writes flushed before a crash survive it"
             );
-            let unflushed = index.count(Some("unflushed")).await.expect("count");
+            let unflushed = index
+                .count(Some(&Owner::new("conformance", "unflushed")))
+                .await
+                .expect("count");
             let _ = writeln!(
                 std::io::stderr(),
                 "edge durability: {unflushed}/10 unflushed writes survived a crash"
             );
             // Whatever survived is consistent: each point finds itself.
-            for point in conformance::sample_points("flushed", 10).iter().take(3) {
+            for point in conformance::sample_points(&Owner::new("conformance", "flushed"), 10)
+                .iter()
+                .take(3)
+            {
                 let hits = index
-                    .search_dense(&point.dense, &MemoryFilter::user("flushed"), 1)
+                    .search_dense(
+                        &point.dense,
+                        &MemoryFilter::user(&Owner::new("conformance", "flushed")),
+                        1,
+                    )
                     .await
                     .expect("search");
                 assert!(
@@ -1101,6 +1197,7 @@ mod tests {
             let rng = &mut self.rng;
             IndexedPoint {
                 id: conformance::new_id(),
+                tenant_id: "bench".into(),
                 user_id: user.to_string(),
                 role_id: rng.pick(&["cto", "cfo", "designer"]).to_string(),
                 project_id: rng
@@ -1136,7 +1233,7 @@ mod tests {
         }
 
         fn reader_filter(&mut self, user: &str) -> MemoryFilter {
-            let mut filter = MemoryFilter::user(user);
+            let mut filter = MemoryFilter::user(&Owner::new("bench", user));
             filter.reader = Some(Reader {
                 role_id: self.rng.pick(&["cto", "cfo", "designer"]).to_string(),
                 project_id: Some(format!("p{}", 1 + self.rng.below(5))),
@@ -1201,7 +1298,7 @@ mod tests {
 
                 if i % 10 == 0 {
                     let target = &stored[corpus.rng.below(stored.len())];
-                    let mut own = MemoryFilter::user(&target.user_id);
+                    let mut own = MemoryFilter::user(&Owner::new("bench", target.user_id.clone()));
                     own.statuses = MemoryStatus::ALL.to_vec();
                     let hits = index.search_dense(&target.dense, &own, 1).await.expect("dense");
                     tried_self += 1;

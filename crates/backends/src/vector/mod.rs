@@ -12,7 +12,7 @@ pub mod qdrant;
 use std::fmt::Debug;
 
 use async_trait::async_trait;
-use thinkus_common::model::{MemoryStatus, MemoryType, Visibility};
+use thinkus_common::model::{MemoryStatus, MemoryType, Owner, Visibility};
 
 pub use crate::filter::{Layers, MemoryFilter, Reader};
 pub use bm25::{Bm25Encoder, SparseVector};
@@ -40,6 +40,8 @@ pub enum VectorError {
 pub struct IndexedPoint {
     /// The memory id (`mem_` + 32 hex digits); the point id is its UUID.
     pub id: String,
+    /// The owner's tenant.
+    pub tenant_id: String,
     pub user_id: String,
     pub role_id: String,
     /// `None` for cross-project memories.
@@ -60,6 +62,7 @@ impl IndexedPoint {
     pub fn from_memory(memory: &thinkus_common::model::Memory, dense: Vec<f32>, sparse: SparseVector) -> Self {
         Self {
             id: memory.id.clone(),
+            tenant_id: memory.scope.tenant_id.clone(),
             user_id: memory.scope.user_id.clone(),
             role_id: memory.scope.role_id.clone(),
             project_id: memory.scope.project_id.clone(),
@@ -101,8 +104,8 @@ pub trait VectorIndex: Send + Sync + Debug {
     /// Deletes points; unknown ids are ignored.
     async fn delete(&self, ids: &[String]) -> Result<(), VectorError>;
 
-    /// Deletes every point of a user (before a rebuild).
-    async fn delete_user(&self, user_id: &str) -> Result<(), VectorError>;
+    /// Deletes every point of an owner (before a rebuild, at an erasure).
+    async fn delete_user(&self, owner: &Owner) -> Result<(), VectorError>;
 
     /// Nearest neighbours of a dense query vector, best first, cosine similarity scores.
     async fn search_dense(
@@ -120,11 +123,11 @@ pub trait VectorIndex: Send + Sync + Debug {
         limit: usize,
     ) -> Result<Vec<VectorHit>, VectorError>;
 
-    /// Points of one user, or of all users.
-    async fn count(&self, user_id: Option<&str>) -> Result<u64, VectorError>;
+    /// Points of one owner, or of all.
+    async fn count(&self, owner: Option<&Owner>) -> Result<u64, VectorError>;
 
-    /// Every memory id of a user in the index (for reconciliation with the relational store).
-    async fn list_ids(&self, user_id: &str) -> Result<Vec<String>, VectorError>;
+    /// Every memory id of an owner in the index (for reconciliation with the relational store).
+    async fn list_ids(&self, owner: &Owner) -> Result<Vec<String>, VectorError>;
 
     /// Makes everything written so far durable.
     async fn flush(&self) -> Result<(), VectorError>;

@@ -26,7 +26,7 @@ use qdrant_client::qdrant::{
     VectorInput, VectorParamsBuilder, VectorsConfigBuilder,
 };
 use qdrant_client::{Payload, Qdrant, QdrantError};
-use thinkus_common::model::MemoryStatus;
+use thinkus_common::model::{DEFAULT_TENANT, MemoryStatus, Owner};
 
 use super::edge::{check_dense, check_sparse, field, payload};
 use super::{
@@ -230,8 +230,26 @@ impl QdrantIndex {
         Ok(hits(response.result))
     }
 
-    fn user_filter(user_id: &str) -> Filter {
-        Filter::must([keyword(field::USER_ID, user_id)])
+    fn owner_filter(owner: &Owner) -> Filter {
+        Filter::must([
+            keyword(field::TENANT_ID, &owner.tenant_id),
+            keyword(field::USER_ID, &owner.user_id),
+        ])
+    }
+
+    /// Gives the points without a tenant (written before tenancy) the default tenant.
+    async fn adopt_untenanted_points(&self) -> Result<(), VectorError> {
+        let mut payload = Payload::new();
+        payload.insert(field::TENANT_ID, DEFAULT_TENANT);
+        self.client
+            .set_payload(
+                SetPayloadPointsBuilder::new(self.collection.as_str(), payload)
+                    .points_selector(Filter::must([Condition::is_empty(field::TENANT_ID)]))
+                    .wait(true),
+            )
+            .await
+            .map_err(from_client)?;
+        Ok(())
     }
 }
 
@@ -264,6 +282,7 @@ impl VectorIndex for QdrantIndex {
         };
         let dim = check_collection(&info, Some(dim))?;
         self.create_payload_indexes().await?;
+        self.adopt_untenanted_points().await?;
         let _ = self.dim.set(dim);
         Ok(())
     }
@@ -324,11 +343,11 @@ impl VectorIndex for QdrantIndex {
         Ok(())
     }
 
-    async fn delete_user(&self, user_id: &str) -> Result<(), VectorError> {
+    async fn delete_user(&self, owner: &Owner) -> Result<(), VectorError> {
         self.client
             .delete_points(
                 DeletePointsBuilder::new(self.collection.as_str())
-                    .points(Self::user_filter(user_id))
+                    .points(Self::owner_filter(owner))
                     .wait(true),
             )
             .await
@@ -366,21 +385,21 @@ impl VectorIndex for QdrantIndex {
         .await
     }
 
-    async fn count(&self, user_id: Option<&str>) -> Result<u64, VectorError> {
+    async fn count(&self, owner: Option<&Owner>) -> Result<u64, VectorError> {
         let mut request = CountPointsBuilder::new(self.collection.as_str()).exact(true);
-        if let Some(user) = user_id {
-            request = request.filter(Self::user_filter(user));
+        if let Some(owner) = owner {
+            request = request.filter(Self::owner_filter(owner));
         }
         let response = self.client.count(request).await.map_err(from_client)?;
         Ok(response.result.map_or(0, |result| result.count))
     }
 
-    async fn list_ids(&self, user_id: &str) -> Result<Vec<String>, VectorError> {
+    async fn list_ids(&self, owner: &Owner) -> Result<Vec<String>, VectorError> {
         let mut ids = Vec::new();
         let mut offset: Option<PointId> = None;
         loop {
             let mut request = ScrollPointsBuilder::new(self.collection.as_str())
-                .filter(Self::user_filter(user_id))
+                .filter(Self::owner_filter(owner))
                 .limit(SCROLL_PAGE)
                 .with_payload(false)
                 .with_vectors(false);
@@ -770,26 +789,30 @@ mod tests {
 
     #[test]
     fn a_user_filter_translates_to_tenant_and_status() {
-        let filter = qdrant_filter(&MemoryFilter::user("user with space")).expect("matchable");
+        let filter = qdrant_filter(&MemoryFilter::user(&Owner::new("t1", "user with space"))).expect("matchable");
         assert!(filter.should.is_empty() && filter.must_not.is_empty());
-        assert_eq!(filter.must.len(), 2);
+        assert_eq!(filter.must.len(), 3);
         assert_eq!(
             match_of(&filter.must[0]),
-            (field::USER_ID, &MatchValue::Keyword("user with space".into())),
-            "the tenant is an exact keyword even with spaces"
+            (field::TENANT_ID, &MatchValue::Keyword("t1".into()))
         );
         assert_eq!(
             match_of(&filter.must[1]),
+            (field::USER_ID, &MatchValue::Keyword("user with space".into())),
+            "the user is an exact keyword even with spaces"
+        );
+        assert_eq!(
+            match_of(&filter.must[2]),
             (field::STATUS, &MatchValue::Keyword("active".into()))
         );
-        let statuses = MemoryFilter::any_status("u1");
+        let statuses = MemoryFilter::any_status(&Owner::new("t1", "u1"));
         let filter = qdrant_filter(&statuses).expect("matchable");
-        assert!(matches!(match_of(&filter.must[1]), (field::STATUS, MatchValue::Keywords(k)) if k.strings.len() == 5));
+        assert!(matches!(match_of(&filter.must[2]), (field::STATUS, MatchValue::Keywords(k)) if k.strings.len() == 5));
     }
 
     #[test]
     fn every_condition_translates() {
-        let mut filter = MemoryFilter::user("u1");
+        let mut filter = MemoryFilter::user(&Owner::new("t1", "u1"));
         filter.types = vec![MemoryType::Risk];
         filter.visibilities = vec![Visibility::Global];
         filter.session_id = Some("s1".into());
@@ -813,6 +836,7 @@ mod tests {
         assert_eq!(
             keys,
             [
+                field::TENANT_ID,
                 field::USER_ID,
                 field::STATUS,
                 field::MEMORY_TYPE,
@@ -823,7 +847,7 @@ mod tests {
                 field::TAGS
             ]
         );
-        let range = field_condition(&translated.must[5]).range.expect("a range condition");
+        let range = field_condition(&translated.must[6]).range.expect("a range condition");
         assert_eq!(
             (range.gte, range.lt, range.gt, range.lte),
             (Some(1_000.0), Some(2_000.0), None, None),
@@ -858,7 +882,7 @@ mod tests {
         assert_eq!(branches(reader(Some("p1"), Layers::CrossProject)), Some(1));
         assert_eq!(branches(reader(None, Layers::Both)), Some(2));
         assert_eq!(branches(reader(None, Layers::Project)), None, "nothing can match");
-        let mut filter = MemoryFilter::user("u1");
+        let mut filter = MemoryFilter::user(&Owner::new("t1", "u1"));
         filter.statuses.clear();
         assert!(qdrant_filter(&filter).is_none(), "no status matches nothing");
     }
@@ -917,6 +941,7 @@ mod tests {
         let tags = ["infra", "cost", "design"];
         let points: Vec<IndexedPoint> = (0..300)
             .map(|_| IndexedPoint {
+                tenant_id: rng.pick(&["t1", "t2"]).to_string(),
                 user_id: rng.pick(&["u1", "u2"]).to_string(),
                 role_id: rng.pick(&roles).to_string(),
                 project_id: rng.pick(&projects).map(str::to_string),
@@ -926,13 +951,14 @@ mod tests {
                 status: *rng.pick(MemoryStatus::ALL),
                 occurred_at_ms: 1_700_000_000_000 + rng.below(100) as i64,
                 tags: rng.subset(&tags).into_iter().map(str::to_string).collect(),
-                ..conformance::base_point("u1")
+                ..conformance::base_point(&Owner::new("t1", "u1"))
             })
             .collect();
         let mut checked = 0;
         let mut accepted = BTreeSet::new();
         for _ in 0..2_000 {
-            let mut filter = MemoryFilter::user(*rng.pick(&["u1", "u2"]));
+            let owners = [Owner::new("t1", "u1"), Owner::new("t1", "u2"), Owner::new("t2", "u1")];
+            let mut filter = MemoryFilter::user(rng.pick(&owners));
             filter.statuses = rng.subset(MemoryStatus::ALL);
             if rng.chance(70) {
                 filter.reader = Some(Reader {
@@ -988,7 +1014,7 @@ mod tests {
         let point = IndexedPoint {
             tags: vec!["a".into(), "b".into()],
             project_id: None,
-            ..conformance::base_point("u1")
+            ..conformance::base_point(&Owner::new("t1", "u1"))
         };
         let built = point_struct(&point, conformance::DIM).expect("point");
         let payload = built.payload;

@@ -110,12 +110,7 @@ pub async fn run(config: Config, data: &Path, data_dir: Option<PathBuf>) -> anyh
         ..config.artifact.clone()
     };
     let service = ArtifactService::new(artifact_config, store, blobs, None, tokens);
-    let scope = Scope {
-        user_id: "bench".into(),
-        role_id: "cto".into(),
-        project_id: None,
-        session_id: Some("bench-session".into()),
-    };
+    let scope = Scope::new("bench", "cto").with_session("bench-session");
 
     let files = files_under(data)?;
     anyhow::ensure!(!files.is_empty(), "no file under {}", data.display());

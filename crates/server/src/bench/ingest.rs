@@ -12,7 +12,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
 use serde_json::json;
-use thinkus_common::model::{MemoryType, Scope};
+use thinkus_common::model::{DEFAULT_TENANT, MemoryType, Owner, Scope};
 use thinkus_knowledge_manager::KnowledgeManager;
 use thinkus_knowledge_manager::api::{KnowledgeApi, MemoryDraft, RememberRequest, WriteOutcome};
 
@@ -159,7 +159,11 @@ pub async fn run(mut config: Config, n: usize, data_dir: Option<PathBuf>) -> any
     ));
     for user in 0..USERS {
         // Unlimited quota: the bench measures writing, not the quota's refusals.
-        km.set_plan(format!("bench-user-{user}"), "enterprise".into()).await?;
+        km.set_plan(
+            Owner::new(DEFAULT_TENANT, format!("bench-user-{user}")),
+            "enterprise".into(),
+        )
+        .await?;
     }
     say(format!(
         "ingest: {n} memories, {WRITERS} concurrent writers, state in {}, embedder {embedder_name}",

@@ -23,7 +23,7 @@ use serde_json::json;
 use thinkus_backends::embed::normalize;
 use thinkus_backends::sql::{MemoryStore, WriteBatch};
 use thinkus_backends::vector::{Bm25Encoder, IndexedPoint, MemoryFilter, Reader};
-use thinkus_common::model::{Language, Memory, MemorySource, MemoryStatus, MemoryType, Scope};
+use thinkus_common::model::{DEFAULT_TENANT, Language, Memory, MemorySource, MemoryStatus, MemoryType, Owner, Scope};
 use thinkus_proto::retriever::RecallRequest;
 use thinkus_proto::retriever::retriever_service_client::RetrieverServiceClient;
 use tokio_util::sync::CancellationToken;
@@ -341,8 +341,7 @@ async fn measure(mut config: Config, shape: Shape, queries: usize) -> anyhow::Re
                 scope: Some(thinkus_proto::common::Scope {
                     user_id: user.clone(),
                     role_id: ROLE.into(),
-                    project_id: String::new(),
-                    session_id: String::new(),
+                    ..Default::default()
                 }),
                 query: text.clone(),
                 limit: 10,
@@ -378,7 +377,7 @@ async fn measure(mut config: Config, shape: Shape, queries: usize) -> anyhow::Re
                 layers: Default::default(),
             }),
             statuses: vec![MemoryStatus::Active],
-            ..MemoryFilter::user(user.clone())
+            ..MemoryFilter::user(&Owner::new(DEFAULT_TENANT, user.clone()))
         };
         let asked = Instant::now();
         let (dense_hits, sparse_hits) = futures::try_join!(
@@ -391,7 +390,9 @@ async fn measure(mut config: Config, shape: Shape, queries: usize) -> anyhow::Re
         ids.sort();
         ids.dedup();
         let read = Instant::now();
-        let rows = store.get_memories(user, &ids).await?;
+        let rows = store
+            .get_memories(&Owner::new(DEFAULT_TENANT, user.clone()), &ids)
+            .await?;
         if q >= WARMUP {
             searches.push(searched);
             reads.push(read.elapsed());

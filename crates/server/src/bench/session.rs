@@ -301,6 +301,7 @@ pub async fn run(
                 role_id: session.role.clone(),
                 project_id: session.project.clone().unwrap_or_default(),
                 session_id: format!("{}-{}", scenario.id, session.id),
+                ..Default::default()
             };
             let mut at: DateTime<Utc> = session.start.with_timezone(&Utc);
             let mut recent: Vec<String> = Vec::new();

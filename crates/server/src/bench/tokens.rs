@@ -13,6 +13,7 @@ use std::time::{Duration, Instant};
 use serde_json::json;
 use thinkus_backends::sql::MemoryStore;
 use thinkus_common::convert::timestamp;
+use thinkus_common::model::{DEFAULT_TENANT, Owner};
 use thinkus_common::tokens::TokenCounter;
 use thinkus_proto::common::Scope;
 use thinkus_proto::gateway::gateway_service_client::GatewayServiceClient;
@@ -36,7 +37,7 @@ async fn dialogue_id(
         return Ok(dia.clone());
     }
     let dia = store
-        .get_memory(user, memory_id)
+        .get_memory(&Owner::new(DEFAULT_TENANT, user), memory_id)
         .await?
         .and_then(|m| m.external_id)
         .map(|e| e.trim_end_matches(":user").trim_end_matches(":assistant").to_string());
@@ -48,8 +49,8 @@ fn scope(user: &str, session: &str) -> Scope {
     Scope {
         user_id: user.into(),
         role_id: "assistant".into(),
-        project_id: String::new(),
         session_id: session.into(),
+        ..Default::default()
     }
 }
 
