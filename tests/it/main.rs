@@ -4,6 +4,7 @@
 mod artifact;
 mod conflicts;
 mod conformance;
+mod embed_once;
 mod foundation;
 mod gateway;
 mod knowledge;

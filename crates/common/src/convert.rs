@@ -8,7 +8,7 @@ use thinkus_proto::common as pb;
 use crate::error::ApiError;
 use crate::model::{
     ArtifactRef, ControlDecision, Decision, DecisionConfidence, EngineChoice, Language, Memory, MemorySource,
-    MemoryStatus, MemoryType, Message, NeedMemory, RetrievalMode, Scope, TimeRange, Visibility,
+    MemoryStatus, MemoryType, Message, NeedMemory, QueryEmbedding, RetrievalMode, Scope, TimeRange, Visibility,
 };
 
 /// Longest id accepted for users, roles, projects and sessions.
@@ -395,6 +395,50 @@ pub fn control_decision_from_proto(decision: &pb::ControlDecision) -> Result<Con
     })
 }
 
+/// The widest query embedding accepted (the largest common embedding models have 4,096).
+pub const MAX_EMBEDDING_DIM: usize = 4096;
+
+/// Reads an optional query embedding: a model name, 1 to [`MAX_EMBEDDING_DIM`] finite values.
+/// Whether the size is the model's dimension is for the service that knows its model.
+pub fn query_embedding_from_proto(
+    embedding: Option<&pb::QueryEmbedding>,
+    field: &str,
+) -> Result<Option<QueryEmbedding>, ApiError> {
+    let Some(embedding) = embedding else {
+        return Ok(None);
+    };
+    if embedding.model.trim().is_empty() {
+        return Err(ApiError::invalid(
+            &format!("{field}.model"),
+            "is required with the values",
+        ));
+    }
+    if embedding.values.is_empty() || embedding.values.len() > MAX_EMBEDDING_DIM {
+        return Err(ApiError::invalid(
+            &format!("{field}.values"),
+            format!("must hold 1-{MAX_EMBEDDING_DIM} values, got {}", embedding.values.len()),
+        ));
+    }
+    if let Some(at) = embedding.values.iter().position(|v| !v.is_finite()) {
+        return Err(ApiError::invalid(
+            &format!("{field}.values[{at}]"),
+            "is not a finite number",
+        ));
+    }
+    Ok(Some(QueryEmbedding {
+        model: embedding.model.clone(),
+        values: embedding.values.clone(),
+    }))
+}
+
+/// Writes an optional query embedding.
+pub fn query_embedding_to_proto(embedding: Option<&QueryEmbedding>) -> Option<pb::QueryEmbedding> {
+    embedding.map(|e| pb::QueryEmbedding {
+        model: e.model.clone(),
+        values: e.values.clone(),
+    })
+}
+
 /// Converts session messages, checking each has a role and content.
 pub fn messages_from_proto(messages: &[pb::Message], field: &str, max_chars: usize) -> Result<Vec<Message>, ApiError> {
     let now = Utc::now();
@@ -485,6 +529,53 @@ pub fn next_page(size: usize, offset: usize, returned: usize) -> pb::PageRespons
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn query_embeddings_name_the_bad_field() {
+        assert_eq!(query_embedding_from_proto(None, "query_embedding").unwrap(), None);
+        let good = pb::QueryEmbedding {
+            model: "m".into(),
+            values: vec![0.6, 0.8],
+        };
+        let read = query_embedding_from_proto(Some(&good), "query_embedding")
+            .unwrap()
+            .unwrap();
+        assert_eq!(query_embedding_to_proto(Some(&read)), Some(good.clone()));
+        let cases = [
+            (
+                pb::QueryEmbedding {
+                    model: String::new(),
+                    ..good.clone()
+                },
+                "query_embedding.model: is required with the values",
+            ),
+            (
+                pb::QueryEmbedding {
+                    values: Vec::new(),
+                    ..good.clone()
+                },
+                "query_embedding.values: must hold 1-4096 values, got 0",
+            ),
+            (
+                pb::QueryEmbedding {
+                    values: vec![0.1; MAX_EMBEDDING_DIM + 1],
+                    ..good.clone()
+                },
+                "query_embedding.values: must hold 1-4096 values, got 4097",
+            ),
+            (
+                pb::QueryEmbedding {
+                    values: vec![0.1, f32::NAN],
+                    ..good.clone()
+                },
+                "query_embedding.values[1]: is not a finite number",
+            ),
+        ];
+        for (bad, message) in cases {
+            let err = query_embedding_from_proto(Some(&bad), "query_embedding").unwrap_err();
+            assert_eq!(err.message, message);
+        }
+    }
 
     #[test]
     fn scope_validation_names_fields() {

@@ -446,6 +446,16 @@ pub enum RetrievalMode {
     Details,
 }
 
+/// A message's embedding, computed once by the caller (the gateway embeds each user message
+/// once) and handed to the services that would otherwise embed it again. Computed as a search
+/// query (e5's "query: " prefix); `model` names the embedder it came from, so a service with
+/// another model can tell it apart and embed the text itself.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct QueryEmbedding {
+    pub model: String,
+    pub values: Vec<f32>,
+}
+
 /// The memory controller's plan for one message.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct ControlDecision {

@@ -7,11 +7,13 @@ use std::time::Instant;
 
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
+use thinkus_backends::embed::Embedder;
 use thinkus_backends::llm::{ChatMessage, CompletionRequest, LanguageModel, LlmTask};
 use thinkus_backends::sql::{JobRecord, JobStatus, JobStore};
 use thinkus_common::ApiError;
 use thinkus_common::model::{
-    ControlDecision, Language, MemoryType, Message, NeedMemory, RetrievalMode, Scope, TimeRange, Visibility, turn_line,
+    ControlDecision, Language, MemoryType, Message, NeedMemory, QueryEmbedding, RetrievalMode, Scope, TimeRange,
+    Visibility, turn_line,
 };
 use thinkus_common::text::detect_language;
 use thinkus_common::tokens::TokenCounter;
@@ -47,6 +49,9 @@ pub struct Upstreams {
     pub knowledge: Arc<dyn KnowledgeApi>,
     pub artifacts: Option<Arc<dyn ArtifactPort>>,
     pub summaries: Option<Arc<dyn SummaryPort>>,
+    /// Embeds each user message once for the controller and the retriever; without it the
+    /// retriever embeds the message itself.
+    pub embedder: Option<Arc<dyn Embedder>>,
 }
 
 /// The gateway.
@@ -146,7 +151,31 @@ impl Gateway {
         }
     }
 
+    /// The message's embedding, computed once per turn as a search query; `None` without an
+    /// embedder, or when it fails (the retriever then embeds the message itself, and reports
+    /// the failure if it fails too).
+    async fn embed_message(&self, message: &str) -> Option<QueryEmbedding> {
+        let embedder = self.upstreams.embedder.as_ref()?;
+        let model = embedder.name();
+        match embedder
+            .embed_query(message)
+            .instrument(tracing::info_span!("embed.query", embedder = %model))
+            .await
+        {
+            Ok(values) => Some(QueryEmbedding { model, values }),
+            Err(err) => {
+                tracing::warn!(%err, "the message was not embedded in the gateway; the retriever embeds it");
+                None
+            }
+        }
+    }
+
     /// Prepares the context of one turn.
+    ///
+    /// The message is embedded once, then decided on with its vector (for a controller that
+    /// reads it); meanwhile the last session's summary and the session's artifacts are looked
+    /// up. The recall comes last, searching with the same vector: its budget is what the
+    /// summary and artifacts leave, and by then the embedding, the costly part, is done.
     pub async fn prepare(&self, request: PrepareRequest) -> Result<Prepared, ApiError> {
         check_scope(&request.scope)?;
         check_message(&request.message, "message")?;
@@ -155,31 +184,70 @@ impl Gateway {
         let language = detect_language(&request.message);
         let mut timings = BTreeMap::new();
 
-        let started = Instant::now();
-        let mut decision = self
-            .upstreams
-            .controller
-            .decide(DecideRequest {
-                scope: request.scope.clone(),
-                message: request.message.clone(),
-                message_count: request.recent_messages.len() as u32,
-                recent_messages: request.recent_messages.clone(),
-                now: Some(now),
-                ..Default::default()
-            })
-            .await?;
-        timings.insert("controller".to_string(), millis(started));
+        let understand = async {
+            let started = Instant::now();
+            let embedding = self.embed_message(&request.message).await;
+            let embedded = embedding.as_ref().map(|_| millis(started));
+            let started = Instant::now();
+            let decision = self
+                .upstreams
+                .controller
+                .decide(DecideRequest {
+                    scope: request.scope.clone(),
+                    message: request.message.clone(),
+                    message_count: request.recent_messages.len() as u32,
+                    recent_messages: request.recent_messages.clone(),
+                    now: Some(now),
+                    query_embedding: embedding.clone(),
+                    ..Default::default()
+                })
+                .await?;
+            Ok::<_, ApiError>((embedding, embedded, decision, millis(started)))
+        };
+        // The last session and the artifacts are gathered before the recall: the memories get
+        // what they leave.
+        let session_start = request.recent_messages.is_empty();
+        let last_cap = (budget as f64 * self.config.last_session_share) as u32;
+        let last_session = async {
+            match &self.upstreams.summaries {
+                Some(summaries) if session_start => {
+                    let started = Instant::now();
+                    let last = summaries.last_summary(&request.scope, last_cap, language).await?;
+                    Ok(Some((last, millis(started))))
+                }
+                _ => Ok::<_, ApiError>(None),
+            }
+        };
+        let artifacts_cap = (budget as f64 * self.config.artifacts_share) as u32;
+        let artifacts = async {
+            match &self.upstreams.artifacts {
+                Some(artifacts) => {
+                    let started = Instant::now();
+                    let relevant = artifacts
+                        .relevant(
+                            &request.scope,
+                            &request.message,
+                            self.config.artifacts_considered,
+                            language,
+                        )
+                        .await?;
+                    Ok(Some((relevant, millis(started))))
+                }
+                None => Ok::<_, ApiError>(None),
+            }
+        };
+        let ((embedding, embedded, mut decision, decided), last_session, artifacts) =
+            tokio::try_join!(understand, last_session, artifacts)?;
+        if let Some(embedded) = embedded {
+            timings.insert("embedding".to_string(), embedded);
+        }
+        timings.insert("controller".to_string(), decided);
 
         let mut items: Vec<TraceItem> = Vec::new();
         let mut entries: Vec<Entry> = Vec::new();
-
-        // The last session and the artifacts are gathered first: the memories get what is left.
-        let session_start = request.recent_messages.is_empty();
         let mut reserved = 0u32;
-        if session_start && let Some(summaries) = &self.upstreams.summaries {
-            let started = Instant::now();
-            let cap = (budget as f64 * self.config.last_session_share) as u32;
-            if let Some(last) = summaries.last_summary(&request.scope, cap, language).await? {
+        if let Some((last, took)) = last_session {
+            if let Some(last) = last {
                 let tokens = self.tokens.count(&last.text) as u32;
                 items.push(TraceItem {
                     kind: TraceKind::Summary,
@@ -201,24 +269,14 @@ impl Gateway {
                     kind: SectionKind::LastSession,
                     text: last.text,
                     trace: items.len() - 1,
-                    section_cap: Some(cap),
+                    section_cap: Some(last_cap),
                     ..Default::default()
                 });
-                reserved += tokens.min(cap);
+                reserved += tokens.min(last_cap);
             }
-            timings.insert("summary".to_string(), millis(started));
+            timings.insert("summary".to_string(), took);
         }
-        if let Some(artifacts) = &self.upstreams.artifacts {
-            let started = Instant::now();
-            let cap = (budget as f64 * self.config.artifacts_share) as u32;
-            let relevant = artifacts
-                .relevant(
-                    &request.scope,
-                    &request.message,
-                    self.config.artifacts_considered,
-                    language,
-                )
-                .await?;
+        if let Some((relevant, took)) = artifacts {
             let mut artifact_tokens = 0;
             for found in relevant {
                 let tokens = self.tokens.count(&found.text) as u32;
@@ -237,12 +295,12 @@ impl Gateway {
                     kind: SectionKind::Artifacts,
                     text: found.text,
                     trace: items.len() - 1,
-                    section_cap: Some(cap),
+                    section_cap: Some(artifacts_cap),
                     ..Default::default()
                 });
             }
-            reserved += artifact_tokens.min(cap);
-            timings.insert("artifacts".to_string(), millis(started));
+            reserved += artifact_tokens.min(artifacts_cap);
+            timings.insert("artifacts".to_string(), took);
         }
 
         let mut memory_budget = 0;
@@ -274,6 +332,7 @@ impl Gateway {
                 budget_tokens: Some(offered_budget),
                 language: Some(language),
                 now: Some(now),
+                query_embedding: embedding,
                 ..Default::default()
             };
             let mut recalled = self.upstreams.retriever.recall(recall.clone()).await?;

@@ -3,7 +3,7 @@
 use async_trait::async_trait;
 use chrono::{DateTime, Utc};
 use thinkus_common::ApiError;
-use thinkus_common::model::{ControlDecision, EngineChoice, MemoryType, Scope};
+use thinkus_common::model::{ControlDecision, EngineChoice, MemoryType, QueryEmbedding, Scope};
 
 /// One user message to decide on.
 #[derive(Debug, Clone, Default)]
@@ -15,6 +15,9 @@ pub struct DecideRequest {
     pub type_hints: Vec<MemoryType>,
     pub engine: EngineChoice,
     pub now: Option<DateTime<Utc>>,
+    /// The message's embedding, when the caller computed it (the gateway embeds each user
+    /// message once); the rule engine does not read it.
+    pub query_embedding: Option<QueryEmbedding>,
 }
 
 /// What the controller offers, in process or over gRPC.

@@ -5,7 +5,8 @@ use std::sync::Arc;
 use async_trait::async_trait;
 use thinkus_common::ApiError;
 use thinkus_common::convert::{
-    control_decision_from_proto, engine_to_proto_choice, memory_type_to_proto, scope_to_proto, timestamp_opt,
+    control_decision_from_proto, engine_to_proto_choice, memory_type_to_proto, query_embedding_to_proto,
+    scope_to_proto, timestamp_opt,
 };
 use thinkus_common::grpc::ClientChannel;
 use thinkus_common::model::ControlDecision;
@@ -47,6 +48,7 @@ impl ControllerApi for ControllerClient {
                         type_hints: request.type_hints.iter().map(|t| memory_type_to_proto(*t)).collect(),
                         engine: engine_to_proto_choice(request.engine),
                         now: timestamp_opt(request.now),
+                        query_embedding: query_embedding_to_proto(request.query_embedding.as_ref()),
                     })
                     .await?;
                 let decision = response

@@ -4,7 +4,8 @@ use std::sync::Arc;
 
 use thinkus_common::auth::principal;
 use thinkus_common::convert::{
-    ScopeRules, control_decision_to_proto, datetime_opt, engine_from_proto, memory_types, scope_from_proto,
+    ScopeRules, control_decision_to_proto, datetime_opt, engine_from_proto, memory_types, query_embedding_from_proto,
+    scope_from_proto,
 };
 use thinkus_common::{ApiError, to_status};
 use thinkus_proto::controller as pb;
@@ -45,6 +46,7 @@ pub fn decide_from_proto(request: &pb::DecideRequest) -> Result<DecideRequest, A
         type_hints: memory_types(&request.type_hints, "type_hints")?,
         engine: engine_from_proto(request.engine, "engine")?,
         now: datetime_opt(request.now.as_ref(), "now")?,
+        query_embedding: query_embedding_from_proto(request.query_embedding.as_ref(), "query_embedding")?,
     })
 }
 

@@ -5,7 +5,7 @@ use chrono::{DateTime, Utc};
 use thinkus_backends::vector::Layers;
 use thinkus_common::ApiError;
 use thinkus_common::model::{
-    ArtifactRef, Language, MemoryStatus, MemoryType, RetrievalMode, Scope, TimeRange, Visibility,
+    ArtifactRef, Language, MemoryStatus, MemoryType, QueryEmbedding, RetrievalMode, Scope, TimeRange, Visibility,
 };
 
 /// A recall.
@@ -30,6 +30,10 @@ pub struct RecallRequest {
     pub details_limit: Option<usize>,
     pub language: Option<Language>,
     pub now: Option<DateTime<Utc>>,
+    /// The query's embedding, when the caller computed it (the gateway embeds each user message
+    /// once): searched with instead of embedding `query` again, unless it came from another
+    /// model.
+    pub query_embedding: Option<QueryEmbedding>,
 }
 
 /// Why a memory ranked where it did.

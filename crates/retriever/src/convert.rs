@@ -5,9 +5,10 @@ use thinkus_backends::vector::Layers;
 use thinkus_common::ApiError;
 use thinkus_common::convert::{
     ScopeRules, artifact_ref_from_proto, artifact_ref_to_proto, datetime, datetime_opt, language_from_proto,
-    memory_type_from_proto, memory_type_to_proto, memory_types, mode_from_proto, mode_to_proto, scope_from_proto,
-    scope_to_proto, status_from_proto, status_to_proto, time_range_from_proto, time_range_to_proto, timestamp,
-    timestamp_opt, visibility_from_proto, visibility_to_proto,
+    memory_type_from_proto, memory_type_to_proto, memory_types, mode_from_proto, mode_to_proto,
+    query_embedding_from_proto, query_embedding_to_proto, scope_from_proto, scope_to_proto, status_from_proto,
+    status_to_proto, time_range_from_proto, time_range_to_proto, timestamp, timestamp_opt, visibility_from_proto,
+    visibility_to_proto,
 };
 use thinkus_common::model::{MemoryStatus, MemoryType, RetrievalMode, Visibility};
 use thinkus_proto::common as pbc;
@@ -88,6 +89,7 @@ pub fn recall_from_proto(request: &pb::RecallRequest) -> Result<RecallRequest, A
         details_limit: positive(request.details_limit, "details_limit")?.map(|v| v as usize),
         language: language_from_proto(&request.language, "language")?,
         now: datetime_opt(request.now.as_ref(), "now")?,
+        query_embedding: query_embedding_from_proto(request.query_embedding.as_ref(), "query_embedding")?,
     })
 }
 
@@ -109,6 +111,7 @@ pub fn recall_to_proto(request: &RecallRequest) -> pb::RecallRequest {
         details_limit: request.details_limit.unwrap_or(0) as i32,
         language: request.language.map(|l| l.as_str().to_string()).unwrap_or_default(),
         now: timestamp_opt(request.now),
+        query_embedding: query_embedding_to_proto(request.query_embedding.as_ref()),
     }
 }
 

@@ -3,14 +3,15 @@
 
 use std::collections::HashMap;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 
 use async_trait::async_trait;
 use chrono::{DateTime, Utc};
-use thinkus_backends::embed::Embedder;
+use thinkus_backends::embed::{Embedder, normalize};
 use thinkus_backends::sql::{MemoryOrder, MemoryQuery, MemoryStore};
 use thinkus_backends::vector::{Bm25Encoder, MemoryFilter, Reader, VectorHit, VectorIndex};
 use thinkus_common::ApiError;
-use thinkus_common::model::{Language, Memory, MemoryStatus, MemoryType, Owner, RetrievalMode};
+use thinkus_common::model::{Language, Memory, MemoryStatus, MemoryType, Owner, QueryEmbedding, RetrievalMode};
 use thinkus_common::text::detect_language;
 use thinkus_common::time::relative;
 use thinkus_common::tokens::TokenCounter;
@@ -31,6 +32,8 @@ pub struct Retriever {
     embedder: Arc<dyn Embedder>,
     bm25: Bm25Encoder,
     tokens: TokenCounter,
+    /// Whether a query embedding from another model was already logged (once per process).
+    foreign_model_logged: AtomicBool,
 }
 
 /// A memory with its evidence and final score.
@@ -55,6 +58,7 @@ impl Retriever {
             embedder,
             bm25: Bm25Encoder::default(),
             tokens,
+            foreign_model_logged: AtomicBool::new(false),
         }
     }
 
@@ -132,18 +136,62 @@ impl Retriever {
         if request.session_only && request.scope.session_id.is_none() {
             return Err(ApiError::invalid("scope.session_id", "is required with session_only"));
         }
+        if let Some(embedding) = &request.query_embedding {
+            if request.query.trim().is_empty() {
+                return Err(ApiError::invalid("query_embedding", "is given without a query"));
+            }
+            let dim = self.embedder.dim();
+            if embedding.model == self.embedder.name() && embedding.values.len() != dim {
+                return Err(ApiError::invalid(
+                    "query_embedding.values",
+                    format!(
+                        "{} values, the model {} has {dim} dimensions",
+                        embedding.values.len(),
+                        embedding.model
+                    ),
+                ));
+            }
+        }
         Ok(())
     }
 
-    /// Hybrid search: both rankings, fused, joined with the stored memories, scored.
-    async fn search(&self, query: &str, filter: &MemoryFilter) -> Result<(Vec<Ranked>, u32), ApiError> {
-        let k = self.config.candidates.max(1);
-        let sparse = self.bm25.query(query);
-        let dense = self
+    /// The query's vector: the caller's when it came from this retriever's model (scaled to
+    /// unit length, as the index's are), else embedded here.
+    async fn query_vector(&self, query: &str, given: Option<&QueryEmbedding>) -> Result<Vec<f32>, ApiError> {
+        let model = self.embedder.name();
+        if let Some(given) = given {
+            if given.model == model {
+                let mut values = given.values.clone();
+                normalize(&mut values);
+                return Ok(values);
+            }
+            // A deployment whose gateway and retriever are configured with different models
+            // still answers right, at the cost of a second embedding: said once, not per call.
+            if !self.foreign_model_logged.swap(true, Ordering::Relaxed) {
+                tracing::warn!(
+                    given = %given.model,
+                    own = %model,
+                    "a query embedding from another model was ignored and the query embedded again (check embedder.uri)"
+                );
+            }
+        }
+        Ok(self
             .embedder
             .embed_query(query)
-            .instrument(tracing::info_span!("embed.query", embedder = %self.embedder.name()))
-            .await?;
+            .instrument(tracing::info_span!("embed.query", embedder = %model))
+            .await?)
+    }
+
+    /// Hybrid search: both rankings, fused, joined with the stored memories, scored.
+    async fn search(
+        &self,
+        query: &str,
+        embedding: Option<&QueryEmbedding>,
+        filter: &MemoryFilter,
+    ) -> Result<(Vec<Ranked>, u32), ApiError> {
+        let k = self.config.candidates.max(1);
+        let sparse = self.bm25.query(query);
+        let dense = self.query_vector(query, embedding).await?;
         let dense_search = self
             .vectors
             .search_dense(&dense, filter, k)
@@ -458,7 +506,8 @@ impl RetrieverApi for Retriever {
         let (ranked, candidates) = if request.query.trim().is_empty() {
             self.browse(&filter, request.limit.unwrap_or(200).max(50)).await?
         } else {
-            self.search(&request.query, &filter).await?
+            self.search(&request.query, request.query_embedding.as_ref(), &filter)
+                .await?
         };
         let limit = request.limit.unwrap_or(usize::MAX);
 

@@ -391,6 +391,7 @@ fn gateway_local(config: &Config, apis: &Apis, backends: &Backends) -> anyhow::R
         summaries: apis.summary.clone().map(|api| {
             Arc::new(thinkus_gateway::adapters::Summaries(api)) as Arc<dyn thinkus_gateway::extras::SummaryPort>
         }),
+        embedder: backends.embedder.clone(),
     };
     let jobs: Arc<dyn thinkus_backends::sql::JobStore> = required(&backends.store, "the database")?;
     Ok(Arc::new(thinkus_gateway::Gateway::new(

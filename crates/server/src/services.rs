@@ -65,8 +65,14 @@ impl ServiceKind {
                 blobs: true,
                 ..Default::default()
             },
-            ServiceKind::Summary | ServiceKind::Gateway => Needs {
+            ServiceKind::Summary => Needs {
                 store: true,
+                ..Default::default()
+            },
+            // The gateway embeds each user message once, for the controller and the retriever.
+            ServiceKind::Gateway => Needs {
+                store: true,
+                embedder: true,
                 ..Default::default()
             },
         }

@@ -40,7 +40,7 @@ gateway:
   command: [gateway]
   grpcService: thinkus.gateway.v1.GatewayService
   dependsOn: [memory_controller, retriever, knowledge_manager, artifact, summary]
-  needs: {store: true, vectors: false, blobs: false, embedder: false, rest: true}
+  needs: {store: true, vectors: false, blobs: false, embedder: true, rest: true}
 all:
   command: [all]
   grpcService: ""

@@ -1,0 +1,341 @@
+//! PrepareTurn embeds the user's message once (issue 21): the gateway computes the vector and
+//! hands it to the controller and to every recall of the turn, and looks up the last session
+//! and the artifacts while the message is being embedded.
+
+use std::collections::BTreeSet;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use async_trait::async_trait;
+use thinkus_backends::embed::{EmbedError, Embedder};
+use thinkus_common::ApiError;
+use thinkus_common::model::{ControlDecision, Language, QueryEmbedding, Scope};
+use thinkus_gateway::api::{PrepareRequest, ToolCall};
+use thinkus_gateway::extras::{ArtifactPort, LastSummary, RelevantArtifact, StoredOutput, SummaryPort};
+use thinkus_memory_controller::ControllerApi;
+use thinkus_memory_controller::api::DecideRequest;
+use thinkus_proto::gateway::PrepareTurnRequest;
+use thinkus_proto::gateway::gateway_service_client::GatewayServiceClient;
+use thinkus_retriever::RetrieverApi;
+use thinkus_retriever::api::{DetailsRequest, DetailsResult, RecallRequest, RecallResult};
+use thinkus_server::ServiceKind;
+use tokio::sync::Barrier;
+
+use crate::nodes;
+
+/// Counts the query embeddings; when `gate` is set, each one waits there first.
+#[derive(Debug)]
+struct Counting {
+    inner: Arc<dyn Embedder>,
+    queries: AtomicUsize,
+    gate: Option<Arc<Barrier>>,
+}
+
+#[async_trait]
+impl Embedder for Counting {
+    fn name(&self) -> String {
+        self.inner.name()
+    }
+    fn dim(&self) -> usize {
+        self.inner.dim()
+    }
+    async fn embed_query(&self, text: &str) -> Result<Vec<f32>, EmbedError> {
+        self.queries.fetch_add(1, Ordering::SeqCst);
+        if let Some(gate) = &self.gate {
+            gate.wait().await;
+        }
+        self.inner.embed_query(text).await
+    }
+    async fn embed_passages(&self, texts: &[String]) -> Result<Vec<Vec<f32>>, EmbedError> {
+        self.inner.embed_passages(texts).await
+    }
+}
+
+fn scope(user: &str) -> thinkus_proto::common::Scope {
+    thinkus_proto::common::Scope {
+        user_id: user.into(),
+        role_id: "cto".into(),
+        project_id: "shop".into(),
+        session_id: "s1".into(),
+        ..Default::default()
+    }
+}
+
+/// A dated question about a time with no memories: the controller narrows the recall to 2019,
+/// nothing is there, and the gateway recalls again over all time. Before the embedding moved to
+/// the gateway, each recall embedded the message again (two embeddings per turn).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_turn_embeds_its_message_once_across_both_recalls() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut config = nodes::embedded_config(dir.path());
+    config.embedder.uri = "hash://384".into();
+    let services: BTreeSet<ServiceKind> = ServiceKind::ALL.into_iter().collect();
+    let mut backends = thinkus_server::node::open_backends(&config, &services)
+        .await
+        .expect("open the backends");
+    let counting = Arc::new(Counting {
+        inner: backends.embedder.clone().expect("an embedder"),
+        queries: AtomicUsize::new(0),
+        gate: None,
+    });
+    backends.embedder = Some(counting.clone());
+    let node = nodes::start(config, &ServiceKind::ALL, Some(backends)).await;
+    let mut client = GatewayServiceClient::new(nodes::channel(&node).await);
+
+    let prepared = client
+        .prepare_turn(PrepareTurnRequest {
+            scope: Some(scope("fay")),
+            message: "2019年3月我们定的前端框架是什么？".into(),
+            recent_messages: vec!["好的".into()],
+            ..Default::default()
+        })
+        .await
+        .expect("prepare a turn")
+        .into_inner();
+    let trace = prepared.trace.expect("a trace");
+    let reason = trace.decision.expect("a decision").reason;
+    assert!(reason.contains("改为检索全部历史"), "both recalls ran: {reason}");
+    assert!(trace.timings_ms.contains_key("embedding"), "{:?}", trace.timings_ms);
+    assert_eq!(counting.queries.load(Ordering::SeqCst), 1, "one embedding for the turn");
+
+    // Small talk needs no recall, but the message is still embedded once (the controller may
+    // read the vector), never more.
+    client
+        .prepare_turn(PrepareTurnRequest {
+            scope: Some(scope("fay")),
+            message: "谢谢！".into(),
+            recent_messages: vec!["好的".into()],
+            ..Default::default()
+        })
+        .await
+        .expect("prepare a turn");
+    assert_eq!(counting.queries.load(Ordering::SeqCst), 2);
+    node.shutdown().await.unwrap();
+}
+
+/// Records what the controller is asked.
+struct RecordingController {
+    inner: Arc<dyn ControllerApi>,
+    seen: Mutex<Vec<Option<QueryEmbedding>>>,
+}
+
+#[async_trait]
+impl ControllerApi for RecordingController {
+    async fn decide(&self, request: DecideRequest) -> Result<ControlDecision, ApiError> {
+        self.seen.lock().unwrap().push(request.query_embedding.clone());
+        self.inner.decide(request).await
+    }
+}
+
+/// Records what the retriever is asked.
+struct RecordingRetriever {
+    inner: Arc<dyn RetrieverApi>,
+    seen: Mutex<Vec<Option<QueryEmbedding>>>,
+}
+
+#[async_trait]
+impl RetrieverApi for RecordingRetriever {
+    async fn recall(&self, request: RecallRequest) -> Result<RecallResult, ApiError> {
+        self.seen.lock().unwrap().push(request.query_embedding.clone());
+        self.inner.recall(request).await
+    }
+    async fn get_details(&self, request: DetailsRequest) -> Result<DetailsResult, ApiError> {
+        self.inner.get_details(request).await
+    }
+}
+
+/// An artifact service and a summary service whose lookups wait at the gate.
+struct Gated(Arc<Barrier>);
+
+#[async_trait]
+impl ArtifactPort for Gated {
+    async fn relevant(
+        &self,
+        _scope: &Scope,
+        _message: &str,
+        _limit: usize,
+        _language: Language,
+    ) -> Result<Vec<RelevantArtifact>, ApiError> {
+        self.0.wait().await;
+        Ok(Vec::new())
+    }
+    async fn store_tool_output(&self, _scope: &Scope, _call: &ToolCall) -> Result<StoredOutput, ApiError> {
+        Err(ApiError::internal("not used by this test"))
+    }
+}
+
+#[async_trait]
+impl SummaryPort for Gated {
+    async fn last_summary(
+        &self,
+        _scope: &Scope,
+        _budget_tokens: u32,
+        _language: Language,
+    ) -> Result<Option<LastSummary>, ApiError> {
+        self.0.wait().await;
+        Ok(None)
+    }
+    async fn record(&self, _scope: &Scope, _messages: Vec<thinkus_common::model::Message>) -> Result<(), ApiError> {
+        Err(ApiError::internal("not used by this test"))
+    }
+}
+
+/// The embedding, the last session's summary and the artifacts wait for each other at one
+/// gate: the turn is prepared only if the three run at the same time (one after the other,
+/// the first would wait forever). The controller and both recalls get the one vector.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_lookups_run_while_the_message_is_embedded() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut config = nodes::embedded_config(dir.path());
+    config.embedder.uri = "hash://384".into();
+    let node = nodes::start(config, &ServiceKind::ALL, None).await;
+    let gate = Arc::new(Barrier::new(3));
+    let embedder = Arc::new(Counting {
+        inner: node.backends.embedder.clone().expect("an embedder"),
+        queries: AtomicUsize::new(0),
+        gate: Some(gate.clone()),
+    });
+    let controller = Arc::new(RecordingController {
+        inner: node.apis.controller.clone().expect("the controller"),
+        seen: Mutex::new(Vec::new()),
+    });
+    let retriever = Arc::new(RecordingRetriever {
+        inner: node.apis.retriever.clone().expect("the retriever"),
+        seen: Mutex::new(Vec::new()),
+    });
+    let gateway = thinkus_gateway::Gateway::new(
+        thinkus_gateway::GatewayConfig::default(),
+        thinkus_gateway::Upstreams {
+            controller: controller.clone(),
+            retriever: retriever.clone(),
+            knowledge: node.apis.knowledge.clone().expect("the knowledge manager"),
+            artifacts: Some(Arc::new(Gated(gate.clone()))),
+            summaries: Some(Arc::new(Gated(gate))),
+            embedder: Some(embedder.clone()),
+        },
+        node.backends.store.clone().expect("the database"),
+        node.backends.tokens,
+        None,
+    );
+    let request = PrepareRequest {
+        scope: Scope::new("gus", "cto").with_project("shop").with_session("s9"),
+        message: "2019年3月我们定的前端框架是什么？".into(),
+        // A new session: the last session's summary is looked up.
+        recent_messages: Vec::new(),
+        ..Default::default()
+    };
+    let prepared = tokio::time::timeout(Duration::from_secs(60), gateway.prepare(request))
+        .await
+        .expect("the embedding and the lookups ran together")
+        .expect("prepared");
+    assert!(prepared.timings_ms.contains_key("summary") && prepared.timings_ms.contains_key("artifacts"));
+    assert_eq!(embedder.queries.load(Ordering::SeqCst), 1);
+
+    let decided = controller.seen.lock().unwrap().clone();
+    assert_eq!(decided.len(), 1);
+    let vector = decided[0].clone().expect("the controller got the message's vector");
+    assert_eq!(vector.model, "hash-ngram-384");
+    assert_eq!(vector.values.len(), 384);
+    let recalled = retriever.seen.lock().unwrap().clone();
+    assert_eq!(recalled.len(), 2, "the dated recall and the one over all time");
+    assert!(recalled.iter().all(|e| e.as_ref() == Some(&vector)), "{recalled:?}");
+    node.shutdown().await.unwrap();
+}
+
+/// A vector from the retriever's own model is searched with, scaled to unit length; one of the
+/// model's name but the wrong size is refused naming the field; one from another model is
+/// ignored and the query embedded again; one without a query is refused.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_retriever_checks_a_given_vector_against_its_model() {
+    use thinkus_proto::common::QueryEmbedding as Given;
+    use thinkus_proto::retriever::RecallRequest as Recall;
+    use thinkus_proto::retriever::retriever_service_client::RetrieverServiceClient;
+
+    let dir = tempfile::tempdir().unwrap();
+    let mut config = nodes::embedded_config(dir.path());
+    config.embedder.uri = "hash://384".into();
+    let services: BTreeSet<ServiceKind> = [ServiceKind::Retriever].into_iter().collect();
+    let mut backends = thinkus_server::node::open_backends(&config, &services)
+        .await
+        .expect("open the backends");
+    let hash = backends.embedder.clone().expect("an embedder");
+    let counting = Arc::new(Counting {
+        inner: hash.clone(),
+        queries: AtomicUsize::new(0),
+        gate: None,
+    });
+    backends.embedder = Some(counting.clone());
+    let node = nodes::start(config, &[ServiceKind::Retriever], Some(backends)).await;
+    let mut client = RetrieverServiceClient::new(nodes::channel(&node).await);
+    let recall = |query: &str, given: Option<Given>| Recall {
+        scope: Some(thinkus_proto::common::Scope {
+            user_id: "hal".into(),
+            role_id: "cto".into(),
+            ..Default::default()
+        }),
+        query: query.into(),
+        query_embedding: given,
+        ..Default::default()
+    };
+    let own = hash.embed_query("what is the budget?").await.unwrap();
+    // Twice its length: the retriever scales it back.
+    let doubled: Vec<f32> = own.iter().map(|v| v * 2.0).collect();
+    client
+        .recall(recall(
+            "what is the budget?",
+            Some(Given {
+                model: "hash-ngram-384".into(),
+                values: doubled,
+            }),
+        ))
+        .await
+        .expect("a recall with the caller's vector");
+    assert_eq!(counting.queries.load(Ordering::SeqCst), 0, "nothing embedded again");
+
+    let status = client
+        .recall(recall(
+            "what is the budget?",
+            Some(Given {
+                model: "hash-ngram-384".into(),
+                values: vec![0.5; 12],
+            }),
+        ))
+        .await
+        .unwrap_err();
+    assert_eq!(status.code(), tonic::Code::InvalidArgument);
+    assert!(
+        status.message().starts_with("query_embedding.values:"),
+        "{}",
+        status.message()
+    );
+
+    client
+        .recall(recall(
+            "what is the budget?",
+            Some(Given {
+                model: "another-model".into(),
+                values: vec![0.5; 12],
+            }),
+        ))
+        .await
+        .expect("a vector of another model is ignored");
+    assert_eq!(counting.queries.load(Ordering::SeqCst), 1, "embedded here instead");
+
+    let status = client
+        .recall(Recall {
+            types: vec![thinkus_proto::common::MemoryType::ProjectDecision as i32],
+            ..recall(
+                "",
+                Some(Given {
+                    model: "hash-ngram-384".into(),
+                    values: own,
+                }),
+            )
+        })
+        .await
+        .unwrap_err();
+    assert_eq!(status.code(), tonic::Code::InvalidArgument);
+    assert!(status.message().starts_with("query_embedding:"), "{}", status.message());
+    node.shutdown().await.unwrap();
+}
