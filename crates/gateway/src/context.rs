@@ -152,7 +152,7 @@ pub fn contains_value(text: &str, value: &str) -> bool {
     text.match_indices(&value).any(|(at, _)| {
         let before = text[..at].chars().next_back();
         let after = text[at + value.len()..].chars().next();
-        !(bounded_start && word(before)) && !(bounded_end && word(after))
+        !(bounded_start && word(before) || bounded_end && word(after))
     })
 }
 
