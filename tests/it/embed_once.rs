@@ -213,6 +213,8 @@ async fn the_lookups_run_while_the_message_is_embedded() {
             artifacts: Some(Arc::new(Gated(gate.clone()))),
             summaries: Some(Arc::new(Gated(gate))),
             embedder: Some(embedder.clone()),
+            artifact_api: None,
+            summary_api: None,
         },
         node.backends.store.clone().expect("the database"),
         node.backends.tokens,

@@ -10,6 +10,7 @@ mod gateway;
 mod knowledge;
 mod markdown;
 mod nodes;
+mod rest_routes;
 mod summary;
 mod support;
 mod tenancy;

@@ -13,6 +13,8 @@ pub mod grpc;
 pub mod jobs;
 pub mod limits;
 pub mod rest;
+pub mod rest_memory;
+pub mod rest_records;
 pub mod service;
 
 pub use config::GatewayConfig;

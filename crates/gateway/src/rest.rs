@@ -4,7 +4,9 @@
 //! RESOURCE_EXHAUSTED 429 with Retry-After, ...). Errors are `{"error": {"code", "message"}}`.
 //!
 //! Routes: POST /api/memory/control, /api/memory/retrieve, /api/memory/write,
-//! /api/memory/correct; POST /api/turn/prepare, /api/turn/complete; GET /api/jobs.
+//! /api/memory/correct; POST /api/turn/prepare, /api/turn/complete; GET /api/jobs; the
+//! candidate queue, conflicts, history, standing context, export and import
+//! ([`crate::rest_memory`]); artifacts and session summaries ([`crate::rest_records`]).
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -79,6 +81,8 @@ pub fn router(state: RestState) -> Router {
         .route("/api/turn/prepare", post(prepare))
         .route("/api/turn/complete", post(complete))
         .route("/api/jobs", get(jobs))
+        .merge(crate::rest_memory::routes())
+        .merge(crate::rest_records::routes())
         .with_state(state)
 }
 
@@ -96,7 +100,7 @@ pub async fn serve(
     .await
 }
 
-fn bearer(headers: &HeaderMap) -> Option<&str> {
+pub(crate) fn bearer(headers: &HeaderMap) -> Option<&str> {
     headers
         .get("authorization")
         .and_then(|v| v.to_str().ok())
@@ -112,7 +116,7 @@ fn admit(state: &RestState, headers: &HeaderMap, peer: SocketAddr, scope: &mut S
     Ok(principal)
 }
 
-fn scope_of(
+pub(crate) fn scope_of(
     tenant: Option<String>,
     user: Option<String>,
     role: Option<String>,
@@ -130,7 +134,7 @@ fn scope_of(
     }
 }
 
-fn required(value: &str, field: &str) -> Result<(), ApiError> {
+pub(crate) fn required(value: &str, field: &str) -> Result<(), ApiError> {
     if value.trim().is_empty() {
         return Err(ApiError::invalid(field, "is required"));
     }

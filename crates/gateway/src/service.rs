@@ -52,6 +52,10 @@ pub struct Upstreams {
     /// Embeds each user message once for the controller and the retriever; without it the
     /// retriever embeds the message itself.
     pub embedder: Option<Arc<dyn Embedder>>,
+    /// The artifact and summary services themselves, for the REST routes that expose them
+    /// (`crate::rest_records`).
+    pub artifact_api: Option<Arc<dyn thinkus_artifact::ArtifactApi>>,
+    pub summary_api: Option<Arc<dyn thinkus_summary::SummaryApi>>,
 }
 
 /// The gateway.

@@ -392,6 +392,8 @@ fn gateway_local(config: &Config, apis: &Apis, backends: &Backends) -> anyhow::R
             Arc::new(thinkus_gateway::adapters::Summaries(api)) as Arc<dyn thinkus_gateway::extras::SummaryPort>
         }),
         embedder: backends.embedder.clone(),
+        artifact_api: apis.artifact.clone(),
+        summary_api: apis.summary.clone(),
     };
     let jobs: Arc<dyn thinkus_backends::sql::JobStore> = required(&backends.store, "the database")?;
     Ok(Arc::new(thinkus_gateway::Gateway::new(
