@@ -3,8 +3,10 @@
 
 mod artifacts;
 mod controller;
+mod corpus;
 mod extract;
 mod ingest;
+mod load;
 mod locomo;
 pub mod locomo_data;
 mod recall;
@@ -49,6 +51,41 @@ pub enum Bench {
         /// Queries measured per corpus (after 10 not counted).
         #[arg(long, default_value_t = 200)]
         queries: usize,
+    },
+    /// The whole service under a mixed load at growing concurrency, on loopback: `thinkus all`
+    /// as a child process on a synthetic corpus; per level of clients, requests/s, p50/p99,
+    /// errors, shed requests (RESOURCE_EXHAUSTED) and the server's RSS.
+    Load {
+        /// Levels of concurrent clients.
+        #[arg(long, value_delimiter = ',', default_value = "1,2,4,8,16,64")]
+        clients: Vec<usize>,
+        /// Seconds counted per level.
+        #[arg(long, default_value_t = 20.0)]
+        seconds: f64,
+        /// Seconds run at the start of each level and not counted.
+        #[arg(long, default_value_t = 2.0)]
+        warmup_seconds: f64,
+        /// The most requests counted per level.
+        #[arg(long, default_value_t = 5000)]
+        requests: usize,
+        /// Each request's deadline (sent as grpc-timeout), in milliseconds.
+        #[arg(long, default_value_t = 2000)]
+        deadline_ms: u64,
+        /// Users the memories belong to; client i acts for user i modulo this.
+        #[arg(long, default_value_t = 32)]
+        users: usize,
+        /// Memories in the corpus.
+        #[arg(long, default_value_t = 10_000)]
+        memories: usize,
+        /// Shares of PrepareTurn, Recall and CompleteTurn.
+        #[arg(long, value_delimiter = ',', default_value = "40,40,20")]
+        mix: Vec<u32>,
+        /// The longest wait for the queued jobs to run between levels, in seconds.
+        #[arg(long, default_value_t = 120.0)]
+        drain_seconds: f64,
+        /// Keep the state here instead of a temporary folder.
+        #[arg(long)]
+        data_dir: Option<PathBuf>,
     },
     /// The gateway end to end on a LoCoMo file: context tokens per question vs the full history,
     /// and how often the evidence is in the context.
@@ -172,6 +209,38 @@ pub async fn run(bench: Bench, config: Config) -> anyhow::Result<()> {
             scenario,
             verbose,
         } => session::run(config, &data, data_dir, scenario, verbose).await,
+        Bench::Load {
+            clients,
+            seconds,
+            warmup_seconds,
+            requests,
+            deadline_ms,
+            users,
+            memories,
+            mix,
+            drain_seconds,
+            data_dir,
+        } => {
+            let [prepare, recall, complete] = mix[..] else {
+                anyhow::bail!("--mix: three shares, PrepareTurn,Recall,CompleteTurn (e.g. 40,40,20)");
+            };
+            load::run(
+                config,
+                load::LoadOptions {
+                    clients,
+                    seconds,
+                    warmup_seconds,
+                    requests,
+                    deadline_ms,
+                    users,
+                    memories,
+                    mix: [prepare, recall, complete],
+                    drain_seconds,
+                    data_dir,
+                },
+            )
+            .await
+        }
         Bench::Extract { data, verbose } => extract::run(&data, verbose).await,
         Bench::Ingest { n, data_dir } => ingest::run(config, n, data_dir).await,
         Bench::Summary { data, limit, verbose } => summary::run(config, &data, limit, verbose).await,

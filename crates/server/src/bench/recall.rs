@@ -5,11 +5,8 @@
 //! straight to the vector index with the query vectors computed beforehand (the search alone:
 //! the dense and BM25 searches, run together as the retriever runs them).
 //!
-//! The corpus vectors are synthetic but shaped like real ones: a few hundred real sentences are
-//! embedded with the configured embedder, and every memory carries one of them with Gaussian
-//! noise added and the result normalised, so the index holds as many distinct points as
-//! memories, clustered as a user's memories are. The text (for BM25) is the sentence with a few
-//! words drawn from a vocabulary. Latency is honest; relevance is not measured here.
+//! The corpus vectors are synthetic but shaped like real ones ([`super::corpus`]): perturbed
+//! embeddings of real sentences. Latency is honest; relevance is not measured here.
 //!
 //! By default two corpora are measured, one after the other: 10,000 memories in one user's
 //! namespace, and 100,000 across 100 users (each query then searches one user's 1,000 among
@@ -18,119 +15,22 @@
 use std::collections::BTreeSet;
 use std::time::{Duration, Instant};
 
-use chrono::{TimeZone, Utc};
 use serde_json::json;
-use thinkus_backends::embed::normalize;
-use thinkus_backends::sql::{MemoryStore, WriteBatch};
-use thinkus_backends::vector::{Bm25Encoder, IndexedPoint, MemoryFilter, Reader};
-use thinkus_common::model::{DEFAULT_TENANT, Language, Memory, MemorySource, MemoryStatus, MemoryType, Owner, Scope};
+use thinkus_backends::sql::MemoryStore;
+use thinkus_backends::vector::{Bm25Encoder, MemoryFilter, Reader};
+use thinkus_common::model::{DEFAULT_TENANT, MemoryStatus, Owner};
 use thinkus_proto::retriever::RecallRequest;
 use thinkus_proto::retriever::retriever_service_client::RetrieverServiceClient;
 use tokio_util::sync::CancellationToken;
 
+use super::corpus::{self, ROLE};
 use super::stats::percentile_ms;
 use super::{say, state_dir};
 use crate::config::Config;
 use crate::services::ServiceKind;
 
-const ROLE: &str = "assistant";
-/// Memories written per store transaction and index upsert.
-const BATCH: usize = 1000;
 /// Queries run first and not counted (caches, lazy initialisation).
 const WARMUP: usize = 10;
-/// Standard deviation of the noise added to each component of a unit vector, relative to
-/// 1/sqrt(dim): the noise's norm is about this share of the vector's.
-const NOISE: f32 = 0.35;
-
-const SUBJECTS: [&str; 20] = [
-    "The quarterly budget review",
-    "My sister's wedding",
-    "The Berlin office move",
-    "Our mobile app release",
-    "The marathon training plan",
-    "The kitchen renovation",
-    "The customer onboarding flow",
-    "Grandma's birthday dinner",
-    "The database migration",
-    "The hiring of a designer",
-    "Our trip to Kyoto",
-    "The pricing page redesign",
-    "The vendor contract with Acme",
-    "The yoga class schedule",
-    "The security audit",
-    "My daughter's piano recital",
-    "The podcast launch",
-    "The garden irrigation",
-    "The investor update",
-    "The team offsite",
-];
-const PREDICATES: [&str; 16] = [
-    "was moved to the second week of March",
-    "needs a decision from the finance lead before Friday",
-    "should stay under five thousand dollars",
-    "went better than expected, everyone was happy",
-    "is blocked until the legal review finishes",
-    "will use the cheaper option we discussed",
-    "has to be finished before the summer holidays",
-    "was cancelled because of the weather",
-    "depends on the new laptop arriving",
-    "is what I want to focus on this month",
-    "got great feedback from the early users",
-    "should be written up in a short report",
-    "reminded me to call the insurance company",
-    "made me rethink how we plan weekends",
-    "is where we met the new neighbours",
-    "takes more time than I thought it would",
-];
-const VOCABULARY: [&str; 24] = [
-    "alpha", "harbor", "violet", "ledger", "copper", "meadow", "signal", "quartz", "lantern", "orbit", "saffron",
-    "tundra", "willow", "ember", "falcon", "glacier", "mosaic", "nectar", "pebble", "ripple", "summit", "timber",
-    "velvet", "zephyr",
-];
-const QUESTIONS: [&str; 8] = [
-    "What did we decide about {s}?",
-    "When is {s} happening?",
-    "Anything I said about {s} and the budget?",
-    "Remind me what happened with {s}",
-    "Who was involved in {s}?",
-    "What was the problem with {s}?",
-    "How did {s} go in the end?",
-    "Is {s} still blocked?",
-];
-const TYPES: [MemoryType; 6] = [
-    MemoryType::ProjectDecision,
-    MemoryType::UserPreference,
-    MemoryType::DiscussionConclusion,
-    MemoryType::ActionItem,
-    MemoryType::Constraint,
-    MemoryType::Insight,
-];
-
-/// A small deterministic generator (xorshift64*), so runs are comparable.
-struct Rng(u64);
-
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 >> 12;
-        self.0 ^= self.0 << 25;
-        self.0 ^= self.0 >> 27;
-        self.0.wrapping_mul(0x2545_f491_4f6c_dd1d)
-    }
-
-    fn below(&mut self, n: usize) -> usize {
-        (self.next() % n as u64) as usize
-    }
-
-    fn unit(&mut self) -> f64 {
-        ((self.next() >> 11) as f64 + 0.5) / (1u64 << 53) as f64
-    }
-
-    /// A standard normal draw (Box-Muller).
-    fn gaussian(&mut self) -> f32 {
-        let (u, v) = (self.unit(), self.unit());
-        ((-2.0 * u.ln()).sqrt() * (std::f64::consts::TAU * v).cos()) as f32
-    }
-}
 
 /// One corpus shape to measure.
 #[derive(Debug, Clone, Copy)]
@@ -250,14 +150,8 @@ async fn measure(mut config: Config, shape: Shape, queries: usize) -> anyhow::Re
 
     // The real sentences, embedded once.
     let started = Instant::now();
-    let sentences: Vec<String> = SUBJECTS
-        .iter()
-        .flat_map(|s| PREDICATES.iter().map(move |p| format!("{s} {p}.")))
-        .collect();
-    let mut bases = Vec::with_capacity(sentences.len());
-    for chunk in sentences.chunks(32) {
-        bases.extend(embedder.embed_passages(chunk).await?);
-    }
+    let sentences = corpus::sentences();
+    let bases = corpus::embed_sentences(embedder.as_ref(), &sentences).await?;
     say(format!(
         "{} memories, {} users: embedded {} base sentences in {:.1}s",
         shape.memories,
@@ -268,44 +162,8 @@ async fn measure(mut config: Config, shape: Shape, queries: usize) -> anyhow::Re
 
     // The corpus.
     let started = Instant::now();
-    let bm25 = Bm25Encoder::default();
-    let mut rng = Rng(0x9e37_79b9_7f4a_7c15 ^ shape.memories as u64);
-    let sigma = NOISE / (dim as f32).sqrt();
-    let at = Utc.with_ymd_and_hms(2026, 1, 1, 9, 0, 0).unwrap();
     let user_of = |i: usize| format!("recall-user-{:03}", i % shape.users);
-    let mut i = 0;
-    while i < shape.memories {
-        let end = (i + BATCH).min(shape.memories);
-        let mut inserts = Vec::with_capacity(end - i);
-        let mut points = Vec::with_capacity(end - i);
-        for k in i..end {
-            let base = rng.below(sentences.len());
-            let words: Vec<&str> = (0..3).map(|_| VOCABULARY[rng.below(VOCABULARY.len())]).collect();
-            let content = format!("{} ({}, note {k})", sentences[base], words.join(" "));
-            let memory = synthetic_memory(
-                &user_of(k),
-                content,
-                TYPES[k % TYPES.len()],
-                at + chrono::Duration::minutes(k as i64),
-            );
-            let mut dense: Vec<f32> = bases[base].iter().map(|v| v + sigma * rng.gaussian()).collect();
-            normalize(&mut dense);
-            points.push(IndexedPoint::from_memory(
-                &memory,
-                dense,
-                bm25.document(&memory.index_text()),
-            ));
-            inserts.push(memory);
-        }
-        store
-            .commit(WriteBatch {
-                inserts,
-                ..Default::default()
-            })
-            .await?;
-        vectors.upsert(points).await?;
-        i = end;
-    }
+    corpus::write(&store, &vectors, &sentences, &bases, shape.memories, user_of).await?;
     say(format!(
         "wrote {} memories to the store and the index in {:.1}s",
         shape.memories,
@@ -314,19 +172,7 @@ async fn measure(mut config: Config, shape: Shape, queries: usize) -> anyhow::Re
 
     // The queries: distinct texts (no cache can answer them), spread over the users.
     let texts: Vec<(String, String)> = (0..queries + WARMUP)
-        .map(|q| {
-            let subject = SUBJECTS[q % SUBJECTS.len()].to_lowercase();
-            let template = QUESTIONS[(q / SUBJECTS.len()) % QUESTIONS.len()];
-            let round = q / (SUBJECTS.len() * QUESTIONS.len());
-            let mut text = template.replace("{s}", &subject);
-            if round > 0 {
-                text.push_str(&format!(" ({})", VOCABULARY[round % VOCABULARY.len()]));
-            }
-            if round >= VOCABULARY.len() {
-                text.push_str(&format!(" #{q}"));
-            }
-            (user_of(q * 7 + 3), text)
-        })
+        .map(|q| (user_of(q * 7 + 3), corpus::question(q)))
         .collect();
 
     // Through gRPC, the query embedding included.
@@ -357,11 +203,14 @@ async fn measure(mut config: Config, shape: Shape, queries: usize) -> anyhow::Re
     anyhow::ensure!(returned > 0, "no recall returned anything: the corpus was not found");
 
     // The search alone: the same queries' vectors, computed beforehand, straight to the index.
+    // The query embedding alone is timed on the text with a trailing space (the same tokens):
+    // the texts themselves are in the cache of recent queries since the recalls above.
+    let bm25 = Bm25Encoder::default();
     let mut query_vectors = Vec::with_capacity(texts.len());
     let mut embeddings = Vec::with_capacity(queries);
     for (q, (_, text)) in texts.iter().enumerate() {
         let asked = Instant::now();
-        let dense = embedder.embed_query(text).await?;
+        let dense = embedder.embed_query(&format!("{text} ")).await?;
         if q >= WARMUP {
             embeddings.push(asked.elapsed());
         }
@@ -425,17 +274,4 @@ async fn measure(mut config: Config, shape: Shape, queries: usize) -> anyhow::Re
     ));
     node.shutdown().await?;
     Ok(figures)
-}
-
-fn synthetic_memory(user: &str, content: String, memory_type: MemoryType, at: chrono::DateTime<Utc>) -> Memory {
-    Memory {
-        language: Language::En,
-        ..Memory::new(
-            Scope::new(user, ROLE),
-            memory_type,
-            content,
-            MemorySource::Conversation,
-            at,
-        )
-    }
 }
