@@ -52,6 +52,17 @@ if [ -z "${TEST_S3_URI:-}" ]; then
   eval "$s3_env"
 fi
 
+# The memory page's browser test drives headless Chromium (with a font for Chinese).
+if [ -z "${THINKUS_CHROMIUM:-}" ] && ! command -v chromium >/dev/null; then
+  if [ "$(id -u)" = "0" ] && command -v apt-get >/dev/null; then
+    say "installing Chromium (apt-get)"
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -q chromium fonts-wqy-zenhei >/dev/null
+  else
+    echo "Chromium is not installed: apt-get install -y chromium fonts-wqy-zenhei (or set THINKUS_CHROMIUM)" >&2
+    exit 1
+  fi
+fi
+
 say "Helm charts and protobuf contracts"
 ./scripts/check-charts.sh
 ./scripts/check-protos.sh

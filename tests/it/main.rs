@@ -2,6 +2,7 @@
 //! implementation, and the end-to-end scenarios. One binary keeps link time down.
 
 mod artifact;
+mod browser;
 mod conflicts;
 mod conformance;
 mod embed_once;
@@ -9,6 +10,7 @@ mod foundation;
 mod gateway;
 mod knowledge;
 mod markdown;
+mod memory_page;
 mod nodes;
 mod rest_routes;
 mod summary;

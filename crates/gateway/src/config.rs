@@ -36,6 +36,11 @@ pub struct GatewayConfig {
     pub retry_max_ms: u64,
     /// The REST/JSON facade's listen address ("" turns it off).
     pub rest_listen: String,
+    /// The memory page's listen address ("" turns it off; `crate::ui`). Same keys as REST.
+    pub ui_listen: String,
+    /// Recent PrepareTurn traces the page keeps in memory, in all (20 per user at most); kept
+    /// only while the page is served.
+    pub ui_traces: usize,
     /// The system prompt of Converse when the caller gives none.
     pub default_system_prompt: String,
 }
@@ -58,6 +63,8 @@ impl Default for GatewayConfig {
             retry_base_ms: 2_000,
             retry_max_ms: 300_000,
             rest_listen: String::new(),
+            ui_listen: String::new(),
+            ui_traces: 500,
             default_system_prompt: "You are a helpful executive assistant. Use the context when it is relevant; \
                 answer in the user's language."
                 .into(),

@@ -193,7 +193,7 @@ impl GatewayService for GatewayGrpc {
                 ScopeRules::USER_ROLE_SESSION,
                 |scope| async move {
                     gateway
-                        .prepare(PrepareRequest {
+                        .prepare_turn(PrepareRequest {
                             scope,
                             message: body.message,
                             budget_tokens: budget(body.budget_tokens)?,

@@ -16,6 +16,8 @@ pub mod rest;
 pub mod rest_memory;
 pub mod rest_records;
 pub mod service;
+pub mod traces;
+pub mod ui;
 
 pub use config::GatewayConfig;
 pub use grpc::GatewayGrpc;

@@ -510,7 +510,7 @@ async fn prepare(
     let prepared = with_forwarded_credential(principal.credential, async {
         state
             .gateway
-            .prepare(PrepareRequest {
+            .prepare_turn(PrepareRequest {
                 scope,
                 message: body.message,
                 budget_tokens: body.budget_tokens,

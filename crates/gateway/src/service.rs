@@ -65,6 +65,8 @@ pub struct Gateway {
     pub(crate) jobs: Arc<dyn JobStore>,
     pub(crate) tokens: TokenCounter,
     pub(crate) llm: Option<Arc<dyn LanguageModel>>,
+    /// Recent PrepareTurn traces for the memory page (`crate::traces`), when it is served.
+    pub(crate) traces: Option<crate::traces::TraceLog>,
 }
 
 /// The input of a "learn" job: one exchange to extract memories from.
@@ -133,7 +135,31 @@ impl Gateway {
             jobs,
             tokens,
             llm,
+            traces: None,
         }
+    }
+
+    /// Keeps recent PrepareTurn traces (for the memory page).
+    pub fn with_trace_log(mut self, traces: crate::traces::TraceLog) -> Self {
+        self.traces = Some(traces);
+        self
+    }
+
+    /// The recent traces, when they are kept.
+    pub fn traces(&self) -> Option<&crate::traces::TraceLog> {
+        self.traces.as_ref()
+    }
+
+    /// Prepares a turn ([`Self::prepare`]) and, while the memory page is served, keeps its
+    /// trace there: which memories the context used and why.
+    pub async fn prepare_turn(&self, request: PrepareRequest) -> Result<Prepared, ApiError> {
+        let Some(traces) = &self.traces else {
+            return self.prepare(request).await;
+        };
+        let (scope, message, now) = (request.scope.clone(), request.message.clone(), request.now);
+        let prepared = self.prepare(request).await?;
+        traces.record(&scope, &message, now, &prepared);
+        Ok(prepared)
     }
 
     pub fn config(&self) -> &GatewayConfig {
@@ -636,7 +662,7 @@ impl Gateway {
                 "llm.uri: Converse needs a configured LLM (an OpenAI-compatible or Anthropic endpoint)",
             ));
         };
-        let prepared = self.prepare(request.clone()).await?;
+        let prepared = self.prepare_turn(request.clone()).await?;
         let mut system = system_prompt
             .filter(|s| !s.trim().is_empty())
             .unwrap_or_else(|| self.config.default_system_prompt.clone());

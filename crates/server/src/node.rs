@@ -284,7 +284,14 @@ pub async fn start(
                         format!("gateway.rest_listen: cannot listen on {}", config.gateway.rest_listen)
                     })?;
                     tracing::info!(addr = %rest.local_addr()?, "REST facade listening");
-                    background.push(Background::Rest(rest, gateway.clone(), limiter));
+                    background.push(Background::Rest(rest, gateway.clone(), limiter.clone()));
+                }
+                if !config.gateway.ui_listen.is_empty() {
+                    let ui = TcpListener::bind(&config.gateway.ui_listen)
+                        .await
+                        .with_context(|| format!("gateway.ui_listen: cannot listen on {}", config.gateway.ui_listen))?;
+                    tracing::info!(addr = %ui.local_addr()?, "memory page listening");
+                    background.push(Background::Ui(ui, gateway.clone(), limiter));
                 }
                 background.push(Background::Workers(gateway));
             }
@@ -328,6 +335,15 @@ pub async fn start(
                 tasks.push(tokio::spawn(async move {
                     if let Err(err) = thinkus_gateway::rest::serve(listener, state, stop).await {
                         tracing::error!(%err, "the REST facade stopped");
+                    }
+                }));
+            }
+            Background::Ui(listener, gateway, limiter) => {
+                let state = thinkus_gateway::ui::UiState::new(gateway, authenticator.clone(), limiter);
+                let stop = shutdown.clone();
+                tasks.push(tokio::spawn(async move {
+                    if let Err(err) = thinkus_gateway::ui::serve(listener, state, stop).await {
+                        tracing::error!(%err, "the memory page stopped");
                     }
                 }));
             }
@@ -377,6 +393,12 @@ enum Background {
         Arc<thinkus_gateway::Gateway>,
         Arc<thinkus_gateway::RateLimiter>,
     ),
+    /// The memory page.
+    Ui(
+        TcpListener,
+        Arc<thinkus_gateway::Gateway>,
+        Arc<thinkus_gateway::RateLimiter>,
+    ),
 }
 
 /// The gateway over the node's clients of the other services.
@@ -396,13 +418,19 @@ fn gateway_local(config: &Config, apis: &Apis, backends: &Backends) -> anyhow::R
         summary_api: apis.summary.clone(),
     };
     let jobs: Arc<dyn thinkus_backends::sql::JobStore> = required(&backends.store, "the database")?;
-    Ok(Arc::new(thinkus_gateway::Gateway::new(
+    let gateway = thinkus_gateway::Gateway::new(
         config.gateway.clone(),
         upstreams,
         jobs,
         backends.tokens,
         backends.llm.clone(),
-    )))
+    );
+    // The memory page shows recent turns' traces: kept only while it is served.
+    Ok(Arc::new(if config.gateway.ui_listen.is_empty() {
+        gateway
+    } else {
+        gateway.with_trace_log(thinkus_gateway::traces::TraceLog::new(20, config.gateway.ui_traces))
+    }))
 }
 
 /// Reports SERVING while the backends answer, NOT_SERVING while they do not.

@@ -1,0 +1,1921 @@
+//! The memory page (seed 001 sections 3.5.4 and 4, seed 003's memory panel): what each AI
+//! employee remembers about a user, by type, with its confidence, evidence, freshness and
+//! source; search; a memory's history; correct, suppress, freeze, restore, delete, adjust its
+//! importance; the candidate queue; pending conflicts to confirm; the last session's summary;
+//! and for a recent turn, which memories its context used and why. Served on
+//! `gateway.ui_listen` (off by default), in Chinese or English following the user's language.
+//!
+//! Server-rendered HTML and one small script. Safe by default:
+//! - the same keys as the REST facade: an API key entered once is kept in a server-side session
+//!   (the browser holds only a random session id in an HttpOnly, SameSite=Strict cookie) and
+//!   checked again on every request, so a revoked key stops working at once; in dev mode a
+//!   loopback visitor needs none;
+//! - every form carries the session's CSRF token, checked before anything changes;
+//! - every text from data is escaped; the content security policy allows only the page's own
+//!   script and style (no inline code), no framing;
+//! - a user the key may not act for, or an id of another user, is NOT_FOUND (the page does not
+//!   say whether it exists).
+//!
+//! Changes made here are recorded as the user's (`user:<id>`), whatever role owns the memory.
+
+pub mod html;
+pub mod words;
+
+use std::collections::{BTreeMap, HashMap};
+use std::fmt::Write as _;
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use axum::Router;
+use axum::body::Bytes;
+use axum::extract::{ConnectInfo, Path, Query, State};
+use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use axum::routing::{get, post};
+use chrono::Utc;
+use parking_lot::Mutex;
+use thinkus_backends::sql::CandidateStatus;
+use thinkus_common::auth::{Authenticator, Principal, UserGrant, with_forwarded_credential};
+use thinkus_common::model::{Language, Memory, MemoryStatus, MemoryType, Owner, RetrievalMode, Scope, Visibility};
+use thinkus_common::text::{detect_language_of, summarize_to};
+use thinkus_common::time::relative;
+use thinkus_common::{ApiError, ErrorCode};
+use thinkus_knowledge_manager::api::{ConflictChoice, CorrectRequest, CorrectionAction, ListRequest};
+use thinkus_retriever::api::RecallRequest;
+use thinkus_summary::api::ListRequest as SummaryList;
+
+use crate::api::TraceKind;
+use crate::limits::RateLimiter;
+use crate::service::Gateway;
+use html::{button_form, csrf_field, esc, meter, page, seg};
+use words::{Words, source_label, status_label, type_heading, visibility_label, words};
+
+/// The session cookie's name.
+pub const COOKIE: &str = "thinkus_ui";
+/// A session unused this long is forgotten.
+const SESSION_IDLE: Duration = Duration::from_secs(12 * 3600);
+/// The most sessions kept; the least recently used go first.
+const MAX_SESSIONS: usize = 10_000;
+
+const CSS: &str = include_str!("app.css");
+const JS: &str = include_str!("app.js");
+
+/// The order of the types on the page.
+const TYPE_ORDER: [MemoryType; 13] = [
+    MemoryType::UserPreference,
+    MemoryType::Constraint,
+    MemoryType::ProjectDecision,
+    MemoryType::Fact,
+    MemoryType::Feedback,
+    MemoryType::DiscussionConclusion,
+    MemoryType::ActionItem,
+    MemoryType::Risk,
+    MemoryType::Insight,
+    MemoryType::Issue,
+    MemoryType::Learning,
+    MemoryType::Pattern,
+    MemoryType::ConversationTurn,
+];
+
+struct Session {
+    /// The API key entered on the sign-in form (none in dev mode).
+    key: Option<String>,
+    csrf: String,
+    last_seen: Instant,
+}
+
+/// Server-side sessions: the browser holds only their random ids.
+#[derive(Default)]
+pub struct Sessions {
+    inner: Mutex<HashMap<String, Session>>,
+}
+
+fn token() -> String {
+    format!("{}{}", uuid::Uuid::new_v4().simple(), uuid::Uuid::new_v4().simple())
+}
+
+/// The fields of an `application/x-www-form-urlencoded` body (`+` is a space, `%XX` a byte);
+/// a repeated name keeps its first value.
+fn parse_form(body: &[u8]) -> HashMap<String, String> {
+    fn decode(part: &str) -> String {
+        let hex = |b: u8| (b as char).to_digit(16).map(|d| d as u8);
+        let bytes = part.as_bytes();
+        let mut out = Vec::with_capacity(bytes.len());
+        let mut i = 0;
+        while i < bytes.len() {
+            match bytes[i] {
+                b'+' => out.push(b' '),
+                b'%' if i + 2 < bytes.len() => match (hex(bytes[i + 1]), hex(bytes[i + 2])) {
+                    (Some(high), Some(low)) => {
+                        out.push(high * 16 + low);
+                        i += 2;
+                    }
+                    _ => out.push(b'%'),
+                },
+                byte => out.push(byte),
+            }
+            i += 1;
+        }
+        String::from_utf8_lossy(&out).into_owned()
+    }
+    let mut fields = HashMap::new();
+    for pair in String::from_utf8_lossy(body).split('&').filter(|p| !p.is_empty()) {
+        let (name, value) = pair.split_once('=').unwrap_or((pair, ""));
+        fields.entry(decode(name)).or_insert_with(|| decode(value));
+    }
+    fields
+}
+
+/// Compares two secrets in time independent of where they differ.
+fn same_secret(a: &str, b: &str) -> bool {
+    a.len() == b.len() && a.bytes().zip(b.bytes()).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
+}
+
+impl Sessions {
+    /// The session of `id` (touched), or a new one. Returns (id, key, csrf, new).
+    fn open(&self, id: Option<&str>) -> (String, Option<String>, String, bool) {
+        let now = Instant::now();
+        let mut inner = self.inner.lock();
+        if let Some(id) = id
+            && let Some(session) = inner.get_mut(id)
+            && now - session.last_seen < SESSION_IDLE
+        {
+            session.last_seen = now;
+            return (id.to_string(), session.key.clone(), session.csrf.clone(), false);
+        }
+        inner.retain(|_, s| now - s.last_seen < SESSION_IDLE);
+        if inner.len() >= MAX_SESSIONS
+            && let Some(oldest) = inner.iter().min_by_key(|(_, s)| s.last_seen).map(|(id, _)| id.clone())
+        {
+            inner.remove(&oldest);
+        }
+        let id = token();
+        let csrf = token();
+        inner.insert(
+            id.clone(),
+            Session {
+                key: None,
+                csrf: csrf.clone(),
+                last_seen: now,
+            },
+        );
+        (id, None, csrf, true)
+    }
+
+    fn set_key(&self, id: &str, key: Option<String>) {
+        if let Some(session) = self.inner.lock().get_mut(id) {
+            session.key = key;
+            // A new token after signing in or out.
+            session.csrf = token();
+        }
+    }
+}
+
+/// What the page's handlers share.
+#[derive(Clone)]
+pub struct UiState {
+    pub gateway: Arc<Gateway>,
+    pub authenticator: Arc<Authenticator>,
+    pub limiter: Arc<RateLimiter>,
+    pub sessions: Arc<Sessions>,
+}
+
+impl UiState {
+    pub fn new(gateway: Arc<Gateway>, authenticator: Arc<Authenticator>, limiter: Arc<RateLimiter>) -> Self {
+        Self {
+            gateway,
+            authenticator,
+            limiter,
+            sessions: Arc::new(Sessions::default()),
+        }
+    }
+}
+
+/// The router of the page.
+pub fn router(state: UiState) -> Router {
+    Router::new()
+        .route(
+            "/static/app.css",
+            get(|| async { asset("text/css; charset=utf-8", CSS) }),
+        )
+        .route(
+            "/static/app.js",
+            get(|| async { asset("text/javascript; charset=utf-8", JS) }),
+        )
+        .route("/login", get(login_form).post(login))
+        .route("/logout", post(logout))
+        .route("/", get(home))
+        .route("/open", get(open_user))
+        .route("/u/{user}", get(user_page))
+        .route("/u/{user}/r/{role}", get(role_page))
+        .route("/u/{user}/m/{id}", get(memory_page))
+        .route("/u/{user}/m/{id}/{action}", post(memory_action))
+        .route("/u/{user}/c/{id}/{action}", post(candidate_action))
+        .route("/u/{user}/k/{id}/{keep}", post(conflict_action))
+        .route("/u/{user}/t/{id}", get(trace_page))
+        .fallback(|| async { UiError::NotFound.into_response() })
+        .with_state(state)
+}
+
+/// Serves the page on `listener` until `shutdown`.
+pub async fn serve(
+    listener: tokio::net::TcpListener,
+    state: UiState,
+    shutdown: tokio_util::sync::CancellationToken,
+) -> std::io::Result<()> {
+    axum::serve(
+        listener,
+        router(state).into_make_service_with_connect_info::<SocketAddr>(),
+    )
+    .with_graceful_shutdown(async move { shutdown.cancelled().await })
+    .await
+}
+
+/// Headers every answer carries.
+fn secure(mut response: Response) -> Response {
+    let headers = response.headers_mut();
+    let set = |headers: &mut HeaderMap, name: &'static str, value: &'static str| {
+        headers.insert(name, HeaderValue::from_static(value));
+    };
+    set(
+        headers,
+        "content-security-policy",
+        "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'",
+    );
+    set(headers, "x-content-type-options", "nosniff");
+    set(headers, "x-frame-options", "DENY");
+    set(headers, "referrer-policy", "no-referrer");
+    set(headers, "cache-control", "no-store");
+    response
+}
+
+fn asset(content_type: &'static str, body: &'static str) -> Response {
+    let mut response = secure(body.into_response());
+    response
+        .headers_mut()
+        .insert(header::CONTENT_TYPE, HeaderValue::from_static(content_type));
+    response
+        .headers_mut()
+        .insert(header::CACHE_CONTROL, HeaderValue::from_static("public, max-age=3600"));
+    response
+}
+
+/// Why a request is not answered with its page.
+#[derive(Debug)]
+pub enum UiError {
+    /// No credentials (API key mode): the sign-in form, keeping a new session's cookie.
+    SignIn(Option<String>),
+    /// The CSRF token is missing or wrong.
+    Forbidden,
+    NotFound,
+    Api(ApiError),
+}
+
+impl From<ApiError> for UiError {
+    fn from(err: ApiError) -> Self {
+        match err.code {
+            ErrorCode::Unauthenticated => UiError::SignIn(None),
+            // Another tenant's user or id: the page does not say it exists.
+            ErrorCode::NotFound | ErrorCode::PermissionDenied => UiError::NotFound,
+            _ => UiError::Api(err),
+        }
+    }
+}
+
+impl IntoResponse for UiError {
+    fn into_response(self) -> Response {
+        let w = &words::EN;
+        let (status, title, text) = match self {
+            UiError::SignIn(cookie) => {
+                let mut response = StatusCode::SEE_OTHER.into_response();
+                response.headers_mut().insert(header::LOCATION, HeaderValue::from_static("/login"));
+                if let Some(value) = cookie.and_then(|c| HeaderValue::from_str(&c).ok()) {
+                    response.headers_mut().insert(header::SET_COOKIE, value);
+                }
+                return secure(response);
+            }
+            UiError::Forbidden => (
+                StatusCode::FORBIDDEN,
+                "Forbidden",
+                "The form expired or did not come from this page: reload it and try again. / 表单已过期或不是来自本页面，请刷新后重试。".to_string(),
+            ),
+            UiError::NotFound => (
+                StatusCode::NOT_FOUND,
+                w.not_found,
+                format!("{} / {}", w.not_found_hint, words::ZH.not_found_hint),
+            ),
+            UiError::Api(err) => {
+                let status = StatusCode::from_u16(err.code.http_status()).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
+                let message = if status == StatusCode::INTERNAL_SERVER_ERROR {
+                    tracing::error!(error = %err.message, "internal error on the memory page");
+                    "internal error".to_string()
+                } else {
+                    err.message
+                };
+                (status, w.error, message)
+            }
+        };
+        let body = format!("<h1>{}</h1><p>{}</p><p><a href=\"/\">←</a></p>", esc(title), esc(&text));
+        let html = page("en", title, "<a class=\"brand\" href=\"/\">Thinkus</a>", &body);
+        secure((status, axum::response::Html(html)).into_response())
+    }
+}
+
+/// One request's visitor: their session and principal.
+struct Visit {
+    session: String,
+    csrf: String,
+    principal: Principal,
+    /// A new session's cookie to set.
+    cookie: Option<String>,
+}
+
+fn cookie_value(headers: &HeaderMap) -> Option<String> {
+    headers
+        .get_all(header::COOKIE)
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .flat_map(|v| v.split(';'))
+        .filter_map(|pair| pair.trim().split_once('='))
+        .find(|(name, _)| *name == COOKIE)
+        .map(|(_, value)| value.to_string())
+}
+
+fn set_cookie(id: &str) -> String {
+    format!(
+        "{COOKIE}={id}; Path=/; HttpOnly; SameSite=Strict; Max-Age={}",
+        SESSION_IDLE.as_secs()
+    )
+}
+
+impl UiState {
+    /// The visitor of a request: their session (a new one when they have none), authenticated
+    /// with the key it holds, their tenant's rate taken.
+    fn visit(&self, headers: &HeaderMap, peer: SocketAddr) -> Result<Visit, UiError> {
+        let (session, key, csrf, new) = self.sessions.open(cookie_value(headers).as_deref());
+        let cookie = new.then(|| set_cookie(&session));
+        let principal = match self.authenticator.authenticate(key.as_deref(), Some(peer)) {
+            Ok(principal) => principal,
+            // The sign-in form needs the session's cookie for its CSRF token.
+            Err(err) if err.code == ErrorCode::Unauthenticated => return Err(UiError::SignIn(cookie)),
+            Err(err) => return Err(err.into()),
+        };
+        self.limiter.check(&principal.tenant, principal.rate_per_second)?;
+        Ok(Visit {
+            session,
+            csrf,
+            principal,
+            cookie,
+        })
+    }
+
+    /// Like [`Self::visit`], and checks the form's CSRF token.
+    fn posted(&self, headers: &HeaderMap, peer: SocketAddr, form: &HashMap<String, String>) -> Result<Visit, UiError> {
+        let visit = self.visit(headers, peer)?;
+        match form.get("csrf") {
+            Some(token) if visit.cookie.is_none() && same_secret(token, &visit.csrf) => Ok(visit),
+            _ => Err(UiError::Forbidden),
+        }
+    }
+}
+
+fn html_response(visit: &Visit, html: String) -> Response {
+    let mut response = secure(axum::response::Html(html).into_response());
+    if let Some(cookie) = &visit.cookie
+        && let Ok(value) = HeaderValue::from_str(cookie)
+    {
+        response.headers_mut().insert(header::SET_COOKIE, value);
+    }
+    response
+}
+
+fn redirect(location: &str) -> Response {
+    let mut response = StatusCode::SEE_OTHER.into_response();
+    if let Ok(value) = HeaderValue::from_str(location) {
+        response.headers_mut().insert(header::LOCATION, value);
+    }
+    secure(response)
+}
+
+impl Visit {
+    /// A scope of `user` in the visitor's own tenant (a service key included: the page never
+    /// reaches into another tenant), checked against what the key may act for.
+    fn scope(&self, user: &str, role: &str, project: Option<&str>) -> Result<Scope, UiError> {
+        let mut scope = Scope {
+            tenant_id: self.principal.tenant.clone(),
+            user_id: user.to_string(),
+            role_id: role.to_string(),
+            project_id: project.filter(|p| !p.is_empty()).map(str::to_string),
+            session_id: None,
+        };
+        self.principal.authorize(&mut scope)?;
+        Ok(scope)
+    }
+
+    /// The scope of a person acting for a user: changes are recorded as the user's.
+    fn person(&self, user: &str) -> Result<Scope, UiError> {
+        self.scope(user, "", None)
+    }
+}
+
+/// Query parameters every page reads.
+#[derive(Debug, Default, serde::Deserialize)]
+struct PageQuery {
+    lang: Option<String>,
+    /// A project to narrow to.
+    p: Option<String>,
+    /// A search.
+    q: Option<String>,
+    /// Show memories in every status.
+    all: Option<String>,
+    /// Show the conversation turns.
+    turns: Option<String>,
+    /// What was just done (a code: corrected, suppressed...).
+    done: Option<String>,
+}
+
+impl PageQuery {
+    fn language(&self) -> Option<Language> {
+        self.lang.as_deref().and_then(|l| l.parse().ok())
+    }
+
+    /// The query string that keeps the page's language and project.
+    fn keep(&self) -> String {
+        let mut parts = Vec::new();
+        if let Some(lang) = self.language() {
+            parts.push(format!("lang={}", lang.as_str()));
+        }
+        if let Some(project) = self.p.as_deref().filter(|p| !p.is_empty()) {
+            parts.push(format!("p={}", seg(project)));
+        }
+        if parts.is_empty() {
+            String::new()
+        } else {
+            format!("?{}", parts.join("&"))
+        }
+    }
+}
+
+fn done_text(w: &Words, code: Option<&str>) -> Option<&'static str> {
+    Some(match code? {
+        "corrected" => w.done_corrected,
+        "suppressed" => w.done_suppressed,
+        "frozen" => w.done_frozen,
+        "restored" => w.done_restored,
+        "deleted" => w.done_deleted,
+        "importance" => w.done_importance,
+        "approved" => w.done_approved,
+        "rejected" => w.done_rejected,
+        "resolved" => w.done_resolved,
+        _ => return None,
+    })
+}
+
+impl UiState {
+    async fn forward<F: Future>(&self, visit: &Visit, work: F) -> F::Output {
+        with_forwarded_credential(visit.principal.credential.clone(), work).await
+    }
+
+    /// The language of the user's memories (the page's language unless `?lang=` says otherwise).
+    async fn language_of(&self, visit: &Visit, user: &str, asked: Option<Language>) -> Result<Language, UiError> {
+        if let Some(language) = asked {
+            return Ok(language);
+        }
+        let knowledge = &self.gateway.upstreams.knowledge;
+        let recent = self
+            .forward(
+                visit,
+                knowledge.list_memories(ListRequest {
+                    scope: visit.person(user)?,
+                    limit: 100,
+                    ..Default::default()
+                }),
+            )
+            .await?;
+        let curated: Vec<&str> = recent
+            .iter()
+            .filter(|m| m.memory_type != MemoryType::ConversationTurn)
+            .map(|m| m.content.as_str())
+            .collect();
+        Ok(if curated.is_empty() {
+            detect_language_of(recent.iter().map(|m| m.content.as_str()))
+        } else {
+            detect_language_of(curated)
+        })
+    }
+}
+
+/// The header of a user's pages: the brand, the language switch, sign out.
+fn top(visit: &Visit, w: &Words, user: Option<&str>, here: &str) -> String {
+    let other = if w.lang == "zh" { "en" } else { "zh" };
+    let separator = if here.contains('?') { '&' } else { '?' };
+    let switch = format!("{here}{separator}lang={other}");
+    let mut out = String::from("<a class=\"brand\" href=\"/\">Thinkus · ");
+    out.push_str(esc(w.title).as_str());
+    out.push_str("</a>");
+    if let Some(user) = user {
+        let _ = write!(out, "<a href=\"/u/{}?lang={}\">{}</a>", seg(user), w.lang, esc(user));
+    }
+    out.push_str("<span class=\"spacer\"></span>");
+    let _ = write!(
+        out,
+        "<a href=\"{}\" id=\"switch-language\">{}</a>",
+        esc(&switch),
+        esc(w.other_language)
+    );
+    if visit.principal.credential.is_some() {
+        out.push_str(&button_form("/logout", &visit.csrf, w.sign_out, "", &[], None));
+    }
+    out
+}
+
+async fn login_form(State(state): State<UiState>, headers: HeaderMap) -> Response {
+    let (session, _, csrf, new) = state.sessions.open(cookie_value(&headers).as_deref());
+    let body = format!(
+        "<h1>{zh} / {en}</h1><p>{hint_zh}<br>{hint_en}</p>\
+         <form method=\"post\" action=\"/login\" class=\"stack\">{csrf}\
+         <label>{key_zh} / {key_en} <input type=\"password\" name=\"key\" autocomplete=\"off\" required></label>\
+         <button type=\"submit\" class=\"primary\">{zh} / {en}</button></form>",
+        zh = words::ZH.sign_in,
+        en = words::EN.sign_in,
+        hint_zh = words::ZH.sign_in_hint,
+        hint_en = words::EN.sign_in_hint,
+        key_zh = words::ZH.api_key,
+        key_en = words::EN.api_key,
+        csrf = csrf_field(&csrf),
+    );
+    let visit = Visit {
+        session: session.clone(),
+        csrf,
+        principal: Principal::dev(),
+        cookie: new.then(|| set_cookie(&session)),
+    };
+    html_response(
+        &visit,
+        page("en", "Thinkus", "<a class=\"brand\" href=\"/\">Thinkus</a>", &body),
+    )
+}
+
+async fn login(
+    State(state): State<UiState>,
+    ConnectInfo(peer): ConnectInfo<SocketAddr>,
+    headers: HeaderMap,
+    body: Bytes,
+) -> Response {
+    let form = parse_form(&body);
+    let (session, _, csrf, new) = state.sessions.open(cookie_value(&headers).as_deref());
+    if new || !form.get("csrf").is_some_and(|t| same_secret(t, &csrf)) {
+        return UiError::Forbidden.into_response();
+    }
+    let key = form.get("key").map(|k| k.trim().to_string()).filter(|k| !k.is_empty());
+    match state.authenticator.authenticate(key.as_deref(), Some(peer)) {
+        Ok(_) => {
+            state.sessions.set_key(&session, key);
+            redirect("/")
+        }
+        Err(err) => UiError::Api(err).into_response(),
+    }
+}
+
+async fn logout(
+    State(state): State<UiState>,
+    ConnectInfo(peer): ConnectInfo<SocketAddr>,
+    headers: HeaderMap,
+    body: Bytes,
+) -> Response {
+    let form = parse_form(&body);
+    match state.posted(&headers, peer, &form) {
+        Ok(visit) => {
+            state.sessions.set_key(&visit.session, None);
+            redirect("/login")
+        }
+        Err(err) => err.into_response(),
+    }
+}
+
+async fn home(
+    State(state): State<UiState>,
+    ConnectInfo(peer): ConnectInfo<SocketAddr>,
+    headers: HeaderMap,
+    Query(query): Query<PageQuery>,
+) -> Response {
+    let visit = match state.visit(&headers, peer) {
+        Ok(visit) => visit,
+        Err(err) => return err.into_response(),
+    };
+    let w = words(query.language().unwrap_or(Language::Zh));
+    let mut body = format!("<h1>{}</h1>", esc(w.users));
+    if let UserGrant::Only(users) = &visit.principal.users {
+        let mut users: Vec<&String> = users.iter().collect();
+        users.sort();
+        body.push_str("<div class=\"roles\">");
+        for user in users {
+            let _ = write!(body, "<a href=\"/u/{}\">{}</a>", seg(user), esc(user));
+        }
+        body.push_str("</div>");
+    }
+    let _ = write!(
+        body,
+        "<form method=\"get\" action=\"/open\" class=\"card\"><label>{} <input type=\"text\" name=\"user\" required></label> <button type=\"submit\" class=\"primary\">{}</button></form>",
+        esc(w.user_id),
+        esc(w.open)
+    );
+    let html = page(w.lang, w.title, &top(&visit, w, None, "/"), &body);
+    html_response(&visit, html)
+}
+
+#[derive(serde::Deserialize)]
+struct OpenQuery {
+    user: String,
+}
+
+async fn open_user(Query(query): Query<OpenQuery>) -> Response {
+    redirect(&format!("/u/{}", seg(query.user.trim())))
+}
+
+async fn user_page(
+    State(state): State<UiState>,
+    ConnectInfo(peer): ConnectInfo<SocketAddr>,
+    headers: HeaderMap,
+    Path(user): Path<String>,
+    Query(query): Query<PageQuery>,
+) -> Response {
+    let visit = match state.visit(&headers, peer) {
+        Ok(visit) => visit,
+        Err(err) => return err.into_response(),
+    };
+    match user_body(&state, &visit, &user, &query).await {
+        Ok(html) => html_response(&visit, html),
+        Err(err) => err.into_response(),
+    }
+}
+
+async fn user_body(state: &UiState, visit: &Visit, user: &str, query: &PageQuery) -> Result<String, UiError> {
+    visit.principal.authorize_user(user)?;
+    let language = state.language_of(visit, user, query.language()).await?;
+    let w = words(language);
+    let knowledge = &state.gateway.upstreams.knowledge;
+    let roles = state
+        .forward(visit, knowledge.list_roles(visit.person(user)?.owner()))
+        .await?;
+    let mut body = format!("<h1>{}</h1>", esc(user));
+    if let Some(done) = done_text(w, query.done.as_deref()) {
+        let _ = write!(body, "<p class=\"flash\" id=\"flash\">{}</p>", esc(done));
+    }
+    let _ = write!(body, "<h2>{}</h2>", esc(w.roles));
+    if roles.is_empty() {
+        let _ = write!(body, "<p class=\"muted\">{}</p>", esc(w.no_roles));
+    } else {
+        body.push_str("<div class=\"roles\" id=\"roles\">");
+        for role in &roles {
+            let _ = write!(
+                body,
+                "<a href=\"/u/{}/r/{}?lang={}\">{}</a>",
+                seg(user),
+                seg(role),
+                w.lang,
+                esc(role)
+            );
+        }
+        body.push_str("</div>");
+    }
+    let here = format!("/u/{}", seg(user));
+    body.push_str(&conflicts_section(state, visit, w, user, None, None, &here).await?);
+    body.push_str(&candidates_section(state, visit, w, user, None, &here).await?);
+    Ok(page(
+        w.lang,
+        &format!("{user} · {}", w.title),
+        &top(visit, w, Some(user), &here),
+        &body,
+    ))
+}
+
+async fn role_page(
+    State(state): State<UiState>,
+    ConnectInfo(peer): ConnectInfo<SocketAddr>,
+    headers: HeaderMap,
+    Path((user, role)): Path<(String, String)>,
+    Query(query): Query<PageQuery>,
+) -> Response {
+    let visit = match state.visit(&headers, peer) {
+        Ok(visit) => visit,
+        Err(err) => return err.into_response(),
+    };
+    match role_body(&state, &visit, &user, &role, &query).await {
+        Ok(html) => html_response(&visit, html),
+        Err(err) => err.into_response(),
+    }
+}
+
+/// One memory as a list item.
+fn memory_item(
+    w: &Words,
+    language: Language,
+    user: &str,
+    memory: &Memory,
+    now: chrono::DateTime<Utc>,
+    keep: &str,
+) -> String {
+    let stars = "★".repeat(memory.importance as usize) + &"☆".repeat(5usize.saturating_sub(memory.importance as usize));
+    let mut item = format!(
+        "<li id=\"{id}\" data-memory=\"{id}\"><div class=\"content\">{content}</div><div class=\"meta\">",
+        id = esc(&memory.id),
+        content = esc(&memory.content),
+    );
+    if memory.status != MemoryStatus::Active {
+        let _ = write!(
+            item,
+            "<span class=\"badge {}\">{}</span>",
+            memory.status.as_str(),
+            esc(status_label(memory.status, language))
+        );
+    }
+    let _ = write!(
+        item,
+        "<span title=\"{imp}\">{stars}</span><span>{conf_label} {meter} {conf:.0}%</span><span>{ev_label} {ev}</span>\
+         <span>{fresh_label} {fresh:.1}/5</span><span>{src}</span><span>{vis}</span><span>{role}</span><span>{when}</span>\
+         <a href=\"/u/{user}/m/{id}{keep}\">{details}</a></div></li>",
+        imp = esc(w.importance),
+        conf_label = esc(w.confidence),
+        meter = meter(memory.confidence, w.confidence),
+        conf = memory.confidence * 100.0,
+        ev_label = esc(w.evidence),
+        ev = memory.evidence_count,
+        fresh_label = esc(w.freshness),
+        fresh = memory.freshness,
+        src = esc(source_label(memory.source, language)),
+        vis = esc(visibility_label(memory.visibility, language)),
+        role = esc(&memory.scope.role_id),
+        when = esc(&relative(memory.occurred_at, now, language)),
+        user = seg(user),
+        id = seg(&memory.id),
+        keep = esc(keep),
+        details = esc(w.details),
+    );
+    item
+}
+
+async fn role_body(
+    state: &UiState,
+    visit: &Visit,
+    user: &str,
+    role: &str,
+    query: &PageQuery,
+) -> Result<String, UiError> {
+    visit.principal.authorize_user(user)?;
+    let knowledge = &state.gateway.upstreams.knowledge;
+    let project = query.p.clone().filter(|p| !p.is_empty());
+    let scope = visit.scope(user, role, project.as_deref())?;
+    let show_all = query.all.is_some();
+    let statuses = if show_all {
+        MemoryStatus::ALL.to_vec()
+    } else {
+        vec![MemoryStatus::Active]
+    };
+    let types = if query.turns.is_some() {
+        Vec::new()
+    } else {
+        TYPE_ORDER
+            .iter()
+            .copied()
+            .filter(|t| *t != MemoryType::ConversationTurn)
+            .collect()
+    };
+    // In one project: what the role sees there. Across projects: what it owns anywhere and
+    // what is shared with it (with a project's roles or every role).
+    let memories: Vec<Memory> = state
+        .forward(
+            visit,
+            knowledge.list_memories(ListRequest {
+                scope: if project.is_some() {
+                    scope.clone()
+                } else {
+                    visit.person(user)?
+                },
+                types,
+                statuses,
+                limit: 500,
+                offset: 0,
+            }),
+        )
+        .await?
+        .into_iter()
+        .filter(|m| project.is_some() || m.scope.role_id == role || m.visibility != Visibility::Private)
+        .collect();
+    let language = match query.language() {
+        Some(language) => language,
+        None => {
+            let curated: Vec<&str> = memories
+                .iter()
+                .filter(|m| m.memory_type != MemoryType::ConversationTurn)
+                .map(|m| m.content.as_str())
+                .collect();
+            if curated.is_empty() {
+                state.language_of(visit, user, None).await?
+            } else {
+                detect_language_of(curated)
+            }
+        }
+    };
+    let w = words(language);
+    let now = Utc::now();
+    let keep = query.keep();
+    let here = format!("/u/{}/r/{}{}", seg(user), seg(role), keep);
+    let roles = state
+        .forward(visit, knowledge.list_roles(visit.person(user)?.owner()))
+        .await?;
+
+    let mut body = String::new();
+    let _ = write!(
+        body,
+        "<h1 id=\"title\">{}</h1>",
+        esc(&if language == Language::Zh {
+            format!("{role} {}", w.what_remembers)
+        } else {
+            format!("What {role} {}", w.what_remembers)
+        })
+    );
+    body.push_str("<div class=\"roles\">");
+    for other in &roles {
+        let _ = write!(
+            body,
+            "<a href=\"/u/{}/r/{}?lang={}\" class=\"{}\">{}</a>",
+            seg(user),
+            seg(other),
+            w.lang,
+            if other == role { "on" } else { "" },
+            esc(other)
+        );
+    }
+    body.push_str("</div>");
+    if let Some(done) = done_text(w, query.done.as_deref()) {
+        let _ = write!(body, "<p class=\"flash\" id=\"flash\">{}</p>", esc(done));
+    }
+
+    // Projects seen in these memories, to narrow to one.
+    let mut projects: Vec<String> = memories.iter().filter_map(|m| m.scope.project_id.clone()).collect();
+    projects.sort();
+    projects.dedup();
+    let _ = write!(
+        body,
+        "<form method=\"get\" action=\"/u/{}/r/{}\" class=\"actions\" id=\"search\">\
+         <input type=\"hidden\" name=\"lang\" value=\"{}\">\
+         <input type=\"search\" name=\"q\" value=\"{}\" placeholder=\"{}\">",
+        seg(user),
+        seg(role),
+        w.lang,
+        esc(query.q.as_deref().unwrap_or("")),
+        esc(w.search_placeholder)
+    );
+    if !projects.is_empty() || project.is_some() {
+        let _ = write!(
+            body,
+            "<select name=\"p\"><option value=\"\">{}</option>",
+            esc(w.all_projects)
+        );
+        if let Some(chosen) = &project
+            && !projects.contains(chosen)
+        {
+            projects.push(chosen.clone());
+        }
+        for p in &projects {
+            let selected = if Some(p) == project.as_ref() { " selected" } else { "" };
+            let _ = write!(body, "<option value=\"{}\"{selected}>{}</option>", esc(p), esc(p));
+        }
+        body.push_str("</select>");
+    }
+    let _ = write!(
+        body,
+        "<button type=\"submit\" class=\"primary\">{}</button></form>",
+        esc(w.search)
+    );
+
+    if let Some(q) = query.q.as_deref().map(str::trim).filter(|q| !q.is_empty()) {
+        // Across projects, the role's cross-project layer and each of its projects (a few).
+        let mut scopes = vec![scope.clone()];
+        if project.is_none() {
+            for p in projects.iter().take(5) {
+                scopes.push(Scope {
+                    project_id: Some(p.clone()),
+                    ..scope.clone()
+                });
+            }
+        }
+        let mut found: BTreeMap<String, thinkus_retriever::api::CatalogEntry> = BTreeMap::new();
+        for scope in scopes {
+            let recalled = state
+                .forward(
+                    visit,
+                    state.gateway.upstreams.retriever.recall(RecallRequest {
+                        scope,
+                        query: q.to_string(),
+                        mode: RetrievalMode::Catalog,
+                        budget_tokens: Some(4000),
+                        limit: Some(20),
+                        language: Some(language),
+                        ..Default::default()
+                    }),
+                )
+                .await?;
+            for entry in recalled.catalog {
+                let better = found
+                    .get(&entry.id)
+                    .is_none_or(|seen| seen.score.score < entry.score.score);
+                if better {
+                    found.insert(entry.id.clone(), entry);
+                }
+            }
+        }
+        let mut catalog: Vec<_> = found.into_values().collect();
+        catalog.sort_by(|a, b| b.score.score.total_cmp(&a.score.score));
+        catalog.truncate(20);
+        let _ = write!(body, "<h2>{}</h2>", esc(w.results));
+        if catalog.is_empty() {
+            let _ = write!(body, "<p class=\"muted\" id=\"results\">{}</p>", esc(w.no_results));
+        } else {
+            body.push_str("<ul class=\"memories\" id=\"results\">");
+            for entry in &catalog {
+                let _ = write!(
+                    body,
+                    "<li data-memory=\"{id}\"><div class=\"content\">{summary}</div><div class=\"meta\"><span class=\"badge\">{kind}</span>\
+                     <span>{score_label} {score:.2}</span><span>{conf_label} {conf:.0}%</span><span>{role}</span><span>{when}</span>\
+                     <a href=\"/u/{user}/m/{sid}{keep}\">{details}</a></div></li>",
+                    id = esc(&entry.id),
+                    summary = esc(&entry.summary),
+                    kind = esc(type_heading(entry.memory_type, language)),
+                    score_label = esc(w.score),
+                    score = entry.score.score,
+                    conf_label = esc(w.confidence),
+                    conf = entry.confidence * 100.0,
+                    role = esc(&entry.role_id),
+                    when = esc(&entry.relative_time),
+                    user = seg(user),
+                    sid = seg(&entry.id),
+                    keep = esc(&keep),
+                    details = esc(w.details),
+                );
+            }
+            body.push_str("</ul>");
+        }
+    }
+
+    body.push_str(&conflicts_section(state, visit, w, user, Some(role), project.as_deref(), &here).await?);
+    body.push_str(&candidates_section(state, visit, w, user, Some(role), &here).await?);
+
+    // Memories by type.
+    let _ = write!(body, "<h2>{}</h2><div id=\"memories\">", esc(w.memories));
+    let toggles = {
+        let base = format!(
+            "/u/{}/r/{}?lang={}{}",
+            seg(user),
+            seg(role),
+            w.lang,
+            project.as_deref().map(|p| format!("&p={}", seg(p))).unwrap_or_default()
+        );
+        let all = if show_all {
+            format!(
+                "<a href=\"{}{}\">{}</a>",
+                esc(&base),
+                if query.turns.is_some() { "&amp;turns=1" } else { "" },
+                esc(w.show_active)
+            )
+        } else {
+            format!(
+                "<a href=\"{}&amp;all=1{}\">{}</a>",
+                esc(&base),
+                if query.turns.is_some() { "&amp;turns=1" } else { "" },
+                esc(w.show_inactive)
+            )
+        };
+        let turns = if query.turns.is_some() {
+            format!(
+                "<a href=\"{}{}\">{}</a>",
+                esc(&base),
+                if show_all { "&amp;all=1" } else { "" },
+                esc(w.hide_turns)
+            )
+        } else {
+            format!(
+                "<a href=\"{}&amp;turns=1{}\">{}</a>",
+                esc(&base),
+                if show_all { "&amp;all=1" } else { "" },
+                esc(w.show_turns)
+            )
+        };
+        format!("<p class=\"actions\">{all} · {turns}</p>")
+    };
+    body.push_str(&toggles);
+    let mut by_type: BTreeMap<usize, Vec<&Memory>> = BTreeMap::new();
+    for memory in &memories {
+        if memory.memory_type == MemoryType::ConversationTurn && query.turns.is_none() {
+            continue;
+        }
+        let rank = TYPE_ORDER
+            .iter()
+            .position(|t| *t == memory.memory_type)
+            .unwrap_or(TYPE_ORDER.len());
+        by_type.entry(rank).or_default().push(memory);
+    }
+    if by_type.is_empty() {
+        let _ = write!(body, "<p class=\"muted\">{}</p>", esc(w.no_memories));
+    }
+    for (rank, list) in &by_type {
+        let memory_type = TYPE_ORDER.get(*rank).copied().unwrap_or(MemoryType::Fact);
+        let _ = write!(
+            body,
+            "<h3 data-type=\"{}\">{} ({})</h3><ul class=\"memories\">",
+            memory_type.as_str(),
+            esc(type_heading(memory_type, language)),
+            list.len()
+        );
+        for memory in list {
+            body.push_str(&memory_item(w, language, user, memory, now, &keep));
+        }
+        body.push_str("</ul>");
+    }
+    body.push_str("</div>");
+
+    body.push_str("<div class=\"grid2\">");
+    body.push_str(&summary_card(state, visit, w, language, user, role, project.as_deref(), now).await?);
+    body.push_str(&turns_card(state, w, language, &scope.owner(), role, now, &keep));
+    body.push_str("</div>");
+    Ok(page(
+        w.lang,
+        &format!("{role} · {user} · {}", w.title),
+        &top(
+            visit,
+            w,
+            Some(user),
+            &format!(
+                "/u/{}/r/{}{}",
+                seg(user),
+                seg(role),
+                project.as_deref().map(|p| format!("?p={}", seg(p))).unwrap_or_default()
+            ),
+        ),
+        &body,
+    ))
+}
+
+async fn conflicts_section(
+    state: &UiState,
+    visit: &Visit,
+    w: &Words,
+    user: &str,
+    role: Option<&str>,
+    project: Option<&str>,
+    here: &str,
+) -> Result<String, UiError> {
+    let scope = visit.scope(user, role.unwrap_or_default(), project)?;
+    let conflicts = state
+        .forward(visit, state.gateway.upstreams.knowledge.list_conflicts(scope, 50))
+        .await?;
+    let mut out = format!(
+        "<h2>⚠️ {} ({})</h2><div id=\"conflicts\">",
+        esc(w.conflicts),
+        conflicts.len()
+    );
+    if conflicts.is_empty() {
+        let _ = write!(out, "<p class=\"muted\">{}</p>", esc(w.no_conflicts));
+    }
+    for conflict in &conflicts {
+        let current = conflict
+            .current
+            .iter()
+            .map(|m| m.content.as_str())
+            .collect::<Vec<_>>()
+            .join(" / ");
+        let _ = write!(
+            out,
+            "<div class=\"card warn\" data-conflict=\"{id}\"><div class=\"question\">{question}</div>\
+             <div class=\"meta\"><span>{cur_label}: {current}</span></div><div class=\"meta\"><span>{new_label}: {proposed}</span>\
+             <span>{seen} {n}</span><span>{role}</span></div><div class=\"actions\">",
+            id = esc(&conflict.id),
+            question = esc(&conflict.question),
+            cur_label = esc(w.current_value),
+            current = esc(&current),
+            new_label = esc(w.new_value),
+            proposed = esc(&conflict.proposed.content),
+            seen = esc(w.seen_times),
+            n = conflict.evidence_count,
+            role = esc(&conflict.scope.role_id),
+        );
+        let action = |keep: &str| format!("/u/{}/k/{}/{keep}", seg(user), seg(&conflict.id));
+        out.push_str(&button_form(
+            &action("proposed"),
+            &visit.csrf,
+            &format!("{} {}", w.keep, summarize_to(&conflict.proposed.content, 40)),
+            "keep",
+            &[("back", here)],
+            None,
+        ));
+        out.push_str(&button_form(
+            &action("current"),
+            &visit.csrf,
+            &format!("{} {}", w.keep, summarize_to(&current, 40)),
+            "keep",
+            &[("back", here)],
+            None,
+        ));
+        out.push_str("</div></div>");
+    }
+    out.push_str("</div>");
+    Ok(out)
+}
+
+async fn candidates_section(
+    state: &UiState,
+    visit: &Visit,
+    w: &Words,
+    user: &str,
+    role: Option<&str>,
+    here: &str,
+) -> Result<String, UiError> {
+    let scope = visit.scope(user, role.unwrap_or_default(), None)?;
+    let listed = state
+        .forward(
+            visit,
+            state
+                .gateway
+                .upstreams
+                .knowledge
+                .list_candidates(scope, CandidateStatus::Pending, 100, 0),
+        )
+        .await?;
+    let waiting: Vec<_> = listed.iter().filter(|c| c.conflicts_with.is_empty()).collect();
+    let mut out = format!(
+        "<h2>{} ({})</h2><div id=\"candidates\">",
+        esc(w.candidates),
+        waiting.len()
+    );
+    if waiting.is_empty() {
+        let _ = write!(out, "<p class=\"muted\">{}</p>", esc(w.no_candidates));
+    }
+    for candidate in waiting {
+        let action = |what: &str| format!("/u/{}/c/{}/{what}", seg(user), seg(&candidate.id));
+        let _ = write!(
+            out,
+            "<div class=\"card\" data-candidate=\"{id}\"><div class=\"content\">{content}</div>\
+             <div class=\"meta\"><span class=\"badge\">{kind}</span><span>{why_label}: {why}</span><span>{seen} {n}</span>\
+             <span>{score_label} {score:.2}</span><span>{role}</span></div>\
+             <form method=\"post\" action=\"{approve}\" class=\"stack\">{csrf}<input type=\"hidden\" name=\"back\" value=\"{here}\">\
+             <details><summary>{edit}</summary><textarea name=\"content\">{content}</textarea></details>\
+             <div class=\"actions\"><button type=\"submit\" class=\"primary\" name=\"do\" value=\"approve\">{approve_label}</button></div></form>\
+             <div class=\"actions\">{reject}</div></div>",
+            id = esc(&candidate.id),
+            content = esc(&candidate.draft.content),
+            kind = esc(type_heading(
+                candidate.draft.memory_type,
+                if w.lang == "zh" { Language::Zh } else { Language::En }
+            )),
+            why_label = esc(w.queued_because),
+            why = esc(&candidate.reason),
+            seen = esc(w.seen_times),
+            n = candidate.evidence_count,
+            score_label = esc(w.score),
+            score = candidate.score,
+            role = esc(&candidate.scope.role_id),
+            approve = esc(&action("approve")),
+            csrf = csrf_field(&visit.csrf),
+            here = esc(here),
+            edit = esc(w.edit_before_approving),
+            approve_label = esc(w.approve),
+            reject = button_form(
+                &action("reject"),
+                &visit.csrf,
+                w.reject,
+                "danger",
+                &[("back", here)],
+                None
+            ),
+        );
+    }
+    out.push_str("</div>");
+    Ok(out)
+}
+
+#[allow(clippy::too_many_arguments)]
+async fn summary_card(
+    state: &UiState,
+    visit: &Visit,
+    w: &Words,
+    language: Language,
+    user: &str,
+    role: &str,
+    project: Option<&str>,
+    now: chrono::DateTime<Utc>,
+) -> Result<String, UiError> {
+    let mut out = format!(
+        "<div class=\"card\" id=\"last-session\"><h2>{}</h2>",
+        esc(w.last_session)
+    );
+    let summaries = match &state.gateway.upstreams.summary_api {
+        Some(api) => {
+            state
+                .forward(
+                    visit,
+                    api.list(SummaryList {
+                        scope: visit.scope(user, role, project)?,
+                        limit: 10,
+                        other_roles_only: false,
+                    }),
+                )
+                .await?
+        }
+        None => Vec::new(),
+    };
+    // The role's own last session, else the project's.
+    let last = summaries
+        .iter()
+        .find(|s| s.scope.role_id == role)
+        .or_else(|| summaries.first());
+    let Some(last) = last else {
+        let _ = write!(out, "<p class=\"muted\">{}</p></div>", esc(w.no_summary));
+        return Ok(out);
+    };
+    let _ = write!(
+        out,
+        "<p class=\"muted\">{} · {} · {}</p>",
+        esc(last.scope.session_id.as_deref().unwrap_or("")),
+        esc(&last.scope.role_id),
+        esc(&relative(last.updated_at, now, language))
+    );
+    if !last.goal.is_empty() {
+        let _ = write!(out, "<p><b>{}:</b> {}</p>", esc(w.goal), esc(&last.goal));
+    }
+    let list = |out: &mut String, title: &str, items: Vec<String>| {
+        if items.is_empty() {
+            return;
+        }
+        let _ = write!(out, "<p><b>{}</b></p><ul>", esc(title));
+        for item in items {
+            let _ = write!(out, "<li>{}</li>", esc(&item));
+        }
+        out.push_str("</ul>");
+    };
+    list(
+        &mut out,
+        w.decisions,
+        last.decisions.iter().map(|d| d.what.clone()).collect(),
+    );
+    list(&mut out, w.progress, last.progress.clone());
+    list(&mut out, w.next_actions, last.next_actions.clone());
+    list(&mut out, w.open_questions, last.open_questions.clone());
+    out.push_str("</div>");
+    Ok(out)
+}
+
+fn turns_card(
+    state: &UiState,
+    w: &Words,
+    language: Language,
+    owner: &Owner,
+    role: &str,
+    now: chrono::DateTime<Utc>,
+    keep: &str,
+) -> String {
+    let user = owner.user_id.as_str();
+    let mut out = format!(
+        "<div class=\"card\" id=\"recent-turns\"><h2>{}</h2>",
+        esc(w.recent_turns)
+    );
+    let traces = state
+        .gateway
+        .traces
+        .as_ref()
+        .map(|log| log.recent(owner, Some(role), 10))
+        .unwrap_or_default();
+    if traces.is_empty() {
+        let _ = write!(out, "<p class=\"muted\">{}</p></div>", esc(w.no_turns));
+        return out;
+    }
+    out.push_str("<ul>");
+    for trace in traces {
+        let used = trace
+            .prepared
+            .items
+            .iter()
+            .filter(|i| i.included && i.kind == TraceKind::Memory)
+            .count();
+        let _ = write!(
+            out,
+            "<li><a href=\"/u/{}/t/{}{}\">{}</a> <span class=\"muted\">· {} · {} {} · {}/{} {}</span></li>",
+            seg(user),
+            seg(&trace.id),
+            esc(keep),
+            esc(&summarize_to(&trace.message, 60)),
+            esc(&relative(trace.at, now, language)),
+            used,
+            esc(w.memories),
+            trace.prepared.tokens_used,
+            trace.prepared.budget_tokens,
+            esc(w.tokens)
+        );
+    }
+    out.push_str("</ul></div>");
+    out
+}
+
+async fn memory_page(
+    State(state): State<UiState>,
+    ConnectInfo(peer): ConnectInfo<SocketAddr>,
+    headers: HeaderMap,
+    Path((user, id)): Path<(String, String)>,
+    Query(query): Query<PageQuery>,
+) -> Response {
+    let visit = match state.visit(&headers, peer) {
+        Ok(visit) => visit,
+        Err(err) => return err.into_response(),
+    };
+    match memory_body(&state, &visit, &user, &id, &query).await {
+        Ok(html) => html_response(&visit, html),
+        Err(err) => err.into_response(),
+    }
+}
+
+async fn memory_body(
+    state: &UiState,
+    visit: &Visit,
+    user: &str,
+    id: &str,
+    query: &PageQuery,
+) -> Result<String, UiError> {
+    visit.principal.authorize_user(user)?;
+    let knowledge = &state.gateway.upstreams.knowledge;
+    let memory = state
+        .forward(visit, knowledge.get_memory(visit.person(user)?, id.to_string()))
+        .await?;
+    let history = state
+        .forward(visit, knowledge.history(visit.person(user)?, id.to_string()))
+        .await?;
+    let language = query.language().unwrap_or(memory.language);
+    let w = words(language);
+    let now = Utc::now();
+    let keep = query.keep();
+    let here = format!("/u/{}/m/{}{}", seg(user), seg(id), keep);
+    let role_page = format!("/u/{}/r/{}{}", seg(user), seg(&memory.scope.role_id), keep);
+    let mut body = format!(
+        "<p><a href=\"{}\">← {} · {}</a></p><h1>{}</h1>",
+        esc(&role_page),
+        esc(w.back),
+        esc(&memory.scope.role_id),
+        esc(type_heading(memory.memory_type, language))
+    );
+    if let Some(done) = done_text(w, query.done.as_deref()) {
+        let _ = write!(body, "<p class=\"flash\" id=\"flash\">{}</p>", esc(done));
+    }
+    let _ = write!(
+        body,
+        "<div class=\"card\"><div class=\"content\" id=\"memory-content\">{}</div></div><table class=\"card\">",
+        esc(&memory.content)
+    );
+    let row = |body: &mut String, label: &str, value: String| {
+        let _ = write!(body, "<tr><th>{}</th><td>{}</td></tr>", esc(label), value);
+    };
+    row(
+        &mut body,
+        w.status,
+        format!(
+            "<span id=\"memory-status\">{}</span>",
+            esc(status_label(memory.status, language))
+        ),
+    );
+    if let Some(next) = &memory.superseded_by {
+        row(
+            &mut body,
+            w.replaced_by,
+            format!(
+                "<a href=\"/u/{}/m/{}{}\">{}</a>",
+                seg(user),
+                seg(next),
+                esc(&keep),
+                esc(next)
+            ),
+        );
+    }
+    row(&mut body, w.importance, format!("{}/5", memory.importance));
+    row(
+        &mut body,
+        w.confidence,
+        format!(
+            "{} {:.0}%",
+            meter(memory.confidence, w.confidence),
+            memory.confidence * 100.0
+        ),
+    );
+    row(&mut body, w.evidence, memory.evidence_count.to_string());
+    row(&mut body, w.freshness, format!("{:.2}/5", memory.freshness));
+    row(&mut body, w.source, esc(source_label(memory.source, language)));
+    row(
+        &mut body,
+        w.visibility,
+        esc(visibility_label(memory.visibility, language)),
+    );
+    row(
+        &mut body,
+        w.project,
+        esc(memory.scope.project_id.as_deref().unwrap_or("-")),
+    );
+    row(
+        &mut body,
+        w.said,
+        format!(
+            "{} ({})",
+            esc(&memory.occurred_at.format("%Y-%m-%d %H:%M").to_string()),
+            esc(&relative(memory.occurred_at, now, language))
+        ),
+    );
+    row(
+        &mut body,
+        w.changed,
+        esc(&memory.updated_at.format("%Y-%m-%d %H:%M").to_string()),
+    );
+    row(&mut body, "id", esc(&memory.id));
+    body.push_str("</table>");
+
+    let action = |what: &str| format!("/u/{}/m/{}/{what}", seg(user), seg(id));
+    if memory.status != MemoryStatus::Replaced {
+        let _ = write!(
+            body,
+            "<h2>{correct}</h2><form method=\"post\" action=\"{to}\" class=\"stack card\" id=\"correct\">{csrf}\
+             <input type=\"hidden\" name=\"back\" value=\"{here}\">\
+             <label>{hint}<textarea name=\"content\" required>{content}</textarea></label>\
+             <label>{evidence} <input type=\"text\" name=\"evidence\"></label>\
+             <div class=\"actions\"><button type=\"submit\" class=\"primary\">{save}</button></div></form>",
+            correct = esc(w.correct),
+            to = esc(&action("correct")),
+            csrf = csrf_field(&visit.csrf),
+            here = esc(&here),
+            hint = esc(w.correct_hint),
+            content = esc(&memory.content),
+            evidence = esc(w.evidence_hint),
+            save = esc(w.save),
+        );
+    }
+    body.push_str("<div class=\"actions card\" id=\"memory-actions\">");
+    match memory.status {
+        MemoryStatus::Active => {
+            body.push_str(&button_form(
+                &action("suppress"),
+                &visit.csrf,
+                w.suppress,
+                "",
+                &[("back", &here)],
+                None,
+            ));
+            body.push_str(&button_form(
+                &action("freeze"),
+                &visit.csrf,
+                w.freeze,
+                "",
+                &[("back", &here)],
+                None,
+            ));
+        }
+        MemoryStatus::Suppressed | MemoryStatus::Frozen => {
+            body.push_str(&button_form(
+                &action("restore"),
+                &visit.csrf,
+                w.restore,
+                "",
+                &[("back", &here)],
+                None,
+            ));
+        }
+        MemoryStatus::Replaced | MemoryStatus::Forgotten => {}
+    }
+    let _ = write!(
+        body,
+        "<form method=\"post\" action=\"{}\" class=\"inline\">{}<input type=\"hidden\" name=\"back\" value=\"{}\"><select name=\"importance\">",
+        esc(&action("importance")),
+        csrf_field(&visit.csrf),
+        esc(&here)
+    );
+    for level in 1..=5u8 {
+        let selected = if level == memory.importance { " selected" } else { "" };
+        let _ = write!(body, "<option value=\"{level}\"{selected}>{level}</option>");
+    }
+    let _ = write!(
+        body,
+        "</select> <button type=\"submit\">{}</button></form>",
+        esc(w.set_importance)
+    );
+    body.push_str(&button_form(
+        &action("delete"),
+        &visit.csrf,
+        w.delete,
+        "danger",
+        &[("back", &role_page)],
+        Some(w.confirm_delete),
+    ));
+    body.push_str("</div>");
+
+    let _ = write!(
+        body,
+        "<h2>{}</h2><table id=\"history\"><tr><th>{}</th><th>{}</th><th>{}</th><th>{}</th></tr>",
+        esc(w.history),
+        esc(w.when),
+        esc(w.kind),
+        esc(w.who),
+        esc(w.why)
+    );
+    for change in &history {
+        let _ = write!(
+            body,
+            "<tr><td class=\"num\">{}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
+            esc(&change.at.format("%Y-%m-%d %H:%M:%S").to_string()),
+            esc(change.kind.as_str()),
+            esc(&change.actor),
+            esc(&change.reason)
+        );
+    }
+    body.push_str("</table>");
+    Ok(page(
+        w.lang,
+        &format!("{} · {}", memory.id, w.title),
+        &top(visit, w, Some(user), &here),
+        &body,
+    ))
+}
+
+async fn trace_page(
+    State(state): State<UiState>,
+    ConnectInfo(peer): ConnectInfo<SocketAddr>,
+    headers: HeaderMap,
+    Path((user, id)): Path<(String, String)>,
+    Query(query): Query<PageQuery>,
+) -> Response {
+    let visit = match state.visit(&headers, peer) {
+        Ok(visit) => visit,
+        Err(err) => return err.into_response(),
+    };
+    match trace_body(&state, &visit, &user, &id, &query) {
+        Ok(html) => html_response(&visit, html),
+        Err(err) => err.into_response(),
+    }
+}
+
+fn trace_body(state: &UiState, visit: &Visit, user: &str, id: &str, query: &PageQuery) -> Result<String, UiError> {
+    let owner = visit.person(user)?.owner();
+    let trace = state
+        .gateway
+        .traces
+        .as_ref()
+        .and_then(|log| log.get(&owner, id))
+        .ok_or(UiError::NotFound)?;
+    let language = query.language().unwrap_or(trace.prepared.decision.language);
+    let w = words(language);
+    let keep = query.keep();
+    let decision = &trace.prepared.decision;
+    let role_page = format!("/u/{}/r/{}{}", seg(user), seg(&trace.scope.role_id), keep);
+    let mut body = format!(
+        "<p><a href=\"{}\">← {} · {}</a></p><h1>{} · {}</h1><div class=\"card\"><b>{}:</b> {}</div>",
+        esc(&role_page),
+        esc(w.back),
+        esc(&trace.scope.role_id),
+        esc(w.turn),
+        esc(&trace.at.format("%Y-%m-%d %H:%M:%S").to_string()),
+        esc(w.message),
+        esc(&trace.message)
+    );
+    let _ = write!(
+        body,
+        "<h2>{}</h2><p class=\"meta\"><span>{}: {:?}</span><span>{}: {:?}</span><span>{}: {}</span><span>{}: {}</span>\
+         <span>{} {}/{}</span></p><p>{}</p>",
+        esc(w.decision),
+        esc(w.need_memory),
+        decision.need_memory,
+        esc(w.mode),
+        decision.retrieval_mode,
+        esc(w.budget),
+        decision.budget_tokens,
+        esc(w.time_range),
+        esc(&decision.time_range.label()),
+        esc(w.tokens),
+        trace.prepared.tokens_used,
+        trace.prepared.budget_tokens,
+        esc(&decision.reason)
+    );
+    let _ = write!(
+        body,
+        "<h2>{}</h2><table id=\"trace-items\"><tr><th></th><th>id</th><th>{}</th><th>{}</th><th>{}</th><th>{}</th></tr>",
+        esc(w.items),
+        esc(w.score),
+        esc(w.confidence),
+        esc(w.tokens),
+        esc(w.why)
+    );
+    for item in &trace.prepared.items {
+        let id = match item.kind {
+            TraceKind::Memory => format!(
+                "<a href=\"/u/{}/m/{}{}\">{}</a>",
+                seg(user),
+                seg(&item.id),
+                esc(&keep),
+                esc(&item.id)
+            ),
+            _ => esc(&item.id),
+        };
+        let _ = write!(
+            body,
+            "<tr class=\"{}\"><td>{}</td><td>{}</td><td class=\"num\">{:.3}</td><td class=\"num\">{:.0}%</td><td class=\"num\">{}</td><td>{}</td></tr>",
+            if item.included { "in" } else { "out" },
+            esc(if item.included { w.used } else { w.left_out }),
+            id,
+            item.score,
+            item.confidence * 100.0,
+            item.tokens,
+            esc(&item.reason)
+        );
+    }
+    body.push_str("</table>");
+    let _ = write!(
+        body,
+        "<h2>{}</h2><pre class=\"context\" id=\"trace-context\">{}</pre>",
+        esc(w.context),
+        esc(&trace.prepared.context)
+    );
+    Ok(page(
+        w.lang,
+        &format!("{} · {}", w.turn, w.title),
+        &top(visit, w, Some(user), &format!("/u/{}/t/{}", seg(user), seg(id))),
+        &body,
+    ))
+}
+
+/// The form's `back`, when it is a page of the same user (never another site or user).
+fn safe_back(user: &str, form: &HashMap<String, String>) -> Option<String> {
+    let prefix = format!("/u/{}", seg(user));
+    form.get("back")
+        .filter(|b| {
+            (b.as_str() == prefix || b.starts_with(&format!("{prefix}/")) || b.starts_with(&format!("{prefix}?")))
+                && !b.contains("//")
+                && !b.contains("/..")
+                && !b.contains(['\\', '\r', '\n'])
+        })
+        .cloned()
+}
+
+/// `target` with what was just done in its query (and the query of `keep_from`, if given).
+fn with_done(target: &str, keep_from: Option<&str>, done: &str) -> String {
+    let (path, query) = target.split_once('?').unwrap_or((target, ""));
+    let query = keep_from
+        .and_then(|k| k.split_once('?'))
+        .map(|(_, q)| q)
+        .unwrap_or(query);
+    let mut kept: Vec<&str> = query
+        .split('&')
+        .filter(|p| !p.is_empty() && !p.starts_with("done="))
+        .collect();
+    let done = format!("done={done}");
+    kept.push(&done);
+    format!("{path}?{}", kept.join("&"))
+}
+
+/// Where to go after a change: the form's `back`, else `fallback`, saying what was done.
+fn back_to(user: &str, form: &HashMap<String, String>, fallback: String, done: &str) -> String {
+    with_done(&safe_back(user, form).unwrap_or(fallback), None, done)
+}
+
+async fn memory_action(
+    State(state): State<UiState>,
+    ConnectInfo(peer): ConnectInfo<SocketAddr>,
+    headers: HeaderMap,
+    Path((user, id, action)): Path<(String, String, String)>,
+    body: Bytes,
+) -> Response {
+    let form = parse_form(&body);
+    let visit = match state.posted(&headers, peer, &form) {
+        Ok(visit) => visit,
+        Err(err) => return err.into_response(),
+    };
+    let result = async {
+        let owner = visit.person(&user)?;
+        let knowledge = &state.gateway.upstreams.knowledge;
+        let here = format!("/u/{}/m/{}", seg(&user), seg(&id));
+        let evidence = form.get("evidence").cloned().unwrap_or_default();
+        let correct = |action: CorrectionAction, content: Option<String>| CorrectRequest {
+            scope: owner.clone(),
+            memory_id: id.clone(),
+            action,
+            evidence: if evidence.trim().is_empty() {
+                "corrected on the memory page".to_string()
+            } else {
+                evidence.clone()
+            },
+            new_content: content,
+            new_summary: None,
+            request_id: None,
+        };
+        let (request, done) = match action.as_str() {
+            "correct" => {
+                let content = form
+                    .get("content")
+                    .map(|c| c.trim().to_string())
+                    .filter(|c| !c.is_empty())
+                    .ok_or_else(|| ApiError::invalid("content", "is required"))?;
+                let result = state
+                    .forward(
+                        &visit,
+                        knowledge.correct(correct(CorrectionAction::Replace, Some(content))),
+                    )
+                    .await?;
+                let next = result.replacement.map(|m| m.id).unwrap_or(id.clone());
+                // The replacement's page, in the same language.
+                let back = safe_back(&user, &form);
+                return Ok::<String, UiError>(with_done(
+                    &format!("/u/{}/m/{}", seg(&user), seg(&next)),
+                    Some(back.as_deref().unwrap_or("")),
+                    "corrected",
+                ));
+            }
+            "suppress" => (correct(CorrectionAction::Suppress, None), "suppressed"),
+            "freeze" => (correct(CorrectionAction::Freeze, None), "frozen"),
+            "restore" => (correct(CorrectionAction::Restore, None), "restored"),
+            "importance" => {
+                let importance: u8 = form
+                    .get("importance")
+                    .and_then(|i| i.parse().ok())
+                    .filter(|i| (1..=5).contains(i))
+                    .ok_or_else(|| ApiError::invalid("importance", "must be 1-5"))?;
+                (correct(CorrectionAction::SetImportance(importance), None), "importance")
+            }
+            "delete" => {
+                state
+                    .forward(
+                        &visit,
+                        knowledge.delete(visit.person(&user)?, id.clone(), "deleted on the memory page".into()),
+                    )
+                    .await?;
+                return Ok(back_to(&user, &form, format!("/u/{}", seg(&user)), "deleted"));
+            }
+            _ => return Err(UiError::NotFound),
+        };
+        state.forward(&visit, knowledge.correct(request)).await?;
+        Ok(back_to(&user, &form, here, done))
+    }
+    .await;
+    match result {
+        Ok(location) => redirect(&location),
+        Err(err) => err.into_response(),
+    }
+}
+
+async fn candidate_action(
+    State(state): State<UiState>,
+    ConnectInfo(peer): ConnectInfo<SocketAddr>,
+    headers: HeaderMap,
+    Path((user, id, action)): Path<(String, String, String)>,
+    body: Bytes,
+) -> Response {
+    let form = parse_form(&body);
+    let visit = match state.posted(&headers, peer, &form) {
+        Ok(visit) => visit,
+        Err(err) => return err.into_response(),
+    };
+    let result = async {
+        visit.principal.authorize_user(&user)?;
+        let knowledge = &state.gateway.upstreams.knowledge;
+        let fallback = format!("/u/{}", seg(&user));
+        match action.as_str() {
+            "approve" => {
+                let edited = form
+                    .get("content")
+                    .map(|c| c.trim().to_string())
+                    .filter(|c| !c.is_empty());
+                state
+                    .forward(
+                        &visit,
+                        knowledge.approve_candidate(visit.person(&user)?, id.clone(), edited),
+                    )
+                    .await?;
+                Ok::<String, UiError>(back_to(&user, &form, fallback, "approved"))
+            }
+            "reject" => {
+                state
+                    .forward(
+                        &visit,
+                        knowledge.reject_candidate(
+                            visit.person(&user)?,
+                            id.clone(),
+                            "rejected on the memory page".into(),
+                        ),
+                    )
+                    .await?;
+                Ok(back_to(&user, &form, fallback, "rejected"))
+            }
+            _ => Err(UiError::NotFound),
+        }
+    }
+    .await;
+    match result {
+        Ok(location) => redirect(&location),
+        Err(err) => err.into_response(),
+    }
+}
+
+async fn conflict_action(
+    State(state): State<UiState>,
+    ConnectInfo(peer): ConnectInfo<SocketAddr>,
+    headers: HeaderMap,
+    Path((user, id, keep)): Path<(String, String, String)>,
+    body: Bytes,
+) -> Response {
+    let form = parse_form(&body);
+    let visit = match state.posted(&headers, peer, &form) {
+        Ok(visit) => visit,
+        Err(err) => return err.into_response(),
+    };
+    let result = async {
+        visit.principal.authorize_user(&user)?;
+        let keep = match keep.as_str() {
+            "current" => ConflictChoice::Current,
+            "proposed" => ConflictChoice::Proposed,
+            _ => return Err(UiError::NotFound),
+        };
+        let knowledge = &state.gateway.upstreams.knowledge;
+        state
+            .forward(
+                &visit,
+                knowledge.resolve_conflict(
+                    visit.person(&user)?,
+                    id.clone(),
+                    keep,
+                    "chosen on the memory page".into(),
+                ),
+            )
+            .await?;
+        Ok::<String, UiError>(back_to(&user, &form, format!("/u/{}", seg(&user)), "resolved"))
+    }
+    .await;
+    match result {
+        Ok(location) => redirect(&location),
+        Err(err) => err.into_response(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sessions_and_tokens() {
+        let sessions = Sessions::default();
+        let (id, key, csrf, new) = sessions.open(None);
+        assert!(new && key.is_none() && csrf.len() == 64 && id.len() == 64);
+        let (again, _, same_csrf, new) = sessions.open(Some(&id));
+        assert!(!new && again == id && same_csrf == csrf);
+        sessions.set_key(&id, Some("k".into()));
+        let (_, key, rotated, _) = sessions.open(Some(&id));
+        assert_eq!(key.as_deref(), Some("k"));
+        assert_ne!(rotated, csrf, "signing in rotates the CSRF token");
+        let (other, _, _, new) = sessions.open(Some("forged"));
+        assert!(new && other != "forged", "an unknown id gets a new session");
+        assert!(same_secret("abc", "abc") && !same_secret("abc", "abd") && !same_secret("abc", "ab"));
+    }
+
+    #[test]
+    fn forms_are_decoded() {
+        let form =
+            parse_form("csrf=ab12&content=%E9%A2%84%E7%AE%97+%24800&x=1&x=2&bad=%zz&end=%4&cjk=%预算".as_bytes());
+        assert_eq!(form["csrf"], "ab12");
+        assert_eq!(form["content"], "预算 $800");
+        assert_eq!(form["x"], "1");
+        assert_eq!(form["bad"], "%zz");
+        assert_eq!(form["end"], "%4");
+        assert_eq!(form["cjk"], "%预算");
+    }
+
+    #[test]
+    fn going_back_stays_on_the_same_users_pages() {
+        let form = |back: &str| HashMap::from([("back".to_string(), back.to_string())]);
+        assert_eq!(
+            back_to(
+                "alice",
+                &form("/u/alice/r/cto?lang=zh&done=x"),
+                "/u/alice".into(),
+                "approved"
+            ),
+            "/u/alice/r/cto?lang=zh&done=approved"
+        );
+        assert_eq!(
+            with_done("/u/alice/m/mem_2", Some("/u/alice/m/mem_1?lang=en"), "corrected"),
+            "/u/alice/m/mem_2?lang=en&done=corrected"
+        );
+        for evil in [
+            "https://evil.example/",
+            "//evil.example/u/alice",
+            "/u/bob/r/cto",
+            "/u/alice/../bob",
+            "/u/alicex/r/cto",
+            "/u/alice/x\\y",
+        ] {
+            assert_eq!(
+                back_to("alice", &form(evil), "/u/alice".into(), "done"),
+                "/u/alice?done=done",
+                "{evil}"
+            );
+        }
+    }
+}

@@ -1,0 +1,393 @@
+//! The memory page (issue 19) over HTTP, with API keys for two tenants: signing in, what each
+//! employee remembers, a recent turn's trace, corrections through forms; CSRF protection,
+//! escaped output, the security headers, and another tenant's user or ids answered NOT_FOUND.
+//! The same flows in a real browser are in `browser.rs`.
+
+use reqwest::StatusCode;
+use reqwest::header::{CONTENT_SECURITY_POLICY, COOKIE, LOCATION, SET_COOKIE};
+use thinkus_common::config::{ApiKeyConfig, AuthMode};
+use thinkus_proto::common::{MemorySource, MemoryStatus, MemoryType, Scope};
+use thinkus_proto::gateway::PrepareTurnRequest;
+use thinkus_proto::gateway::gateway_service_client::GatewayServiceClient;
+use thinkus_proto::knowledge::knowledge_manager_service_client::KnowledgeManagerServiceClient;
+use thinkus_proto::knowledge::{GetMemoryRequest, MemoryDraft, RememberRequest};
+use thinkus_server::ServiceKind;
+
+use crate::{nodes, support};
+
+const ACME: &str = "acme-page-key";
+const GLOBEX: &str = "globex-page-key";
+/// Globex's own "alice": the same user id in another tenant is another person.
+const GLOBEX_ALICE: &str = "globex-alice-page-key";
+
+/// A browser-like client: keeps the session cookie, never follows redirects.
+pub(crate) struct Visitor {
+    http: reqwest::Client,
+    base: String,
+    cookie: Option<String>,
+}
+
+impl Visitor {
+    pub(crate) fn new(base: &str) -> Self {
+        Self {
+            http: reqwest::Client::builder()
+                .redirect(reqwest::redirect::Policy::none())
+                .build()
+                .unwrap(),
+            base: base.to_string(),
+            cookie: None,
+        }
+    }
+
+    fn keep_cookie(&mut self, response: &reqwest::Response) {
+        if let Some(value) = response.headers().get(SET_COOKIE).and_then(|v| v.to_str().ok()) {
+            self.cookie = value.split(';').next().map(str::to_string);
+        }
+    }
+
+    pub(crate) async fn get(&mut self, path: &str) -> (StatusCode, String, reqwest::header::HeaderMap) {
+        let mut request = self.http.get(format!("{}{path}", self.base));
+        if let Some(cookie) = &self.cookie {
+            request = request.header(COOKIE, cookie);
+        }
+        let response = request.send().await.expect("the page answers");
+        self.keep_cookie(&response);
+        let status = response.status();
+        let headers = response.headers().clone();
+        (status, response.text().await.unwrap(), headers)
+    }
+
+    pub(crate) async fn post(&mut self, path: &str, form: &[(&str, &str)]) -> (StatusCode, String) {
+        let mut request = self
+            .http
+            .post(format!("{}{path}", self.base))
+            .header("content-type", "application/x-www-form-urlencoded")
+            .body(form_body(form));
+        if let Some(cookie) = &self.cookie {
+            request = request.header(COOKIE, cookie);
+        }
+        let response = request.send().await.expect("the page answers");
+        self.keep_cookie(&response);
+        let status = response.status();
+        let location = response
+            .headers()
+            .get(LOCATION)
+            .and_then(|v| v.to_str().ok())
+            .unwrap_or_default()
+            .to_string();
+        let body = response.text().await.unwrap();
+        (
+            status,
+            if status == StatusCode::SEE_OTHER {
+                location
+            } else {
+                body
+            },
+        )
+    }
+}
+
+/// An `application/x-www-form-urlencoded` body, as a browser sends a form.
+fn form_body(fields: &[(&str, &str)]) -> String {
+    let encode = |text: &str| {
+        text.bytes()
+            .map(|b| match b {
+                b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'_' | b'.' | b'*' => (b as char).to_string(),
+                b' ' => "+".to_string(),
+                other => format!("%{other:02X}"),
+            })
+            .collect::<String>()
+    };
+    fields
+        .iter()
+        .map(|(name, value)| format!("{}={}", encode(name), encode(value)))
+        .collect::<Vec<_>>()
+        .join("&")
+}
+
+/// The CSRF token in a page's forms.
+pub(crate) fn csrf(html: &str) -> String {
+    let at = html.find("name=\"csrf\" value=\"").expect("a form with a CSRF token") + "name=\"csrf\" value=\"".len();
+    html[at..].split('"').next().unwrap().to_string()
+}
+
+fn keyed(key: &'static str) -> impl Fn(tonic::Request<()>) -> Result<tonic::Request<()>, tonic::Status> + Clone {
+    move |mut request: tonic::Request<()>| {
+        request
+            .metadata_mut()
+            .insert("authorization", format!("Bearer {key}").parse().unwrap());
+        Ok(request)
+    }
+}
+
+fn scope(user: &str, role: &str) -> Scope {
+    Scope {
+        user_id: user.into(),
+        role_id: role.into(),
+        project_id: "shop".into(),
+        session_id: String::new(),
+        tenant_id: String::new(),
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_page_is_safe_and_shows_what_is_remembered() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut config = nodes::embedded_config(dir.path());
+    config.auth.mode = AuthMode::ApiKey;
+    config.auth.keys = vec![
+        ApiKeyConfig {
+            tenant: "acme".into(),
+            users: vec!["alice".into()],
+            key_sha256: thinkus_common::auth::key_sha256_hex(ACME),
+            ..Default::default()
+        },
+        ApiKeyConfig {
+            tenant: "globex".into(),
+            users: vec!["bob".into()],
+            key_sha256: thinkus_common::auth::key_sha256_hex(GLOBEX),
+            ..Default::default()
+        },
+        ApiKeyConfig {
+            tenant: "globex".into(),
+            users: vec!["alice".into()],
+            key_sha256: thinkus_common::auth::key_sha256_hex(GLOBEX_ALICE),
+            ..Default::default()
+        },
+    ];
+    let port = support::free_port();
+    config.gateway.ui_listen = format!("127.0.0.1:{port}");
+    let node = nodes::start(config, &ServiceKind::ALL, None).await;
+    let channel = nodes::channel(&node).await;
+    let mut km = KnowledgeManagerServiceClient::with_interceptor(channel.clone(), keyed(ACME));
+    let mut bob_km = KnowledgeManagerServiceClient::with_interceptor(channel.clone(), keyed(GLOBEX));
+    let remember = |scope: Scope, memory_type: MemoryType, content: &str, source: MemorySource| RememberRequest {
+        scope: Some(scope),
+        memory: Some(MemoryDraft {
+            r#type: memory_type as i32,
+            content: content.into(),
+            source: source as i32,
+            ..Default::default()
+        }),
+        ..Default::default()
+    };
+    let budget = km
+        .remember(remember(
+            scope("alice", "cfo"),
+            MemoryType::Constraint,
+            "这个项目的预算是$500",
+            MemorySource::UserInput,
+        ))
+        .await
+        .unwrap()
+        .into_inner()
+        .result
+        .unwrap()
+        .memory
+        .unwrap()
+        .id;
+    km.remember(remember(
+        scope("alice", "cfo"),
+        MemoryType::Risk,
+        "供应商<script>alert(\"x\")</script>可能延期交货",
+        MemorySource::UserInput,
+    ))
+    .await
+    .unwrap();
+    km.remember(remember(
+        scope("alice", "cfo"),
+        MemoryType::Constraint,
+        "预算好像改成$800了",
+        MemorySource::Inference,
+    ))
+    .await
+    .unwrap();
+    let bobs = bob_km
+        .remember(remember(
+            scope("bob", "cfo"),
+            MemoryType::Constraint,
+            "Bob's budget is $9,000",
+            MemorySource::UserInput,
+        ))
+        .await
+        .unwrap()
+        .into_inner()
+        .result
+        .unwrap()
+        .memory
+        .unwrap()
+        .id;
+    // A turn prepared for cfo: its trace is on the page.
+    let mut gateway = GatewayServiceClient::with_interceptor(channel.clone(), keyed(ACME));
+    gateway
+        .prepare_turn(PrepareTurnRequest {
+            scope: Some(Scope {
+                session_id: "s1".into(),
+                ..scope("alice", "cfo")
+            }),
+            message: "我们之前定的预算是多少？".into(),
+            ..Default::default()
+        })
+        .await
+        .unwrap();
+
+    let base = format!("http://127.0.0.1:{port}");
+    let mut visitor = Visitor::new(&base);
+    // Without a key: to the sign-in form, with a session cookie for its CSRF token.
+    let (status, location, _) = visitor.get("/u/alice/r/cfo").await;
+    assert_eq!(status, StatusCode::SEE_OTHER, "{location}");
+    assert!(visitor.cookie.is_some());
+    let (status, login, headers) = visitor.get("/login").await;
+    assert_eq!(status, StatusCode::OK);
+    let token = csrf(&login);
+    assert!(
+        headers[CONTENT_SECURITY_POLICY]
+            .to_str()
+            .unwrap()
+            .contains("default-src 'none'")
+    );
+    assert_eq!(headers["x-frame-options"], "DENY");
+    // A sign-in without the form's token is refused, a wrong key too.
+    let (status, _) = visitor.post("/login", &[("key", ACME)]).await;
+    assert_eq!(status, StatusCode::FORBIDDEN);
+    let (status, _) = visitor.post("/login", &[("csrf", &token), ("key", "not-a-key")]).await;
+    assert_eq!(status, StatusCode::UNAUTHORIZED);
+    let (status, location) = visitor.post("/login", &[("csrf", &token), ("key", ACME)]).await;
+    assert_eq!((status, location.as_str()), (StatusCode::SEE_OTHER, "/"));
+
+    // The role's page: memories by type, escaped; the pending conflict; the recent turn.
+    let (status, html, _) = visitor.get("/u/alice/r/cfo").await;
+    assert_eq!(status, StatusCode::OK, "{html}");
+    assert!(html.contains("cfo 对你的记忆"), "in the user's language: {html}");
+    assert!(html.contains("这个项目的预算是$500"));
+    assert!(
+        html.contains("供应商&lt;script&gt;alert(&quot;x&quot;)&lt;/script&gt;可能延期交货"),
+        "{html}"
+    );
+    assert!(!html.contains("<script>alert"), "data never becomes markup");
+    assert!(html.contains("预算：$500 还是 $800？待确认"), "{html}");
+    assert!(html.contains("我们之前定的预算是多少？"), "the recent turn: {html}");
+    let (_, english, _) = visitor.get("/u/alice/r/cfo?lang=en").await;
+    assert!(english.contains("What cfo remembers about you"), "{english}");
+    let trace_at = html.find("/u/alice/t/trc_").expect("a link to the turn's trace");
+    let trace_path: String = html[trace_at..].split('"').next().unwrap().replace("&amp;", "&");
+    let (status, trace, _) = visitor.get(&trace_path).await;
+    assert_eq!(status, StatusCode::OK);
+    assert!(trace.contains(&budget), "the trace names the memory it used: {trace}");
+
+    // Another tenant's user, memory or trace: NOT_FOUND, whatever the id.
+    for path in [
+        "/u/bob".to_string(),
+        "/u/bob/r/cfo".to_string(),
+        format!("/u/alice/m/{bobs}"),
+        format!("/u/bob/m/{bobs}"),
+        "/u/alice/m/mem_0123456789abcdef0123456789abcdef".to_string(),
+        "/u/alice/t/trc_0123".to_string(),
+        "/nowhere".to_string(),
+    ] {
+        let (status, body, _) = visitor.get(&path).await;
+        assert_eq!(status, StatusCode::NOT_FOUND, "{path}: {body}");
+        assert!(!body.contains("9,000"));
+    }
+
+    // A change needs the page's token: without it, or with another session's, nothing changes.
+    let (_, memory_page, _) = visitor.get(&format!("/u/alice/m/{budget}")).await;
+    let token = csrf(&memory_page);
+    let (status, _) = visitor.post(&format!("/u/alice/m/{budget}/suppress"), &[]).await;
+    assert_eq!(status, StatusCode::FORBIDDEN);
+    let mut stranger = Visitor::new(&base);
+    let (_, stranger_login, _) = stranger.get("/login").await;
+    let stranger_token = csrf(&stranger_login);
+    let (status, _) = visitor
+        .post(&format!("/u/alice/m/{budget}/suppress"), &[("csrf", &stranger_token)])
+        .await;
+    assert_eq!(status, StatusCode::FORBIDDEN);
+    let (status, _) = stranger
+        .post(&format!("/u/alice/m/{budget}/suppress"), &[("csrf", &stranger_token)])
+        .await;
+    assert_eq!(status, StatusCode::SEE_OTHER, "signed out: to the sign-in form");
+    let read = |km: &mut KnowledgeManagerServiceClient<_>, id: String| {
+        let request = GetMemoryRequest {
+            scope: Some(Scope {
+                user_id: "alice".into(),
+                ..Default::default()
+            }),
+            memory_id: id,
+        };
+        let mut km = km.clone();
+        async move { km.get_memory(request).await.unwrap().into_inner().memory.unwrap() }
+    };
+    assert_eq!(read(&mut km, budget.clone()).await.status, MemoryStatus::Active as i32);
+    // Bob's memory through alice's page: NOT_FOUND, and unchanged.
+    let (status, _) = visitor
+        .post(&format!("/u/alice/m/{bobs}/suppress"), &[("csrf", &token)])
+        .await;
+    assert_eq!(status, StatusCode::NOT_FOUND);
+    let (status, _) = visitor
+        .post(&format!("/u/bob/m/{bobs}/suppress"), &[("csrf", &token)])
+        .await;
+    assert_eq!(status, StatusCode::NOT_FOUND);
+
+    // With the token: the importance, then a suppression, recorded as the user's.
+    let back = format!("/u/alice/m/{budget}?lang=en");
+    let (status, location) = visitor
+        .post(
+            &format!("/u/alice/m/{budget}/importance"),
+            &[("csrf", &token), ("importance", "5"), ("back", &back)],
+        )
+        .await;
+    assert_eq!(status, StatusCode::SEE_OTHER);
+    assert_eq!(location, format!("/u/alice/m/{budget}?lang=en&done=importance"));
+    assert_eq!(read(&mut km, budget.clone()).await.importance, 5);
+    let (status, location) = visitor
+        .post(
+            &format!("/u/alice/m/{budget}/suppress"),
+            &[("csrf", &token), ("back", "https://evil.example/phish")],
+        )
+        .await;
+    assert_eq!(status, StatusCode::SEE_OTHER);
+    assert_eq!(
+        location,
+        format!("/u/alice/m/{budget}?done=suppressed"),
+        "never sent elsewhere"
+    );
+    assert_eq!(
+        read(&mut km, budget.clone()).await.status,
+        MemoryStatus::Suppressed as i32
+    );
+    let (_, page, _) = visitor.get(&format!("/u/alice/m/{budget}")).await;
+    assert!(page.contains("user:alice"), "the history says who: {page}");
+
+    // Globex's alice, on her own page: none of acme's alice's memories, turns or ids.
+    let mut namesake = Visitor::new(&base);
+    let (_, login, _) = namesake.get("/login").await;
+    let (status, _) = namesake
+        .post("/login", &[("csrf", &csrf(&login)), ("key", GLOBEX_ALICE)])
+        .await;
+    assert_eq!(status, StatusCode::SEE_OTHER);
+    let (status, theirs, _) = namesake.get("/u/alice/r/cfo").await;
+    assert_eq!(status, StatusCode::OK, "{theirs}");
+    for acme_only in ["$500", "$800", "供应商", "我们之前定的预算是多少？", "/u/alice/t/trc_"] {
+        assert!(!theirs.contains(acme_only), "{acme_only} on globex's page: {theirs}");
+    }
+    let (status, _, _) = namesake.get(&format!("/u/alice/m/{budget}")).await;
+    assert_eq!(status, StatusCode::NOT_FOUND);
+    let (status, _, _) = namesake.get(&trace_path).await;
+    assert_eq!(status, StatusCode::NOT_FOUND);
+    let (_, theirs, _) = namesake.get("/u/alice").await;
+    let (status, _) = namesake
+        .post(&format!("/u/alice/m/{budget}/restore"), &[("csrf", &csrf(&theirs))])
+        .await;
+    assert_eq!(status, StatusCode::NOT_FOUND);
+    assert_eq!(
+        read(&mut km, budget.clone()).await.status,
+        MemoryStatus::Suppressed as i32
+    );
+
+    // Signing out ends the session's access.
+    let (status, _) = visitor.post("/logout", &[("csrf", &csrf(&page))]).await;
+    assert_eq!(status, StatusCode::SEE_OTHER);
+    let (status, _, _) = visitor.get("/u/alice/r/cfo").await;
+    assert_eq!(status, StatusCode::SEE_OTHER);
+    node.shutdown().await.unwrap();
+}
