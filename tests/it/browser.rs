@@ -1,7 +1,8 @@
 //! The memory page in a real browser (issue 19): headless Chromium, driven over the Chrome
 //! DevTools protocol, signs in, lists what an employee remembers, searches, corrects a memory,
-//! approves a candidate and resolves a conflict by clicking the page's own forms; the
-//! database is checked afterwards and the next PrepareTurn shows the fix. Screenshots of the
+//! approves a candidate, resolves a conflict and downloads the export by clicking the page's
+//! own links and forms; the database is checked afterwards and the next PrepareTurn shows the
+//! fix. Screenshots of the
 //! pages in Chinese and English are written to `target/tmp/memory-page/` (the path is printed).
 //!
 //! Chromium is Debian's `chromium` package (`scripts/test.sh` installs it, with a CJK font, when
@@ -633,6 +634,44 @@ async fn a_person_fixes_memory_in_a_real_browser() {
     let items = cdp.text("#trace-items").await;
     assert!(items.contains(&wang.budget), "{items}");
     cdp.screenshot(&shots.join("zh-trace.png")).await;
+
+    // Export: the user's page links to the Markdown files, which hold the fix; the archive
+    // downloads as a tar (unpacking and importing it is checked in memory_page.rs).
+    cdp.open(&format!("{base}/u/wang")).await;
+    cdp.click("#export", "导出为 Markdown", "opening the export").await;
+    let files = cdp.text("#files").await;
+    assert!(
+        files.contains("BOSS.md") && files.contains("projects/课程平台.md"),
+        "{files}"
+    );
+    cdp.eval("document.querySelectorAll('#files details').forEach(d => d.open = true)")
+        .await;
+    let files = cdp.text("#files").await;
+    assert!(
+        files.contains("上线时间改到3月15日") && !files.contains("上线时间是3月1日"),
+        "{files}"
+    );
+    cdp.screenshot(&shots.join("zh-export.png")).await;
+    // A real download: the browser saves the archive where it is told.
+    let downloads = tempfile::tempdir().unwrap();
+    let page_session = cdp.session.take();
+    cdp.call(
+        "Browser.setDownloadBehavior",
+        json!({"behavior": "allow", "downloadPath": downloads.path()}),
+    )
+    .await;
+    cdp.session = page_session;
+    cdp.eval("document.querySelector('#download').click()").await;
+    let saved = downloads.path().join("thinkus-memory-wang.tar");
+    for _ in 0..200 {
+        if saved.is_file() {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(75)).await;
+    }
+    let archive = std::fs::read(&saved).expect("the archive downloaded");
+    assert_eq!(&archive[257..262], b"ustar");
+    assert!(String::from_utf8_lossy(&archive).contains("上线时间改到3月15日"));
 
     // English: another user's page in their language, and the same flow's main steps.
     cdp.open(&format!("{base}/u/maria/r/cfo")).await;

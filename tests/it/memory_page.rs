@@ -57,6 +57,23 @@ impl Visitor {
         (status, response.text().await.unwrap(), headers)
     }
 
+    /// A download: its status, content type and bytes.
+    pub(crate) async fn download(&mut self, path: &str) -> (StatusCode, String, Vec<u8>) {
+        let mut request = self.http.get(format!("{}{path}", self.base));
+        if let Some(cookie) = &self.cookie {
+            request = request.header(COOKIE, cookie);
+        }
+        let response = request.send().await.expect("the page answers");
+        let status = response.status();
+        let kind = response
+            .headers()
+            .get(reqwest::header::CONTENT_TYPE)
+            .and_then(|v| v.to_str().ok())
+            .unwrap_or_default()
+            .to_string();
+        (status, kind, response.bytes().await.unwrap().to_vec())
+    }
+
     pub(crate) async fn post(&mut self, path: &str, form: &[(&str, &str)]) -> (StatusCode, String) {
         let mut request = self
             .http
@@ -358,6 +375,62 @@ async fn the_page_is_safe_and_shows_what_is_remembered() {
     let (_, page, _) = visitor.get(&format!("/u/alice/m/{budget}")).await;
     assert!(page.contains("user:alice"), "the history says who: {page}");
 
+    // The export: the Markdown files on a page, and one archive that `tar xf` unpacks and
+    // `thinkus memory import` reads back unchanged (a no-op), then with an edited line.
+    let (status, exported, _) = visitor.get("/u/alice/export").await;
+    assert_eq!(status, StatusCode::OK, "{exported}");
+    assert!(exported.contains("data-file=\"BOSS.md\""), "{exported}");
+    assert!(exported.contains("供应商&lt;script&gt;"), "escaped: {exported}");
+    let (status, kind, archive) = visitor.download("/u/alice/export.tar").await;
+    assert_eq!((status, kind.as_str()), (StatusCode::OK, "application/x-tar"));
+    let unpacked = tempfile::tempdir().unwrap();
+    std::fs::write(unpacked.path().join("export.tar"), &archive).unwrap();
+    let untar = std::process::Command::new("tar")
+        .arg("-xf")
+        .arg(unpacked.path().join("export.tar"))
+        .arg("-C")
+        .arg(unpacked.path())
+        .status()
+        .unwrap();
+    assert!(untar.success());
+    let folder = unpacked.path().join("thinkus-memory-alice");
+    let files = thinkus_server::memory_cli::read_folder(&folder).unwrap();
+    assert!(
+        files.iter().any(|f| f.path == ".thinkus-export.json"),
+        "the manifest is in the archive"
+    );
+    let knowledge = thinkus_knowledge_manager::KnowledgeClient::grpc(
+        thinkus_common::grpc::client_channel(channel.clone(), Some(ACME.into())),
+        16 * 1024 * 1024,
+    );
+    let alice = thinkus_common::model::Scope::new("alice", "cfo").with_tenant("acme");
+    use thinkus_knowledge_manager::api::KnowledgeApi as _;
+    let report = knowledge
+        .import_markdown(alice.clone(), files.clone(), false)
+        .await
+        .unwrap();
+    assert_eq!(
+        (report.replaced, report.suppressed, report.created, report.queued),
+        (0, 0, 0, 0),
+        "an archive read back changes nothing: {report:?}"
+    );
+    let edited: Vec<_> = files
+        .into_iter()
+        .map(|mut f| {
+            if f.path.ends_with(".md") {
+                f.content = f.content.replace("可能延期交货", "可能延期两周交货");
+            }
+            f
+        })
+        .collect();
+    let report = knowledge.import_markdown(alice, edited, false).await.unwrap();
+    assert_eq!(report.replaced, 1, "{report:?}");
+    let (status, _, _) = visitor.get("/u/bob/export").await;
+    assert_eq!(status, StatusCode::NOT_FOUND);
+    let (status, _, archive) = visitor.download("/u/bob/export.tar").await;
+    assert_eq!(status, StatusCode::NOT_FOUND);
+    assert!(!String::from_utf8_lossy(&archive).contains("9,000"));
+
     // Globex's alice, on her own page: none of acme's alice's memories, turns or ids.
     let mut namesake = Visitor::new(&base);
     let (_, login, _) = namesake.get("/login").await;
@@ -374,6 +447,12 @@ async fn the_page_is_safe_and_shows_what_is_remembered() {
     assert_eq!(status, StatusCode::NOT_FOUND);
     let (status, _, _) = namesake.get(&trace_path).await;
     assert_eq!(status, StatusCode::NOT_FOUND);
+    let (status, _, archive) = namesake.download("/u/alice/export.tar").await;
+    assert_eq!(status, StatusCode::OK);
+    assert!(
+        !String::from_utf8_lossy(&archive).contains("$500"),
+        "globex's alice exports her own memory only"
+    );
     let (_, theirs, _) = namesake.get("/u/alice").await;
     let (status, _) = namesake
         .post(&format!("/u/alice/m/{budget}/restore"), &[("csrf", &csrf(&theirs))])

@@ -214,6 +214,8 @@ pub fn router(state: UiState) -> Router {
         .route("/u/{user}/c/{id}/{action}", post(candidate_action))
         .route("/u/{user}/k/{id}/{keep}", post(conflict_action))
         .route("/u/{user}/t/{id}", get(trace_page))
+        .route("/u/{user}/export", get(export_page))
+        .route("/u/{user}/export.tar", get(export_archive))
         .fallback(|| async { UiError::NotFound.into_response() })
         .with_state(state)
 }
@@ -680,6 +682,13 @@ async fn user_body(state: &UiState, visit: &Visit, user: &str, query: &PageQuery
         }
         body.push_str("</div>");
     }
+    let _ = write!(
+        body,
+        "<p><a id=\"export\" href=\"/u/{}/export?lang={}\">{}</a></p>",
+        seg(user),
+        w.lang,
+        esc(w.export)
+    );
     let here = format!("/u/{}", seg(user));
     body.push_str(&conflicts_section(state, visit, w, user, None, None, &here).await?);
     body.push_str(&candidates_section(state, visit, w, user, None, &here).await?);
@@ -1645,6 +1654,186 @@ fn trace_body(state: &UiState, visit: &Visit, user: &str, id: &str, query: &Page
 }
 
 /// The form's `back`, when it is a page of the same user (never another site or user).
+/// The user's memory as the Markdown files `thinkus memory export` writes (of one project with
+/// `?p=`), each shown in full, and the whole as one archive to download.
+async fn export_page(
+    State(state): State<UiState>,
+    ConnectInfo(peer): ConnectInfo<SocketAddr>,
+    headers: HeaderMap,
+    Path(user): Path<String>,
+    Query(query): Query<PageQuery>,
+) -> Response {
+    let visit = match state.visit(&headers, peer) {
+        Ok(visit) => visit,
+        Err(err) => return err.into_response(),
+    };
+    match export_body(&state, &visit, &user, &query).await {
+        Ok(html) => html_response(&visit, html),
+        Err(err) => err.into_response(),
+    }
+}
+
+async fn export_body(state: &UiState, visit: &Visit, user: &str, query: &PageQuery) -> Result<String, UiError> {
+    let scope = visit.scope(user, "", query.p.as_deref())?;
+    let language = state.language_of(visit, user, query.language()).await?;
+    let w = words(language);
+    let files = state
+        .forward(
+            visit,
+            state.gateway.upstreams.knowledge.export_markdown(scope, Some(language)),
+        )
+        .await?;
+    let keep = query.keep();
+    let here = format!("/u/{}/export{}", seg(user), keep);
+    let mut body = format!(
+        "<p><a href=\"/u/{user}?lang={lang}\">← {back}</a></p><h1>{title}</h1><p class=\"muted\">{hint}</p>\
+         <p><a class=\"button primary\" id=\"download\" href=\"/u/{user}/export.tar{keep}\" download>{all}</a></p><div id=\"files\">",
+        user = seg(user),
+        lang = w.lang,
+        back = esc(w.back),
+        title = esc(w.export),
+        hint = esc(w.export_hint),
+        keep = esc(&keep),
+        all = esc(w.download_all),
+    );
+    for file in files
+        .iter()
+        .filter(|f| f.path != thinkus_knowledge_manager::markdown::MANIFEST)
+    {
+        let _ = write!(
+            body,
+            "<details class=\"card\" data-file=\"{path}\"><summary><b>{path}</b> <span class=\"muted\">{n} {lines}</span></summary><pre>{content}</pre></details>",
+            path = esc(&file.path),
+            n = file.content.lines().count(),
+            lines = esc(w.lines),
+            content = esc(&file.content),
+        );
+    }
+    body.push_str("</div>");
+    Ok(page(
+        w.lang,
+        &format!("{user} · {}", w.export),
+        &top(visit, w, Some(user), &here),
+        &body,
+    ))
+}
+
+/// The export as one tar archive: a folder `thinkus-memory-<user>/` holding the files and the
+/// manifest, which `tar xf` unpacks and `thinkus memory import` reads back.
+async fn export_archive(
+    State(state): State<UiState>,
+    ConnectInfo(peer): ConnectInfo<SocketAddr>,
+    headers: HeaderMap,
+    Path(user): Path<String>,
+    Query(query): Query<PageQuery>,
+) -> Response {
+    let visit = match state.visit(&headers, peer) {
+        Ok(visit) => visit,
+        Err(err) => return err.into_response(),
+    };
+    let result = async {
+        let scope = visit.scope(&user, "", query.p.as_deref())?;
+        let files = state
+            .forward(
+                &visit,
+                state
+                    .gateway
+                    .upstreams
+                    .knowledge
+                    .export_markdown(scope, query.language()),
+            )
+            .await?;
+        let folder = format!("thinkus-memory-{}", file_name(&user));
+        let entries: Vec<(String, &[u8])> = files
+            .iter()
+            .map(|f| (format!("{folder}/{}", f.path), f.content.as_bytes()))
+            .collect();
+        let archive = tar(&entries, Utc::now().timestamp().max(0) as u64)?;
+        Ok::<_, UiError>((folder, archive))
+    }
+    .await;
+    match result {
+        Ok((folder, archive)) => {
+            let mut response = secure(archive.into_response());
+            let headers = response.headers_mut();
+            headers.insert(header::CONTENT_TYPE, HeaderValue::from_static("application/x-tar"));
+            if let Ok(value) = HeaderValue::from_str(&format!("attachment; filename=\"{folder}.tar\"")) {
+                headers.insert(header::CONTENT_DISPOSITION, value);
+            }
+            response
+        }
+        Err(err) => err.into_response(),
+    }
+}
+
+/// A user id as a file name: letters, digits, `-`, `_` and `.` kept, anything else `_`.
+fn file_name(user: &str) -> String {
+    let name: String = user
+        .chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.') {
+                c
+            } else {
+                '_'
+            }
+        })
+        .collect();
+    if name.trim_matches('.').is_empty() {
+        "user".into()
+    } else {
+        name
+    }
+}
+
+/// A POSIX ustar archive of regular files (mode 0644), as `tar xf` unpacks it. A path longer
+/// than 100 bytes is split at a `/` into the 155-byte prefix and the name; a path that cannot
+/// be is INVALID_ARGUMENT.
+fn tar(files: &[(String, &[u8])], mtime: u64) -> Result<Vec<u8>, ApiError> {
+    fn octal(field: &mut [u8], value: u64) {
+        let digits = format!("{value:0width$o}", width = field.len() - 1);
+        field[..digits.len()].copy_from_slice(digits.as_bytes());
+        field[digits.len()] = 0;
+    }
+    let mut out = Vec::new();
+    for (path, data) in files {
+        let bytes = path.as_bytes();
+        let (prefix, name) = if bytes.len() <= 100 {
+            (&[][..], bytes)
+        } else {
+            let split = bytes
+                .iter()
+                .enumerate()
+                .filter(|(i, b)| **b == b'/' && *i <= 155 && bytes.len() - i - 1 <= 100)
+                .map(|(i, _)| i)
+                .next()
+                .ok_or_else(|| ApiError::invalid("path", format!("{path:?} is too long for a tar archive")))?;
+            (&bytes[..split], &bytes[split + 1..])
+        };
+        let mut header = [0u8; 512];
+        header[..name.len()].copy_from_slice(name);
+        octal(&mut header[100..108], 0o644);
+        octal(&mut header[108..116], 0);
+        octal(&mut header[116..124], 0);
+        octal(&mut header[124..136], data.len() as u64);
+        octal(&mut header[136..148], mtime);
+        header[156] = b'0';
+        header[257..263].copy_from_slice(b"ustar\0");
+        header[263..265].copy_from_slice(b"00");
+        header[345..345 + prefix.len()].copy_from_slice(prefix);
+        // The checksum is computed with its own field as spaces.
+        header[148..156].fill(b' ');
+        let sum: u32 = header.iter().map(|&b| u32::from(b)).sum();
+        let checksum = format!("{sum:06o}\0 ");
+        header[148..156].copy_from_slice(checksum.as_bytes());
+        out.extend_from_slice(&header);
+        out.extend_from_slice(data);
+        out.resize(out.len().div_ceil(512) * 512, 0);
+    }
+    // Two empty blocks end the archive.
+    out.resize(out.len() + 1024, 0);
+    Ok(out)
+}
+
 fn safe_back(user: &str, form: &HashMap<String, String>) -> Option<String> {
     let prefix = format!("/u/{}", seg(user));
     form.get("back")
@@ -1858,6 +2047,41 @@ async fn conflict_action(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_archive_unpacks_with_tar() {
+        let long = format!("thinkus-memory-alice/projects/{}.md", "课程平台".repeat(8));
+        assert!(long.len() > 100);
+        let files: Vec<(String, &[u8])> = vec![
+            (
+                "thinkus-memory-alice/BOSS.md".into(),
+                "# BOSS\n\n- 结论先行\n".as_bytes(),
+            ),
+            ("thinkus-memory-alice/.thinkus-export.json".into(), b"{}"),
+            (long.clone(), "- 预算是$500\n".as_bytes()),
+            ("thinkus-memory-alice/memory/2026-11-24.md".into(), &[b'x'; 1300]),
+        ];
+        let archive = tar(&files, 1_764_000_000).unwrap();
+        assert_eq!(archive.len() % 512, 0);
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("export.tar");
+        std::fs::write(&path, &archive).unwrap();
+        let status = std::process::Command::new("tar")
+            .arg("-xf")
+            .arg(&path)
+            .arg("-C")
+            .arg(dir.path())
+            .status()
+            .expect("tar runs");
+        assert!(status.success());
+        for (name, content) in &files {
+            assert_eq!(&std::fs::read(dir.path().join(name)).unwrap(), content, "{name}");
+        }
+        let too_long = vec![("x".repeat(300), &b""[..])];
+        assert_eq!(tar(&too_long, 0).unwrap_err().code, ErrorCode::InvalidArgument);
+        assert_eq!(file_name("王/../x"), "__.._x", "no path separator survives");
+        assert_eq!(file_name(".."), "user");
+    }
 
     #[test]
     fn sessions_and_tokens() {

@@ -104,6 +104,10 @@ pub struct Words {
     pub done_rejected: &'static str,
     pub done_resolved: &'static str,
     pub other_language: &'static str,
+    pub export: &'static str,
+    pub export_hint: &'static str,
+    pub download_all: &'static str,
+    pub lines: &'static str,
 }
 
 pub const ZH: Words = Words {
@@ -162,6 +166,10 @@ pub const ZH: Words = Words {
     reject: "拒绝",
     edit_before_approving: "批准前可修改内容",
     queued_because: "排队原因",
+    export: "导出为 Markdown",
+    export_hint: "这些文件可以用任何编辑器修改。下载文件包后用 tar xf 解开，改完用 thinkus memory import 文件夹 导回：改过的行成为更正，删掉的行停用，新加的行走正常的写入审核。",
+    download_all: "下载全部（.tar）",
+    lines: "行",
     seen_times: "出现次数",
     conflicts: "待确认",
     no_conflicts: "没有待确认的冲突。",
@@ -265,6 +273,10 @@ pub const EN: Words = Words {
     reject: "Reject",
     edit_before_approving: "Edit before approving",
     queued_because: "queued because",
+    export: "Export as Markdown",
+    export_hint: "Edit these files in any editor. Download the archive, unpack it with tar xf, and read it back with thinkus memory import FOLDER: an edited line becomes a correction, a deleted line a suppression, a new line goes through the normal admission.",
+    download_all: "Download all (.tar)",
+    lines: "lines",
     seen_times: "seen",
     conflicts: "To confirm",
     no_conflicts: "No conflict to confirm.",
