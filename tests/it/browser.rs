@@ -632,7 +632,19 @@ async fn a_person_fixes_memory_in_a_real_browser() {
     cdp.click("#recent-turns a", "我们之前定的预算是多少？", "opening the turn")
         .await;
     let items = cdp.text("#trace-items").await;
-    assert!(items.contains(&wang.budget), "{items}");
+    assert!(
+        items.contains("这个项目的预算是$500"),
+        "the memory by what it says: {items}"
+    );
+    let decided = cdp.text(".meta").await;
+    assert!(
+        decided.contains("需要记忆: 需要") && decided.contains("模式: 详情"),
+        "in Chinese: {decided}"
+    );
+    let linked = cdp
+        .eval("[...document.querySelectorAll('#trace-items a')].map(a => a.getAttribute('href')).join(' ')")
+        .await;
+    assert!(linked.as_str().unwrap().contains(&wang.budget), "{linked}");
     cdp.screenshot(&shots.join("zh-trace.png")).await;
 
     // Export: the user's page links to the Markdown files, which hold the fix; the archive

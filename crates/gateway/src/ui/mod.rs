@@ -49,7 +49,9 @@ use crate::api::TraceKind;
 use crate::limits::RateLimiter;
 use crate::service::Gateway;
 use html::{button_form, csrf_field, esc, meter, page, seg};
-use words::{Words, source_label, status_label, type_heading, visibility_label, words};
+use words::{
+    Words, mode_label, need_label, source_label, status_label, time_range_label, type_heading, visibility_label, words,
+};
 
 /// The session cookie's name.
 pub const COOKIE: &str = "thinkus_ui";
@@ -57,6 +59,9 @@ pub const COOKIE: &str = "thinkus_ui";
 const SESSION_IDLE: Duration = Duration::from_secs(12 * 3600);
 /// The most sessions kept; the least recently used go first.
 const MAX_SESSIONS: usize = 10_000;
+
+/// The most memories of a turn's trace whose content is looked up for its page.
+const MAX_TRACE_LOOKUPS: usize = 40;
 
 const CSS: &str = include_str!("app.css");
 const JS: &str = include_str!("app.js");
@@ -1559,13 +1564,19 @@ async fn trace_page(
         Ok(visit) => visit,
         Err(err) => return err.into_response(),
     };
-    match trace_body(&state, &visit, &user, &id, &query) {
+    match trace_body(&state, &visit, &user, &id, &query).await {
         Ok(html) => html_response(&visit, html),
         Err(err) => err.into_response(),
     }
 }
 
-fn trace_body(state: &UiState, visit: &Visit, user: &str, id: &str, query: &PageQuery) -> Result<String, UiError> {
+async fn trace_body(
+    state: &UiState,
+    visit: &Visit,
+    user: &str,
+    id: &str,
+    query: &PageQuery,
+) -> Result<String, UiError> {
     let owner = visit.person(user)?.owner();
     let trace = state
         .gateway
@@ -1590,17 +1601,17 @@ fn trace_body(state: &UiState, visit: &Visit, user: &str, id: &str, query: &Page
     );
     let _ = write!(
         body,
-        "<h2>{}</h2><p class=\"meta\"><span>{}: {:?}</span><span>{}: {:?}</span><span>{}: {}</span><span>{}: {}</span>\
+        "<h2>{}</h2><p class=\"meta\"><span>{}: {}</span><span>{}: {}</span><span>{}: {}</span><span>{}: {}</span>\
          <span>{} {}/{}</span></p><p>{}</p>",
         esc(w.decision),
         esc(w.need_memory),
-        decision.need_memory,
+        esc(need_label(decision.need_memory, language)),
         esc(w.mode),
-        decision.retrieval_mode,
+        esc(mode_label(decision.retrieval_mode, language)),
         esc(w.budget),
         decision.budget_tokens,
         esc(w.time_range),
-        esc(&decision.time_range.label()),
+        esc(&time_range_label(decision.time_range, language)),
         esc(w.tokens),
         trace.prepared.tokens_used,
         trace.prepared.budget_tokens,
@@ -1608,22 +1619,38 @@ fn trace_body(state: &UiState, visit: &Visit, user: &str, id: &str, query: &Page
     );
     let _ = write!(
         body,
-        "<h2>{}</h2><table id=\"trace-items\"><tr><th></th><th>id</th><th>{}</th><th>{}</th><th>{}</th><th>{}</th></tr>",
+        "<h2>{}</h2><table id=\"trace-items\"><tr><th></th><th>{}</th><th>{}</th><th>{}</th><th>{}</th><th>{}</th></tr>",
         esc(w.items),
+        esc(w.memories),
         esc(w.score),
         esc(w.confidence),
         esc(w.tokens),
         esc(w.why)
     );
-    for item in &trace.prepared.items {
+    // A memory is shown by what it says (its id on hover); one deleted since shows its id.
+    let owner_scope = visit.person(user)?;
+    let knowledge = &state.gateway.upstreams.knowledge;
+    for (n, item) in trace.prepared.items.iter().enumerate() {
         let id = match item.kind {
-            TraceKind::Memory => format!(
-                "<a href=\"/u/{}/m/{}{}\">{}</a>",
-                seg(user),
-                seg(&item.id),
-                esc(&keep),
-                esc(&item.id)
-            ),
+            TraceKind::Memory => {
+                let content = if n < MAX_TRACE_LOOKUPS {
+                    state
+                        .forward(visit, knowledge.get_memory(owner_scope.clone(), item.id.clone()))
+                        .await
+                        .ok()
+                        .map(|m| summarize_to(&m.content, 80))
+                } else {
+                    None
+                };
+                format!(
+                    "<a href=\"/u/{}/m/{}{}\" title=\"{}\">{}</a>",
+                    seg(user),
+                    seg(&item.id),
+                    esc(&keep),
+                    esc(&item.id),
+                    esc(content.as_deref().unwrap_or(&item.id))
+                )
+            }
             _ => esc(&item.id),
         };
         let _ = write!(

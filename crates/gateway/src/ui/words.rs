@@ -1,6 +1,8 @@
 //! The page's words in Chinese and English.
 
-use thinkus_common::model::{Language, MemorySource, MemoryStatus, MemoryType, Visibility};
+use thinkus_common::model::{
+    Language, MemorySource, MemoryStatus, MemoryType, NeedMemory, RetrievalMode, TimeRange, Visibility,
+};
 
 /// Every fixed text of the page, in one language.
 pub struct Words {
@@ -407,5 +409,42 @@ pub fn visibility_label(visibility: Visibility, language: Language) -> &'static 
         (Visibility::Private, Language::En) => "this employee",
         (Visibility::Project, Language::En) => "the project",
         (Visibility::Global, Language::En) => "every employee",
+    }
+}
+
+/// Whether the controller asked for memory.
+pub fn need_label(need: NeedMemory, language: Language) -> &'static str {
+    match (need, language) {
+        (NeedMemory::Yes, Language::Zh) => "需要",
+        (NeedMemory::No, Language::Zh) => "不需要",
+        (NeedMemory::Maybe, Language::Zh) => "可能需要",
+        (NeedMemory::Yes, Language::En) => "yes",
+        (NeedMemory::No, Language::En) => "no",
+        (NeedMemory::Maybe, Language::En) => "maybe",
+    }
+}
+
+/// How much of each memory a recall returned.
+pub fn mode_label(mode: RetrievalMode, language: Language) -> &'static str {
+    match (mode, language) {
+        (RetrievalMode::Catalog, Language::Zh) => "目录",
+        (RetrievalMode::Details, Language::Zh) => "详情",
+        (RetrievalMode::Catalog, Language::En) => "catalog",
+        (RetrievalMode::Details, Language::En) => "details",
+    }
+}
+
+/// The time range a recall looked in.
+pub fn time_range_label(range: TimeRange, language: Language) -> String {
+    let day =
+        |t: Option<chrono::DateTime<chrono::Utc>>| t.map(|t| t.format("%Y-%m-%d").to_string()).unwrap_or_default();
+    match (range, language) {
+        (TimeRange::Last7Days, Language::Zh) => "最近7天".into(),
+        (TimeRange::Last30Days, Language::Zh) => "最近30天".into(),
+        (TimeRange::All, Language::Zh) => "全部".into(),
+        (TimeRange::Last7Days, Language::En) => "last 7 days".into(),
+        (TimeRange::Last30Days, Language::En) => "last 30 days".into(),
+        (TimeRange::All, Language::En) => "all time".into(),
+        (TimeRange::Between { start, end }, _) => format!("{} – {}", day(start), day(end)),
     }
 }
