@@ -55,6 +55,19 @@ impl SessionStore for Counting {
     async fn sessions_to_summarize(&self, idle: DateTime<Utc>, limit: usize) -> Result<Vec<SessionRecord>, StoreError> {
         self.inner.sessions_to_summarize(idle, limit).await
     }
+    async fn recent_sessions(
+        &self,
+        user: &Owner,
+        project: Option<&str>,
+        role: Option<&str>,
+        exclude: Option<&str>,
+        until: DateTime<Utc>,
+        limit: usize,
+    ) -> Result<Vec<SessionRecord>, StoreError> {
+        self.inner
+            .recent_sessions(user, project, role, exclude, until, limit)
+            .await
+    }
     async fn put_summary(&self, summary: &SummaryRecord, expected: Option<i32>) -> Result<(), StoreError> {
         self.inner.put_summary(summary, expected).await
     }
@@ -520,6 +533,61 @@ async fn scenario(store: Arc<SqlStore>) {
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
     assert_eq!(found.expect("summarised in the background").trajectory_end, 1);
+
+    // Issue 16: the session a new one continues. A designer's session that ended an hour ago
+    // has no summary yet: it is written on the spot, dated by its last message.
+    let said = Utc::now() - chrono::Duration::hours(1);
+    let designer = scope(&user, "designer", "p2", "d1");
+    service
+        .record(RecordRequest {
+            scope: designer.clone(),
+            messages: vec![
+                Message {
+                    created_at: said - chrono::Duration::minutes(5),
+                    ..msg("user", None, "The goal is a new logo for the shop.")
+                },
+                Message {
+                    created_at: said,
+                    ..msg(
+                        "designer",
+                        None,
+                        "We decided on a blue wordmark because it reads well small.",
+                    )
+                },
+            ],
+            phase_completed: false,
+        })
+        .await
+        .unwrap();
+    let next = scope(&user, "designer", "p2", "d2");
+    let previous = service
+        .previous(next.clone(), Utc::now())
+        .await
+        .unwrap()
+        .expect("the last session of the designer in p2");
+    assert_eq!(previous.scope.session_id.as_deref(), Some("d1"));
+    assert_eq!(previous.trajectory_end, 1, "brought up to date");
+    assert_eq!(previous.updated_at.timestamp_millis(), said.timestamp_millis());
+    // Another role of the project, without a session of its own there, continues it too.
+    let cto_in_p2 = service
+        .previous(scope(&user, "cto", "p2", "c1"), Utc::now())
+        .await
+        .unwrap()
+        .expect("the project's last session");
+    assert_eq!(cto_in_p2.scope.session_id.as_deref(), Some("d1"));
+    // Not before it was held, not from another project, not for another user, not itself.
+    let before = said - chrono::Duration::minutes(10);
+    assert!(service.previous(next.clone(), before).await.unwrap().is_none());
+    let elsewhere = scope(&user, "designer", "p9", "x1");
+    assert!(service.previous(elsewhere, Utc::now()).await.unwrap().is_none());
+    let stranger = scope(&format!("{user}-other"), "designer", "p2", "d2");
+    assert!(service.previous(stranger, Utc::now()).await.unwrap().is_none());
+    assert!(service.previous(designer, Utc::now()).await.unwrap().is_none());
+    assert_code(
+        service.previous(scope(&user, " ", "p2", "d2"), Utc::now()).await,
+        ErrorCode::InvalidArgument,
+        "scope.role_id",
+    );
 }
 
 #[tokio::test]

@@ -221,4 +221,9 @@ pub trait SummaryApi: Send + Sync {
     async fn render(&self, request: RenderRequest) -> Result<Rendered, ApiError>;
     /// Marks the session ended; true when an update was scheduled.
     async fn end_session(&self, scope: Scope) -> Result<bool, ApiError>;
+    /// The summary a new session of `scope` starts from: the latest session of the same role
+    /// in the scope's project whose last message came at or before `now` (or, when the role
+    /// has none, of any role in the project), other than the scope's own session, brought up to
+    /// date first when messages came after its summary. `None` when there is none.
+    async fn previous(&self, scope: Scope, now: DateTime<Utc>) -> Result<Option<SessionSummary>, ApiError>;
 }

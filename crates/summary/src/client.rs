@@ -3,6 +3,7 @@
 use std::sync::Arc;
 
 use async_trait::async_trait;
+use chrono::{DateTime, Utc};
 use thinkus_common::ApiError;
 use thinkus_common::convert::scope_to_proto;
 use thinkus_common::grpc::ClientChannel;
@@ -117,6 +118,25 @@ impl SummaryApi for SummaryClient {
                     markdown: response.markdown,
                     tokens: response.tokens.max(0) as u32,
                 })
+            }
+        }
+    }
+
+    async fn previous(&self, scope: Scope, now: DateTime<Utc>) -> Result<Option<SessionSummary>, ApiError> {
+        match self {
+            Self::Local(api) => api.previous(scope, now).await,
+            Self::Grpc(client) => {
+                let response = client
+                    .clone()
+                    .get_previous_summary(pb::GetPreviousSummaryRequest {
+                        scope: Some(scope_to_proto(&scope)),
+                        now: Some(thinkus_common::convert::timestamp(now)),
+                    })
+                    .await?;
+                match response.get_ref().summary.as_ref() {
+                    Some(found) => summary(Some(found)).map(Some),
+                    None => Ok(None),
+                }
             }
         }
     }

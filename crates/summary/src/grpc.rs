@@ -3,7 +3,7 @@
 use std::sync::Arc;
 
 use thinkus_common::auth::principal;
-use thinkus_common::convert::{ScopeRules, scope_from_proto};
+use thinkus_common::convert::{ScopeRules, datetime_opt, scope_from_proto};
 use thinkus_common::{ApiError, to_status};
 use thinkus_proto::summary as pb;
 use thinkus_proto::summary::summary_service_server::{SummaryService, SummaryServiceServer};
@@ -106,6 +106,23 @@ impl SummaryService for SummaryGrpc {
         Ok(Response::new(pb::RenderSummaryResponse {
             markdown: rendered.markdown,
             tokens: rendered.tokens as i32,
+        }))
+    }
+
+    async fn get_previous_summary(
+        &self,
+        request: Request<pb::GetPreviousSummaryRequest>,
+    ) -> Result<Response<pb::GetPreviousSummaryResponse>, Status> {
+        let principal = principal(&request)?;
+        let body = request.get_ref();
+        let mut scope = scope_from_proto(body.scope.as_ref(), "scope", ScopeRules::USER_ROLE).map_err(status)?;
+        principal.authorize(&mut scope).map_err(status)?;
+        let now = datetime_opt(body.now.as_ref(), "now")
+            .map_err(status)?
+            .unwrap_or_else(chrono::Utc::now);
+        let previous = self.api.previous(scope, now).await.map_err(status)?;
+        Ok(Response::new(pb::GetPreviousSummaryResponse {
+            summary: previous.as_ref().map(convert::summary_to_proto),
         }))
     }
 

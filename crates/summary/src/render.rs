@@ -76,6 +76,17 @@ struct Section {
     cut_order: u8,
 }
 
+/// An item without the list marker it was written with ("- ", "* ", "• ", "1. ").
+fn without_marker(item: &str) -> &str {
+    let trimmed = item.trim_start();
+    for marker in ["- ", "* ", "• ", "· "] {
+        if let Some(rest) = trimmed.strip_prefix(marker) {
+            return rest.trim_start();
+        }
+    }
+    trimmed
+}
+
 fn sections(summary: &SessionSummary, l: &Labels) -> Vec<Section> {
     let decisions = summary
         .decisions
@@ -247,7 +258,8 @@ fn assemble(head: &str, goal: &str, sections: &[Section], l: &Labels) -> String 
         }
         for item in &by_speaker(&section.items) {
             out.push_str("\n- ");
-            out.push_str(item);
+            // An item taken from a list line keeps no marker of its own ("- - Budget: $2,400").
+            out.push_str(without_marker(item));
         }
     }
     out

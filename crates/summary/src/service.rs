@@ -401,11 +401,15 @@ impl Summarizer {
         let mut content = base_summary.map(SessionSummary::content);
         let mut language = base_summary.map(|s| s.language);
         let mut read = 0u32;
+        // The summary is as of the last message it covers: the conversation's clock, not the
+        // machine's (a replayed or queued conversation is summarised as of when it was said).
+        let mut as_of: Option<DateTime<Utc>> = None;
         let mut position = from;
         while position <= to {
             let chunk_end = to.min(position.saturating_add(self.inner.config.max_messages_per_update - 1));
             let messages = store.get_messages(owner, session_id, position, chunk_end).await?;
             read += messages.len() as u32;
+            as_of = as_of.max(messages.iter().map(|m| m.created_at).max());
             if language.is_none() {
                 let rule_messages: Vec<RuleMessage> = messages.iter().map(rule_message).collect();
                 language = Some(rules::language_of(&rule_messages));
@@ -418,7 +422,10 @@ impl Summarizer {
         }
         let content = content.unwrap_or_default();
         // The store keeps milliseconds: the summary returned is the one a read gives back.
-        let now = Utc::now().trunc_subsecs(3);
+        let now = as_of
+            .max(previous.as_ref().map(|p| p.updated_at))
+            .unwrap_or_else(Utc::now)
+            .trunc_subsecs(3);
         let summary = SessionSummary {
             id: previous
                 .as_ref()
@@ -683,6 +690,54 @@ impl SummaryApi for Summarizer {
         );
         let tokens = self.inner.tokens.count(&markdown) as u32;
         Ok(Rendered { markdown, tokens })
+    }
+
+    async fn previous(&self, scope: Scope, now: DateTime<Utc>) -> Result<Option<SessionSummary>, ApiError> {
+        if scope.role_id.trim().is_empty() {
+            return Err(ApiError::invalid("scope.role_id", "is required"));
+        }
+        let store = &self.inner.sessions;
+        let find = |role: Option<String>| {
+            let scope = &scope;
+            async move {
+                store
+                    .recent_sessions(
+                        &scope.owner(),
+                        scope.project_id.as_deref(),
+                        role.as_deref(),
+                        scope.session_id.as_deref(),
+                        now,
+                        1,
+                    )
+                    .await
+            }
+        };
+        let mut found = find(Some(scope.role_id.clone())).await?;
+        if found.is_empty() && scope.project_id.is_some() {
+            found = find(None).await?;
+        }
+        let Some(session) = found.pop() else {
+            return Ok(None);
+        };
+        // A session that ended a minute ago has no summary yet, or one that stops before its
+        // last messages: the new session starts from all of it.
+        let behind = i64::from(session.message_count) - 1 > i64::from(session.summarized_until);
+        if behind {
+            let updated = self
+                .update(
+                    &session.owner(),
+                    &session.session_id,
+                    None,
+                    None,
+                    EngineChoice::Configured,
+                )
+                .await?;
+            return Ok(Some(updated.summary));
+        }
+        Ok(store
+            .get_summary(&session.owner(), &session.session_id)
+            .await?
+            .map(SessionSummary::from_record))
     }
 
     async fn end_session(&self, scope: Scope) -> Result<bool, ApiError> {

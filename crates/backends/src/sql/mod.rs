@@ -249,6 +249,19 @@ pub trait SessionStore: Send + Sync {
         limit: usize,
     ) -> Result<Vec<SessionRecord>, StoreError>;
 
+    /// The sessions of a user whose last message came at or before `until`, the latest first:
+    /// those of `project_id` (or, when `None`, those outside any project), of one role when
+    /// given, leaving one session out when given.
+    async fn recent_sessions(
+        &self,
+        owner: &Owner,
+        project_id: Option<&str>,
+        role_id: Option<&str>,
+        exclude_session: Option<&str>,
+        until: DateTime<Utc>,
+        limit: usize,
+    ) -> Result<Vec<SessionRecord>, StoreError>;
+
     /// Writes a summary (one per session) and records how far the session is summarised. With
     /// `expected_end`, fails with `Conflict` unless the stored summary still ends there.
     async fn put_summary(&self, summary: &SummaryRecord, expected_end: Option<i32>) -> Result<(), StoreError>;
