@@ -172,6 +172,7 @@ impl SummaryPort for Gated {
         _scope: &Scope,
         _budget_tokens: u32,
         _language: Language,
+        _now: chrono::DateTime<chrono::Utc>,
     ) -> Result<Option<LastSummary>, ApiError> {
         self.0.wait().await;
         Ok(None)

@@ -683,3 +683,152 @@ async fn two_sessions_all_in_one() {
 async fn two_sessions_distributed() {
     two_sessions(Layout::Distributed).await;
 }
+
+fn at(rfc3339: &str) -> Option<prost_types::Timestamp> {
+    thinkus_common::convert::timestamp_opt(Some(chrono::DateTime::parse_from_rfc3339(rfc3339).unwrap().to_utc()))
+}
+
+/// Issue 16: a value the user replaced later, in a memory or in a raw turn, by either speaker,
+/// in either language, never comes back as current: the context shows the new value, and the
+/// old one only struck through with the date it changed.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_replaced_value_is_never_shown_as_current() {
+    let dir = tempfile::tempdir().unwrap();
+    let node = nodes::start(config(dir.path()), &ServiceKind::ALL, None).await;
+    let mut client = GatewayServiceClient::new(nodes::channel(&node).await);
+    let cases = [
+        (
+            "fay",
+            [
+                ("The budget for the shop is $500.", "Noted: the budget is $500."),
+                (
+                    "We raised the shop budget from $500 to $800 after the review.",
+                    "Got it, the budget is $800 now.",
+                ),
+            ],
+            "Remind me, what budget did we set for the shop?",
+            ("$800", "$500"),
+        ),
+        (
+            "gao",
+            [
+                ("商城项目的预算是5万元。", "好的，记下了：预算5万元。"),
+                ("评审之后预算从5万元提高到8万元了。", "明白，预算现在是8万元。"),
+            ],
+            "我们之前定的商城预算是多少？",
+            ("8万元", "5万元"),
+        ),
+    ];
+    for (user, turns, question, (new, old)) in cases {
+        for (n, ((said, answer), day)) in turns.iter().zip(["2026-11-02", "2026-11-05"]).enumerate() {
+            client
+                .complete_turn(CompleteTurnRequest {
+                    scope: Some(scope(user, &format!("s{n}"))),
+                    user_message: said.to_string(),
+                    assistant_message: answer.to_string(),
+                    request_id: format!("{user}-{n}"),
+                    occurred_at: at(&format!("{day}T10:00:00Z")),
+                    ..Default::default()
+                })
+                .await
+                .unwrap();
+        }
+        drained(&mut client, user).await;
+        let prepared = client
+            .prepare_turn(PrepareTurnRequest {
+                scope: Some(scope(user, "s9")),
+                message: question.into(),
+                recent_messages: vec!["ok".into()],
+                now: at("2026-11-06T09:00:00Z"),
+                ..Default::default()
+            })
+            .await
+            .unwrap()
+            .into_inner();
+        let context = &prepared.context;
+        assert!(context.contains(new), "{user}: the new value is shown: {context}");
+        // Every mention of the old value is struck through.
+        let mentions = context.matches(old).count();
+        let struck = context.matches(&format!("~~{old}~~")).count()
+            + context.matches(&format!("from {old}")).count()
+            + context.matches(&format!("从{old}")).count();
+        assert_eq!(mentions, struck, "{user}: {old} is shown as current in: {context}");
+        // The user's words stand once, though the assistant's answer to them is shown too.
+        let opening: String = turns[0].0.chars().take(8).collect();
+        assert_eq!(context.matches(&opening).count(), 1, "{context}");
+        assert!(prepared.tokens_used <= prepared.budget_tokens);
+    }
+    node.shutdown().await.unwrap();
+}
+
+/// Issue 16: a new session an hour after the last one starts from it, although no idle sweep
+/// ran: the summary is brought up to date on the spot and dated by the session, not the clock.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_session_an_hour_later_continues_the_last_one() {
+    let dir = tempfile::tempdir().unwrap();
+    let node = nodes::start(config(dir.path()), &ServiceKind::ALL, None).await;
+    let mut client = GatewayServiceClient::new(nodes::channel(&node).await);
+    for (n, (user, assistant)) in [
+        (
+            "The goal this week is to ship the loyalty points feature.",
+            "Understood, let's list the requirements first.",
+        ),
+        (
+            "We decided that one dollar spent earns one point, because finance can audit it.",
+            "Noted, I designed the rules that way.",
+        ),
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        client
+            .complete_turn(CompleteTurnRequest {
+                scope: Some(scope("hana", "s1")),
+                user_message: user.into(),
+                assistant_message: assistant.into(),
+                request_id: format!("hana-{n}"),
+                occurred_at: at(&format!("2026-11-03T10:0{n}:00Z")),
+                ..Default::default()
+            })
+            .await
+            .unwrap();
+    }
+    drained(&mut client, "hana").await;
+    let prepared = client
+        .prepare_turn(PrepareTurnRequest {
+            scope: Some(scope("hana", "s2")),
+            message: "Let's continue.".into(),
+            now: at("2026-11-03T11:05:00Z"),
+            ..Default::default()
+        })
+        .await
+        .unwrap()
+        .into_inner();
+    let last = prepared
+        .sections
+        .iter()
+        .find(|s| s.kind == thinkus_proto::gateway::SectionKind::LastSession as i32)
+        .unwrap_or_else(|| panic!("no last-session section in {:?}", prepared.sections));
+    assert!(last.text.contains("point"), "{}", last.text);
+    assert!(!last.text.contains("## "), "a section, not a document: {}", last.text);
+    // Before that session was held, there was nothing to continue.
+    let earlier = client
+        .prepare_turn(PrepareTurnRequest {
+            scope: Some(scope("hana", "s0")),
+            message: "Let's continue.".into(),
+            now: at("2026-11-02T09:00:00Z"),
+            ..Default::default()
+        })
+        .await
+        .unwrap()
+        .into_inner();
+    assert!(
+        earlier
+            .sections
+            .iter()
+            .all(|s| s.kind != thinkus_proto::gateway::SectionKind::LastSession as i32),
+        "{:?}",
+        earlier.sections
+    );
+    node.shutdown().await.unwrap();
+}

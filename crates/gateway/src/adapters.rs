@@ -5,13 +5,14 @@ use std::sync::Arc;
 
 use async_trait::async_trait;
 use bytes::Bytes;
+use chrono::{DateTime, Utc};
 use thinkus_artifact::ArtifactApi;
 use thinkus_artifact::api::{ListRequest as ArtifactList, NewArtifact};
 use thinkus_common::ApiError;
 use thinkus_common::model::{Language, Message, Scope};
 use thinkus_common::text::terms;
 use thinkus_summary::SummaryApi;
-use thinkus_summary::api::{ListRequest as SummaryList, RecordRequest, RenderRequest};
+use thinkus_summary::api::{RecordRequest, RenderRequest};
 
 use crate::api::ToolCall;
 use crate::extras::{ArtifactPort, LastSummary, RelevantArtifact, StoredOutput, SummaryPort};
@@ -115,28 +116,15 @@ impl SummaryPort for Summaries {
         scope: &Scope,
         budget_tokens: u32,
         language: Language,
+        now: DateTime<Utc>,
     ) -> Result<Option<LastSummary>, ApiError> {
         if budget_tokens == 0 {
             return Ok(None);
         }
-        let recent = self
-            .0
-            .list(SummaryList {
-                scope: Scope {
-                    session_id: None,
-                    ..scope.clone()
-                },
-                limit: 5,
-                other_roles_only: false,
-            })
-            .await?;
-        let Some(last) = recent
-            .into_iter()
-            .find(|s| s.scope.session_id.is_some() && s.scope.session_id != scope.session_id)
-        else {
+        let Some(previous) = self.0.previous(scope.clone(), now).await? else {
             return Ok(None);
         };
-        let session_id = last.scope.session_id.clone().unwrap_or_default();
+        let session_id = previous.scope.session_id.clone().unwrap_or_default();
         let rendered = self
             .0
             .render(RenderRequest {
@@ -147,13 +135,14 @@ impl SummaryPort for Summaries {
                 session_id: session_id.clone(),
                 budget_tokens: Some(budget_tokens),
                 language: Some(language),
-                now: None,
+                now: Some(now),
             })
             .await?;
         Ok(Some(LastSummary {
-            id: last.id,
+            id: previous.id,
             session_id,
             text: rendered.markdown,
+            at: previous.updated_at,
         }))
     }
 

@@ -16,6 +16,9 @@ pub struct GatewayConfig {
     pub last_session_share: f64,
     /// How many of the session's artifacts are considered for a turn.
     pub artifacts_considered: usize,
+    /// How many of the reader's value changes (old value -> new value) are read per turn to
+    /// mark replaced values in older records.
+    pub value_changes_considered: usize,
     /// Tool outputs above this many tokens are stored as artifacts and replaced by compacts.
     pub offload_threshold_tokens: u32,
     /// Requests per second per tenant when its key sets none (0 turns the limit off).
@@ -53,6 +56,7 @@ impl Default for GatewayConfig {
             artifacts_share: 0.25,
             last_session_share: 0.3,
             artifacts_considered: 20,
+            value_changes_considered: 200,
             offload_threshold_tokens: 500,
             rate_per_second: 50.0,
             rate_burst: 100.0,

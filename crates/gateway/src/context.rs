@@ -319,7 +319,7 @@ fn choose(entries: &[Entry], costs: &[Cost], fixed: &Fixed, chosen: &mut [bool],
 
 /// A section's chosen entries in the order they are written: the undated ones as offered,
 /// then each day's, days in time order (the earliest entry of a day dates it), each day's
-/// entries as offered.
+/// entries in the order they were said.
 fn laid_out(entries: &[Entry], chosen: &[usize]) -> Vec<usize> {
     let mut undated: Vec<usize> = Vec::new();
     let mut days: Vec<(&Day, Vec<usize>)> = Vec::new();
@@ -338,6 +338,10 @@ fn laid_out(entries: &[Entry], chosen: &[usize]) -> Vec<usize> {
         }
     }
     days.sort_by_key(|(day, _)| day.at);
+    // Within a day, in the order things were said: a reply after what it answers.
+    for (_, group) in &mut days {
+        group.sort_by_key(|&i| entries[i].day.as_ref().map(|d| d.at));
+    }
     undated
         .into_iter()
         .chain(days.into_iter().flat_map(|(_, group)| group))

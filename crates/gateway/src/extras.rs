@@ -2,6 +2,7 @@
 //! the turn logic does not depend on how those services are reached.
 
 use async_trait::async_trait;
+use chrono::{DateTime, Utc};
 use thinkus_common::ApiError;
 use thinkus_common::model::{Language, Message, Scope};
 
@@ -23,12 +24,14 @@ pub struct StoredOutput {
     pub compact: thinkus_proto::common::ArtifactCompact,
 }
 
-/// The latest summary of the project, rendered for the prompt.
+/// The summary a new session starts from, rendered for the prompt.
 #[derive(Debug, Clone, PartialEq)]
 pub struct LastSummary {
     pub id: String,
     pub session_id: String,
     pub text: String,
+    /// As of when: the last message it covers.
+    pub at: DateTime<Utc>,
 }
 
 /// The artifact service, as the gateway uses it.
@@ -50,13 +53,14 @@ pub trait ArtifactPort: Send + Sync {
 /// The summary service, as the gateway uses it.
 #[async_trait]
 pub trait SummaryPort: Send + Sync {
-    /// The latest summary of the scope's project (or user) from another session, rendered within
-    /// `budget_tokens`.
+    /// The summary a new session of `scope` starts from (the previous session of its role in
+    /// the project, brought up to date), rendered within `budget_tokens` for a reader at `now`.
     async fn last_summary(
         &self,
         scope: &Scope,
         budget_tokens: u32,
         language: Language,
+        now: DateTime<Utc>,
     ) -> Result<Option<LastSummary>, ApiError>;
 
     /// Adds messages to the session's trajectory (the summary is kept current from them).

@@ -19,6 +19,8 @@ use thinkus_common::text::detect_language;
 use thinkus_common::tokens::TokenCounter;
 use thinkus_knowledge_manager::KnowledgeApi;
 use thinkus_knowledge_manager::api::{IngestTurnsRequest, LearnRequest, Turn};
+use thinkus_knowledge_manager::changes::{Replaced, strike};
+use thinkus_knowledge_manager::turns::extracted_ids;
 use thinkus_memory_controller::ControllerApi;
 use thinkus_memory_controller::api::DecideRequest;
 use thinkus_retriever::RetrieverApi;
@@ -242,7 +244,7 @@ impl Gateway {
             match &self.upstreams.summaries {
                 Some(summaries) if session_start => {
                     let started = Instant::now();
-                    let last = summaries.last_summary(&request.scope, last_cap, language).await?;
+                    let last = summaries.last_summary(&request.scope, last_cap, language, now).await?;
                     Ok(Some((last, millis(started))))
                 }
                 _ => Ok::<_, ApiError>(None),
@@ -266,8 +268,15 @@ impl Gateway {
                 None => Ok::<_, ApiError>(None),
             }
         };
-        let ((embedding, embedded, mut decision, decided), last_session, artifacts) =
-            tokio::try_join!(understand, last_session, artifacts)?;
+        // What was replaced since, so that nothing below shows an old value as current.
+        let changes = async {
+            let started = Instant::now();
+            let changes = self.value_changes(&request.scope).await?;
+            Ok::<_, ApiError>((changes, millis(started)))
+        };
+        let ((embedding, embedded, mut decision, decided), last_session, artifacts, (changes, changes_took)) =
+            tokio::try_join!(understand, last_session, artifacts, changes)?;
+        timings.insert("changes".to_string(), changes_took);
         if let Some(embedded) = embedded {
             timings.insert("embedding".to_string(), embedded);
         }
@@ -277,7 +286,8 @@ impl Gateway {
         let mut entries: Vec<Entry> = Vec::new();
         let mut reserved = 0u32;
         if let Some((last, took)) = last_session {
-            if let Some(last) = last {
+            if let Some(mut last) = last {
+                last.text = strike(&as_section_text(&last.text), last.at, &changes, language);
                 let tokens = self.tokens.count(&last.text) as u32;
                 items.push(TraceItem {
                     kind: TraceKind::Summary,
@@ -380,7 +390,7 @@ impl Gateway {
                 };
             }
             timings.insert("retriever".to_string(), millis(started));
-            memory_entries(&recalled, &decision, language, now, &mut items, &mut entries);
+            memory_entries(&recalled, &decision, language, now, &changes, &mut items, &mut entries);
         }
 
         let packed = pack(&entries, budget, memory_budget, language, &self.tokens);
@@ -403,6 +413,23 @@ impl Gateway {
             items,
             timings_ms: timings,
         })
+    }
+
+    /// The values replaced in what the reader of `scope` may see, so that an older record
+    /// shows its old values as replaced (`~~$500~~ (now $800, since 3 Nov)`).
+    async fn value_changes(&self, scope: &Scope) -> Result<Vec<Replaced>, ApiError> {
+        Ok(self
+            .upstreams
+            .knowledge
+            .value_changes(scope.clone(), self.config.value_changes_considered)
+            .await?
+            .into_iter()
+            .map(|c| Replaced {
+                old: c.old,
+                new: c.new,
+                at: c.at,
+            })
+            .collect())
     }
 
     /// Completes a turn: offloads large tool outputs, queues learning and the summary update.
@@ -597,11 +624,43 @@ impl Gateway {
         }
     }
 
-    /// Stores the exchange as raw turns (recallable word for word) and extracts memories.
+    /// Extracts memories from the exchange, then stores it as raw turns (recallable word for
+    /// word) that see no further than those memories: a turn outside any project, or one whose
+    /// exchange taught a memory private to the role, is private to the role; otherwise it is
+    /// shared with the project, like the project's decisions. Each turn names the memories
+    /// learned from its exchange, so a context shows one or the other.
     async fn learn(&self, input: LearnJob) -> Result<(), ApiError> {
         if input.not_memorable {
             return Ok(());
         }
+        // The answer follows the question: one millisecond later, so that the two turns of an
+        // exchange read in the order they were said.
+        let answered_at = input.occurred_at + chrono::Duration::milliseconds(1);
+        let message = |role: &str, content: &str, index: u32, at: DateTime<Utc>| Message {
+            role: role.to_string(),
+            content: content.to_string(),
+            speaker: None,
+            created_at: at,
+            index,
+        };
+        let learned = self
+            .upstreams
+            .knowledge
+            .learn(LearnRequest {
+                scope: input.scope.clone(),
+                messages: vec![
+                    message("user", &input.user_message, 0, input.occurred_at),
+                    message("assistant", &input.assistant_message, 1, answered_at),
+                ],
+                request_id: input.request_id.clone(),
+                injected_memories: input.injected_memory_ids.clone(),
+                ..Default::default()
+            })
+            .await?;
+        let memories: Vec<&thinkus_common::model::Memory> =
+            learned.results.iter().filter_map(|r| r.memory.as_ref()).collect();
+        let visibility = turn_visibility(&input.scope, memories.iter().map(|m| m.visibility));
+        let extracted: Vec<String> = memories.iter().map(|m| m.id.clone()).collect();
         let turn_id = |speaker: &str| input.request_id.as_ref().map(|id| format!("{id}:{speaker}"));
         let mut turns = vec![Turn {
             speaker: "user".into(),
@@ -609,14 +668,16 @@ impl Gateway {
             occurred_at: Some(input.occurred_at),
             external_id: turn_id("user"),
             caption: None,
+            extracted_memory_ids: extracted.clone(),
         }];
         if !input.assistant_message.trim().is_empty() {
             turns.push(Turn {
                 speaker: "assistant".into(),
                 text: input.assistant_message.clone(),
-                occurred_at: Some(input.occurred_at),
+                occurred_at: Some(answered_at),
                 external_id: turn_id("assistant"),
                 caption: None,
+                extracted_memory_ids: extracted,
             });
         }
         self.upstreams
@@ -624,27 +685,7 @@ impl Gateway {
             .ingest_turns(IngestTurnsRequest {
                 scope: input.scope.clone(),
                 turns,
-                visibility: Visibility::Project,
-            })
-            .await?;
-        let message = |role: &str, content: &str, index: u32| Message {
-            role: role.to_string(),
-            content: content.to_string(),
-            speaker: None,
-            created_at: input.occurred_at,
-            index,
-        };
-        self.upstreams
-            .knowledge
-            .learn(LearnRequest {
-                scope: input.scope.clone(),
-                messages: vec![
-                    message("user", &input.user_message, 0),
-                    message("assistant", &input.assistant_message, 1),
-                ],
-                request_id: input.request_id.clone(),
-                injected_memories: input.injected_memory_ids.clone(),
-                ..Default::default()
+                visibility,
             })
             .await?;
         Ok(())
@@ -716,6 +757,20 @@ impl Gateway {
     }
 }
 
+/// The visibility of a conversation turn: what the memories learned from it got, at most. A
+/// turn outside any project is the role's own (as every memory learned there is); in a
+/// project it is shared with the project unless its exchange taught something private.
+pub(crate) fn turn_visibility(scope: &Scope, learned: impl IntoIterator<Item = Visibility>) -> Visibility {
+    if scope.project_id.as_deref().is_none_or(str::is_empty) {
+        return Visibility::Private;
+    }
+    if learned.into_iter().any(|v| v == Visibility::Private) {
+        Visibility::Private
+    } else {
+        Visibility::Project
+    }
+}
+
 /// Turns recalled memories into context entries and trace items, best first. Each entry is
 /// grouped under its day: "today", "yesterday", "3 days ago", beyond a week the date
 /// (`thinkus_common::time::day`), since the reader may have to say when.
@@ -724,9 +779,14 @@ fn memory_entries(
     decision: &ControlDecision,
     language: Language,
     now: DateTime<Utc>,
+    changes: &[Replaced],
     items: &mut Vec<TraceItem>,
     entries: &mut Vec<Entry>,
 ) {
+    // A turn whose exchange taught one of the memories offered gives way to that memory.
+    let offered: std::collections::HashSet<&str> = recalled.catalog.iter().map(|e| e.id.as_str()).collect();
+    let shown_as_memory = |tags: &[String]| extracted_ids(tags).any(|id| offered.contains(id));
+    let current = |text: &str, at: DateTime<Utc>| strike(text, at, changes, language);
     let why = |parts: &ScoreParts| match language {
         Language::Zh => format!(
             "相关度{:.2}，重要性{:.2}，新鲜度{:.2}（{}）",
@@ -744,13 +804,17 @@ fn memory_entries(
     if recalled.mode == RetrievalMode::Details {
         for detail in &recalled.details {
             detailed.insert(detail.id.as_str());
+            if shown_as_memory(&detail.tags) {
+                continue;
+            }
             let entry = scores.get(detail.id.as_str());
             let parts = entry.map(|e| e.score.clone()).unwrap_or_default();
-            // The line the turn after this one carries as its context.
+            // The line the turn after this one carries as its context (marked the same way, so
+            // that the two are recognised as one).
             let line = detail
                 .speaker
                 .as_deref()
-                .map(|speaker| turn_line(speaker, &detail.content));
+                .map(|speaker| current(&turn_line(speaker, &detail.content), detail.occurred_at));
             items.push(TraceItem {
                 kind: TraceKind::Memory,
                 id: detail.id.clone(),
@@ -763,16 +827,23 @@ fn memory_entries(
             });
             entries.push(Entry {
                 kind: SectionKind::of(detail.memory_type),
-                text: memory_line(detail.speaker.as_deref(), detail.content.trim()),
+                text: current(
+                    &memory_line(detail.speaker.as_deref(), detail.content.trim()),
+                    detail.occurred_at,
+                ),
                 trace: items.len() - 1,
                 section_cap: None,
-                context: detail.context.trim().to_string(),
+                context: current(detail.context.trim(), detail.occurred_at),
                 line,
                 day: Some(Day::of(detail.occurred_at, now, language)),
             });
         }
     }
-    for entry in recalled.catalog.iter().filter(|e| !detailed.contains(e.id.as_str())) {
+    for entry in recalled
+        .catalog
+        .iter()
+        .filter(|e| !detailed.contains(e.id.as_str()) && !shown_as_memory(&e.tags))
+    {
         items.push(TraceItem {
             kind: TraceKind::Memory,
             id: entry.id.clone(),
@@ -785,11 +856,29 @@ fn memory_entries(
         });
         entries.push(Entry {
             kind: SectionKind::of(entry.memory_type),
-            text: memory_line(entry.speaker.as_deref(), &entry.summary),
+            text: current(
+                &memory_line(entry.speaker.as_deref(), &entry.summary),
+                entry.occurred_at,
+            ),
             trace: items.len() - 1,
             day: Some(Day::of(entry.occurred_at, now, language)),
             ..Default::default()
         });
+    }
+}
+
+/// A rendered summary as the text of the context's last-session section: its own heading
+/// ("## 📋 Last session summary (2 hours ago)") becomes its first line, as the section has one.
+fn as_section_text(markdown: &str) -> String {
+    match markdown.split_once('\n') {
+        Some((first, rest)) if first.starts_with('#') => {
+            format!(
+                "{}\n{}",
+                first.trim_start_matches('#').trim(),
+                rest.trim_start_matches('\n')
+            )
+        }
+        _ => markdown.to_string(),
     }
 }
 
@@ -798,5 +887,24 @@ fn memory_line(speaker: Option<&str>, text: &str) -> String {
     match speaker {
         Some(speaker) => format!("- {speaker}: {text}"),
         None => format!("- {text}"),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_turn_sees_no_further_than_what_it_taught() {
+        let outside = Scope::new("u", "hr");
+        let project = Scope::new("u", "cfo").with_project("shop");
+        assert_eq!(turn_visibility(&outside, []), Visibility::Private);
+        assert_eq!(turn_visibility(&outside, [Visibility::Project]), Visibility::Private);
+        assert_eq!(turn_visibility(&project, []), Visibility::Project);
+        assert_eq!(turn_visibility(&project, [Visibility::Project]), Visibility::Project);
+        assert_eq!(
+            turn_visibility(&project, [Visibility::Project, Visibility::Private]),
+            Visibility::Private
+        );
     }
 }

@@ -119,13 +119,16 @@ pub struct RememberRequest {
 }
 
 /// One raw conversation turn.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, Default, PartialEq)]
 pub struct Turn {
     pub speaker: String,
     pub text: String,
     pub occurred_at: Option<DateTime<Utc>>,
     pub external_id: Option<String>,
     pub caption: Option<String>,
+    /// The memories learned from the exchange this turn belongs to: a context shows either
+    /// them or the turn, not both.
+    pub extracted_memory_ids: Vec<String>,
 }
 
 /// Turns of one conversation to store.
@@ -171,6 +174,18 @@ pub struct LearnResult {
     pub results: Vec<WriteResult>,
     pub engine: String,
     pub candidates: u32,
+}
+
+/// A value replaced by another ("$500" by "$800"), as said in a turn or found when a newer
+/// memory replaced an older one.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ValueChange {
+    pub old: String,
+    /// `None` when only the old value was dropped.
+    pub new: Option<String>,
+    pub at: DateTime<Utc>,
+    /// The turn or memory that states the change.
+    pub memory_id: String,
 }
 
 /// Correction actions (seed 001 section 3.5.3), and the priority a person adjusts (section 4.2).
@@ -426,4 +441,6 @@ pub trait KnowledgeApi: Send + Sync {
     ) -> Result<ImportReport, ApiError>;
     /// The roles holding memories or candidates of an owner, sorted.
     async fn list_roles(&self, owner: Owner) -> Result<Vec<String>, ApiError>;
+    /// The value changes the reader of `scope` may see, newest first, at most `limit`.
+    async fn value_changes(&self, scope: Scope, limit: usize) -> Result<Vec<ValueChange>, ApiError>;
 }

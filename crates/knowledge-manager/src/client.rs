@@ -19,7 +19,7 @@ use thinkus_proto::knowledge::knowledge_manager_service_client::KnowledgeManager
 use crate::api::{
     CandidateView, Conflict, ConflictChoice, ConflictResolution, CorrectRequest, CorrectResult, FinalizeResult,
     ImportReport, IngestResult, IngestTurnsRequest, KnowledgeApi, LearnRequest, LearnResult, ListRequest,
-    MaintenanceReport, MarkdownFile, Owners, Quota, RememberRequest, Standing, WriteResult,
+    MaintenanceReport, MarkdownFile, Owners, Quota, RememberRequest, Standing, ValueChange, WriteResult,
 };
 use crate::convert;
 
@@ -457,6 +457,24 @@ impl KnowledgeApi for KnowledgeClient {
                     forgotten: response.forgotten.max(0) as u64,
                 })
             }
+        }
+    }
+
+    async fn value_changes(&self, scope_: Scope, limit: usize) -> Result<Vec<ValueChange>, ApiError> {
+        match self {
+            Self::Local(api) => api.value_changes(scope_, limit).await,
+            Self::Grpc(client) => client
+                .clone()
+                .list_value_changes(pb::ListValueChangesRequest {
+                    scope: scope(&scope_),
+                    limit: limit.min(1000) as i32,
+                })
+                .await?
+                .into_inner()
+                .changes
+                .into_iter()
+                .map(convert::value_change_from_proto)
+                .collect(),
         }
     }
 

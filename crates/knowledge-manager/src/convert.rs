@@ -13,7 +13,7 @@ use thinkus_proto::knowledge as pb;
 
 use crate::api::{
     CandidateView, Conflict, ConflictChoice, CorrectionAction, ImportChange, ImportReport, IngestResult, LearnResult,
-    MemoryDraft, Turn, WriteOutcome, WriteResult,
+    MemoryDraft, Turn, ValueChange, WriteOutcome, WriteResult,
 };
 
 pub fn draft_from_proto(draft: Option<&pb::MemoryDraft>, field: &str) -> Result<MemoryDraft, ApiError> {
@@ -197,6 +197,7 @@ pub fn turns_from_proto(turns: &[pb::Turn]) -> Result<Vec<Turn>, ApiError> {
                 occurred_at: datetime_opt(t.occurred_at.as_ref(), &format!("turns[{i}].occurred_at"))?,
                 external_id: (!t.external_id.is_empty()).then(|| t.external_id.clone()),
                 caption: (!t.caption.is_empty()).then(|| t.caption.clone()),
+                extracted_memory_ids: t.extracted_memory_ids.clone(),
             })
         })
         .collect()
@@ -211,6 +212,7 @@ pub fn turns_to_proto(turns: &[Turn]) -> Vec<pb::Turn> {
             occurred_at: timestamp_opt(t.occurred_at),
             external_id: t.external_id.clone().unwrap_or_default(),
             caption: t.caption.clone().unwrap_or_default(),
+            extracted_memory_ids: t.extracted_memory_ids.clone(),
         })
         .collect()
 }
@@ -498,4 +500,21 @@ pub fn import_report_from_proto(response: &pb::ImportMemoryResponse) -> ImportRe
         queued: count(response.queued),
         skipped: count(response.skipped),
     }
+}
+pub fn value_change_to_proto(change: &ValueChange) -> pb::ValueChange {
+    pb::ValueChange {
+        old_value: change.old.clone(),
+        new_value: change.new.clone().unwrap_or_default(),
+        changed_at: Some(thinkus_common::convert::timestamp(change.at)),
+        memory_id: change.memory_id.clone(),
+    }
+}
+
+pub fn value_change_from_proto(change: pb::ValueChange) -> Result<ValueChange, ApiError> {
+    Ok(ValueChange {
+        old: change.old_value,
+        new: (!change.new_value.is_empty()).then_some(change.new_value),
+        at: datetime_opt(change.changed_at.as_ref(), "changes.changed_at")?.unwrap_or_default(),
+        memory_id: change.memory_id,
+    })
 }

@@ -554,4 +554,20 @@ impl KnowledgeManagerService for KnowledgeGrpc {
             indexed: indexed as i64,
         }))
     }
+
+    async fn list_value_changes(
+        &self,
+        request: Request<pb::ListValueChangesRequest>,
+    ) -> Result<Response<pb::ListValueChangesResponse>, Status> {
+        let (_, scope) = scoped(&request, request.get_ref().scope.as_ref(), ScopeRules::USER_ROLE)?;
+        let limit = match request.get_ref().limit {
+            0 => 200,
+            n @ 1..=1000 => n as usize,
+            n => return Err(status(ApiError::invalid("limit", format!("must be 0-1000, got {n}")))),
+        };
+        let changes = self.api.value_changes(scope, limit).await.map_err(status)?;
+        Ok(Response::new(pb::ListValueChangesResponse {
+            changes: changes.iter().map(convert::value_change_to_proto).collect(),
+        }))
+    }
 }

@@ -5,6 +5,7 @@
 pub mod admission;
 pub mod api;
 mod candidates;
+pub mod changes;
 pub mod client;
 pub mod config;
 pub mod conflicts;
@@ -17,7 +18,7 @@ pub mod rules;
 pub mod service;
 mod standing;
 pub mod subject;
-mod turns;
+pub mod turns;
 mod upkeep;
 
 pub use api::KnowledgeApi;

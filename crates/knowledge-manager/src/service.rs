@@ -34,7 +34,8 @@ use tracing::Instrument;
 use crate::api::{
     CandidateView, Conflict, ConflictChoice, ConflictResolution, CorrectRequest, CorrectResult, FinalizeResult,
     ImportReport, IngestResult, IngestTurnsRequest, KnowledgeApi, LearnRequest, LearnResult, ListRequest,
-    MaintenanceReport, MarkdownFile, MemoryDraft, Owners, Quota, RememberRequest, Standing, WriteOutcome, WriteResult,
+    MaintenanceReport, MarkdownFile, MemoryDraft, Owners, Quota, RememberRequest, Standing, ValueChange, WriteOutcome,
+    WriteResult,
 };
 use crate::config::KnowledgeConfig;
 use crate::subject;
@@ -1083,6 +1084,10 @@ impl KnowledgeApi for KnowledgeManager {
             }
         }
         Ok(report)
+    }
+
+    async fn value_changes(&self, scope: Scope, limit: usize) -> Result<Vec<ValueChange>, ApiError> {
+        crate::turns::value_changes(self, &scope, limit).await
     }
 
     async fn rebuild_index(&self, owners: Owners) -> Result<u64, ApiError> {

@@ -5,16 +5,34 @@ use std::collections::HashMap;
 use chrono::Utc;
 use thinkus_backends::filter::MemoryFilter;
 use thinkus_backends::sql::{Change, ChangeKind, MemoryOrder, MemoryQuery, WriteBatch};
-use thinkus_backends::vector::{Bm25Encoder, SparseVector};
+use thinkus_backends::vector::{Bm25Encoder, Layers, Reader, SparseVector};
 use thinkus_common::ApiError;
 use thinkus_common::ids::{IdKind, new_id};
-use thinkus_common::model::{Language, Memory, MemoryType};
+use thinkus_common::model::{Language, Memory, MemoryStatus, MemoryType, Scope};
 use thinkus_common::text::{char_count, detect_language};
 use tracing::Instrument;
 
-use crate::api::{IngestResult, IngestTurnsRequest, Turn};
+use crate::api::{IngestResult, IngestTurnsRequest, Turn, ValueChange};
+use crate::changes::{Earlier, implied_changes, mentions, stated_changes};
 use crate::service::{KnowledgeManager, actor_of};
 use crate::subject;
+
+/// The tag prefix a stored turn carries for each memory learned from its exchange
+/// ("extracted:mem_..."): whoever shows the memory leaves the turn out.
+pub const EXTRACTED_TAG: &str = "extracted:";
+
+/// The tag of a record that states a value change, and the prefix of the tag that holds it
+/// ("changed:35万→42万"; "changed:客如云→" when the old value was only dropped).
+pub const VALUE_CHANGE_TAG: &str = "value_change";
+pub const CHANGED_TAG: &str = "changed:";
+
+/// How many earlier turns a new one is read against for the values it changes.
+const EARLIER_TURNS: usize = 200;
+
+/// The memories learned from a stored turn's exchange, from its tags.
+pub fn extracted_ids(tags: &[String]) -> impl Iterator<Item = &str> {
+    tags.iter().filter_map(|t| t.strip_prefix(EXTRACTED_TAG))
+}
 
 fn validate(turns: &[Turn], max_chars: usize) -> Result<(), ApiError> {
     if turns.is_empty() || turns.len() > 1000 {
@@ -42,6 +60,12 @@ fn validate(turns: &[Turn], max_chars: usize) -> Result<(), ApiError> {
             return Err(ApiError::invalid(
                 &format!("{field}.text"),
                 format!("longer than {max_chars} characters"),
+            ));
+        }
+        if turn.extracted_memory_ids.len() > 100 {
+            return Err(ApiError::invalid(
+                &format!("{field}.extracted_memory_ids"),
+                "holds more than 100 ids",
             ));
         }
         if let Some(id) = &turn.external_id
@@ -74,6 +98,153 @@ fn content_of(turn: &Turn) -> String {
             }
         }
     }
+}
+
+/// The value changes a turn states or implies against what was said before, as tags.
+fn changes_in(content: &str, earlier_texts: &[String], implied: bool) -> Vec<String> {
+    let mut changes = stated_changes(content);
+    if implied {
+        let earlier = Earlier::new(earlier_texts.iter().map(String::as_str));
+        changes.extend(implied_changes(content, &earlier));
+    }
+    changes
+        .into_iter()
+        // A dropped name that no value reading recognises ("不用客如云了") counts only if it was
+        // named as a choice before: "不用担心了" drops nothing.
+        .filter(|c| c.new.is_some() || !mentions(&c.old).is_empty() || was_chosen(earlier_texts, &c.old))
+        .map(|c| format!("{CHANGED_TAG}{}→{}", c.old, c.new.unwrap_or_default()))
+        .collect()
+}
+
+/// Whether an earlier text named `name` as what is used or chosen ("倾向用客如云", "选了北森",
+/// "we use Mixpanel").
+fn was_chosen(earlier_texts: &[String], name: &str) -> bool {
+    let Ok(chosen) = regex::Regex::new(&format!(
+        r"(?i)(?:用|选|选了|定了|采用|换成|改用|倾向|使用|上|use|using|chose|choose|picked|with)\s?{}",
+        regex::escape(name)
+    )) else {
+        return false;
+    };
+    earlier_texts.iter().any(|t| chosen.is_match(t))
+}
+
+/// The value changes the reader of `scope` may see, newest first: those said in turns (tagged
+/// when stored) and those of memories a newer memory replaced (the values of the old one that
+/// the new one states otherwise).
+pub(crate) async fn value_changes(
+    km: &KnowledgeManager,
+    scope: &Scope,
+    limit: usize,
+) -> Result<Vec<ValueChange>, ApiError> {
+    if scope.role_id.trim().is_empty() {
+        return Err(ApiError::invalid("scope.role_id", "is required"));
+    }
+    let reader = Reader {
+        role_id: scope.role_id.clone(),
+        project_id: scope.project_id.clone(),
+        layers: Layers::Both,
+    };
+    let limit = limit.clamp(1, 1000);
+    let live = vec![
+        MemoryStatus::Active,
+        MemoryStatus::Frozen,
+        MemoryStatus::Replaced,
+        MemoryStatus::Suppressed,
+    ];
+    let stated = km
+        .store
+        .list_memories(&MemoryQuery {
+            order: MemoryOrder::Newest,
+            limit,
+            ..MemoryQuery::of(MemoryFilter {
+                reader: Some(reader.clone()),
+                statuses: live,
+                tags: vec![VALUE_CHANGE_TAG.to_string()],
+                ..MemoryFilter::user(&scope.owner())
+            })
+        })
+        .await?;
+    let mut out: Vec<ValueChange> = Vec::new();
+    for memory in &stated {
+        for tag in memory.tags.iter().filter_map(|t| t.strip_prefix(CHANGED_TAG)) {
+            if let Some((old, new)) = tag.split_once('→') {
+                out.push(ValueChange {
+                    old: old.to_string(),
+                    new: (!new.is_empty()).then(|| new.to_string()),
+                    at: memory.occurred_at,
+                    memory_id: memory.id.clone(),
+                });
+            }
+        }
+    }
+    let replaced = km
+        .store
+        .list_memories(&MemoryQuery {
+            order: MemoryOrder::Newest,
+            limit,
+            ..MemoryQuery::of(MemoryFilter {
+                reader: Some(reader),
+                statuses: vec![MemoryStatus::Replaced],
+                ..MemoryFilter::user(&scope.owner())
+            })
+        })
+        .await?;
+    let successor_ids: Vec<String> = replaced.iter().filter_map(|m| m.superseded_by.clone()).collect();
+    let successors: HashMap<String, Memory> = km
+        .store
+        .get_memories(&scope.owner(), &successor_ids)
+        .await?
+        .into_iter()
+        .map(|m| (m.id.clone(), m))
+        .collect();
+    for old in &replaced {
+        let Some(new) = old.superseded_by.as_ref().and_then(|id| successors.get(id)) else {
+            continue;
+        };
+        out.extend(
+            replaced_values(&old.content, &new.content)
+                .into_iter()
+                .map(|(o, n)| ValueChange {
+                    old: o,
+                    new: n,
+                    at: new.occurred_at.max(old.occurred_at),
+                    memory_id: new.id.clone(),
+                }),
+        );
+    }
+    out.sort_by_key(|c| std::cmp::Reverse(c.at));
+    let mut seen = std::collections::HashSet::new();
+    out.retain(|c| seen.insert((c.old.clone(), c.new.clone())));
+    out.truncate(limit);
+    Ok(out)
+}
+
+/// The values of `old` that `new` states otherwise: for each kind of value `new` states, the
+/// old ones it does not repeat, paired with the new one when there is exactly one of each.
+fn replaced_values(old: &str, new: &str) -> Vec<(String, Option<String>)> {
+    let old_values = mentions(old);
+    let new_values = mentions(new);
+    let mut out = Vec::new();
+    for kind in new_values
+        .iter()
+        .map(|m| m.kind)
+        .collect::<std::collections::BTreeSet<_>>()
+    {
+        let gone: Vec<_> = old_values
+            .iter()
+            .filter(|o| o.kind == kind && !new_values.iter().any(|n| n.same_value(o)))
+            .collect();
+        let came: Vec<_> = new_values
+            .iter()
+            .filter(|n| n.kind == kind && !old_values.iter().any(|o| o.same_value(n)))
+            .collect();
+        match (gone.as_slice(), came.as_slice()) {
+            ([], _) | (_, []) => {}
+            ([o], [n]) => out.push((o.raw.clone(), Some(n.raw.clone()))),
+            (gone, _) => out.extend(gone.iter().map(|o| (o.raw.clone(), None))),
+        }
+    }
+    out
 }
 
 /// How much the line of the turn before counts in a turn's BM25 vector, against 1 for the
@@ -151,6 +322,32 @@ pub(crate) async fn ingest(km: &KnowledgeManager, request: IngestTurnsRequest) -
         None => None,
     };
 
+    // What was said before in the reader's part of the conversation (the project's, or the
+    // role's own outside projects), newest first: a turn that changes a value said there marks it.
+    let mut earlier_texts: Vec<String> = km
+        .store
+        .list_memories(&MemoryQuery {
+            order: MemoryOrder::Newest,
+            limit: EARLIER_TURNS,
+            ..MemoryQuery::of(MemoryFilter {
+                reader: Some(Reader {
+                    role_id: scope.role_id.clone(),
+                    project_id: scope.project_id.clone(),
+                    layers: if scope.project_id.is_some() {
+                        Layers::Project
+                    } else {
+                        Layers::CrossProject
+                    },
+                }),
+                types: vec![MemoryType::ConversationTurn],
+                ..MemoryFilter::any_status(&scope.owner())
+            })
+        })
+        .await?
+        .into_iter()
+        .map(|m| m.content)
+        .collect();
+
     let now = Utc::now();
     let mut ids = Vec::with_capacity(request.turns.len());
     let mut fresh: Vec<Memory> = Vec::new();
@@ -175,6 +372,19 @@ pub(crate) async fn ingest(km: &KnowledgeManager, request: IngestTurnsRequest) -
         memory.visibility = request.visibility;
         memory.subject = subject;
         memory.external_id = turn.external_id.clone();
+        memory.tags = turn
+            .extracted_memory_ids
+            .iter()
+            .map(|id| format!("{EXTRACTED_TAG}{id}"))
+            .collect();
+        // What an assistant says it may derive at length (tables, estimates): its turns are read
+        // for changes it states outright only.
+        let changes = changes_in(&memory.content, &earlier_texts, turn.speaker != "assistant");
+        if !changes.is_empty() {
+            memory.tags.push(VALUE_CHANGE_TAG.to_string());
+            memory.tags.extend(changes);
+        }
+        earlier_texts.insert(0, memory.content.clone());
         if let Some(external_id) = &turn.external_id {
             known.insert(external_id.clone(), memory.id.clone());
         }
@@ -239,6 +449,7 @@ mod tests {
             occurred_at: None,
             external_id: None,
             caption: caption.map(str::to_string),
+            ..Default::default()
         };
         assert_eq!(
             content_of(&turn("Look at this!", Some("a dog on a beach"))),
@@ -301,6 +512,7 @@ mod tests {
             occurred_at: None,
             external_id: None,
             caption: None,
+            ..Default::default()
         }];
         assert_eq!(
             validate(&bad, 100).unwrap_err().message,

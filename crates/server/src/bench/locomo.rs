@@ -137,6 +137,7 @@ pub async fn run(
                     occurred_at: Some(t.at),
                     external_id: Some(t.dia_id.clone()),
                     caption: t.caption.clone(),
+                    ..Default::default()
                 })
                 .collect();
             let result = km

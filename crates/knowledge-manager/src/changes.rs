@@ -1,0 +1,1027 @@
+//! Values that changed. People say "the renovation went from 35万 to 42万", "是3.2万不是2.8万",
+//! "Pro is $39, not $49", "收银系统从客如云换成二维火", or, days after "launch is Oct 15",
+//! "we're moving launch to Oct 29". Every earlier record that states the old value (a turn of
+//! either speaker, a memory, a summary) is then history: whoever shows it marks the old value
+//! as replaced ([`strike`]) instead of presenting it as current.
+//!
+//! Two readings, both structural rather than lists of phrasings:
+//! - [`stated_changes`]: one text names both values, linked by the way languages state a
+//!   change: "from A to B" with a verb of change, "B, not A", "B instead of A", "A -> B",
+//!   "从A…到B" with a verb of change, "是B不是A", "不是A而是B", "A改成B", "从A换成B",
+//!   "不用A了" (A dropped);
+//! - [`implied_changes`]: a sentence with a verb of change states a value of the same kind
+//!   (amount, percentage, date, count, name) as an earlier sentence that shares a topic word
+//!   with it ("开业定在12月8日" … "开业也得推，改到12月20日了").
+
+use std::collections::HashSet;
+use std::sync::LazyLock;
+
+use chrono::{DateTime, Datelike, Utc};
+use regex::Regex;
+use thinkus_common::model::Language;
+use thinkus_common::text::{sentences, terms};
+
+/// The kind of a value: only values of one kind replace each other.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum ValueKind {
+    /// Money and other quantities with a currency or magnitude: "$500", "35万", "£6,000".
+    Amount,
+    /// "20%", "15％".
+    Percent,
+    /// A calendar day: "12月8日", "Oct 15", "23 November", "2026-12-12".
+    Date,
+    /// A number of things: "3个", "4 contractors", "2名".
+    Count,
+    /// A range of amounts: "25k-30k", "1万到2万".
+    Range,
+    /// A product, vendor or technology: "PostgreSQL 16", "Mixpanel", "Next.js", "客如云".
+    Name,
+}
+
+/// How two mentions are compared: by number, by calendar day or by text.
+#[derive(Debug, Clone, PartialEq)]
+enum Key {
+    Number { value: f64, currency: Option<char> },
+    Day { month: u32, day: u32 },
+    Text(String),
+}
+
+impl Key {
+    fn same(&self, other: &Key) -> bool {
+        match (self, other) {
+            (Key::Number { value: a, currency: ca }, Key::Number { value: b, currency: cb }) => {
+                (a - b).abs() < 1e-6 * a.abs().max(1.0) && (ca.is_none() || cb.is_none() || ca == cb)
+            }
+            (Key::Day { month: ma, day: da }, Key::Day { month: mb, day: db }) => ma == mb && da == db,
+            (Key::Text(a), Key::Text(b)) => a == b,
+            _ => false,
+        }
+    }
+}
+
+/// A value as written in a text.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Mention {
+    /// As written: "35.0万", "Oct 15", "PostgreSQL 16".
+    pub raw: String,
+    pub kind: ValueKind,
+    key: Key,
+    /// Byte offsets in the text.
+    pub start: usize,
+    pub end: usize,
+}
+
+impl Mention {
+    /// Whether two mentions state the same value ("35万" and "35.0万", "Oct 15" and "15
+    /// October", "PostgreSQL" and "postgresql").
+    pub fn same_value(&self, other: &Mention) -> bool {
+        self.kind == other.kind && self.key.same(&other.key)
+    }
+}
+
+const MONTHS: [&str; 12] = [
+    "jan", "feb", "mar", "apr", "may", "jun", "jul", "aug", "sep", "oct", "nov", "dec",
+];
+
+fn month_number(name: &str) -> Option<u32> {
+    let name = name.to_lowercase();
+    MONTHS.iter().position(|m| name.starts_with(m)).map(|i| i as u32 + 1)
+}
+
+static DATE_ZH: LazyLock<Regex> =
+    LazyLock::new(|| Regex::new(r"(?:\d{4}年)?(\d{1,2})月(\d{1,2})[日号]").expect("valid regex"));
+static DATE_EN: LazyLock<Regex> = LazyLock::new(|| {
+    Regex::new(
+        r"(?i)(?-u:\b)(?:(jan|feb|mar|apr|may|jun|jul|aug|sep|sept|oct|nov|dec)[a-z]*\.?\s+(\d{1,2})(?:st|nd|rd|th)?|(\d{1,2})(?:st|nd|rd|th)?\s+(?:of\s+)?(jan|feb|mar|apr|may|jun|jul|aug|sep|sept|oct|nov|dec)[a-z]*)(?-u:\b)",
+    )
+    .expect("valid regex")
+});
+static DATE_ISO: LazyLock<Regex> =
+    LazyLock::new(|| Regex::new(r"(?-u:\b)\d{4}-(\d{2})-(\d{2})(?-u:\b)").expect("valid regex"));
+/// A number with what makes it a value: a currency, a magnitude, a percent sign, a unit or a
+/// counter word; or two of them as a range.
+static QUANTITY: LazyLock<Regex> = LazyLock::new(|| {
+    let one = r"[$¥￥€£]?\s?\d(?:[\d,]*\d)?(?:\.\d+)?\s?(?:万|千|亿|(?i:k|m|mn|bn)(?-u:\b))?";
+    Regex::new(&format!(
+        r"(?P<cur>[$¥￥€£])?\s?(?P<num>\d(?:[\d,]*\d)?(?:\.\d+)?)\s?(?P<mag>万|千|亿|(?i:k|m|mn|bn)(?-u:\b))?(?P<range>\s?(?:-|–|~|～|至|到)\s?{one})?(?P<pct>\s?[%％])?(?P<unit>\s?(?:元|块|美元|英镑|欧元|(?i:dollars?|usd|rmb|pounds?|gbp|eur)(?-u:\b)))?(?P<count>个人|个|人|名|位|台|家|间|(?i:\s?(?:people|persons|engineers?|developers?|devs?|contractors?|hires?|heads|designers?|stores?|seats?))(?-u:\b))?"
+    ))
+    .expect("valid regex")
+});
+/// Product, vendor and technology names: a capital, a dot, a plus or a digit inside a Latin
+/// word (also between Chinese characters, hence the ASCII boundaries), with a version number.
+static NAME: LazyLock<Regex> = LazyLock::new(|| {
+    Regex::new(r"(?-u:\b)[A-Za-z][A-Za-z0-9]*(?:[.\-+][A-Za-z0-9]+)*(?:\s\d+(?:\.\d+)?(?-u:\b))?(?-u:\b)")
+        .expect("valid regex")
+});
+
+/// Capitalised words that are not names (sentence starts, pronouns, common verbs).
+const NOT_NAMES: &[&str] = &[
+    "i",
+    "we",
+    "you",
+    "he",
+    "she",
+    "they",
+    "it",
+    "the",
+    "a",
+    "an",
+    "our",
+    "my",
+    "your",
+    "let",
+    "let's",
+    "ok",
+    "okay",
+    "yes",
+    "no",
+    "please",
+    "actually",
+    "now",
+    "so",
+    "also",
+    "this",
+    "that",
+    "these",
+    "those",
+    "sorry",
+    "hi",
+    "hey",
+    "thanks",
+    "thank",
+    "and",
+    "but",
+    "or",
+    "for",
+    "from",
+    "to",
+    "in",
+    "on",
+    "at",
+    "is",
+    "are",
+    "was",
+    "be",
+    "if",
+    "when",
+    "what",
+    "which",
+    "who",
+    "how",
+    "why",
+    "where",
+    "can",
+    "could",
+    "should",
+    "would",
+    "will",
+    "do",
+    "does",
+    "did",
+    "just",
+    "not",
+    "noted",
+    "done",
+    "good",
+    "great",
+    "sure",
+    "right",
+    "well",
+    "then",
+    "there",
+    "here",
+    "because",
+    "as",
+    "with",
+    "by",
+    "of",
+    "all",
+    "any",
+    "some",
+    "one",
+    "two",
+    "new",
+    "old",
+    "next",
+    "last",
+    "first",
+    "q1",
+    "q2",
+    "q3",
+    "q4",
+    "am",
+    "pm",
+    "ceo",
+    "cto",
+    "cfo",
+    "cmo",
+    "hr",
+    "mr",
+    "ms",
+    "dr",
+    "monday",
+    "tuesday",
+    "wednesday",
+    "thursday",
+    "friday",
+    "saturday",
+    "sunday",
+    "mon",
+    "tue",
+    "wed",
+    "thu",
+    "fri",
+    "sat",
+    "sun",
+    "today",
+    "tomorrow",
+    "yesterday",
+    "noted",
+];
+
+/// Whether `start` begins a sentence of `text`: a capital there says nothing about a name.
+fn at_sentence_start(text: &str, start: usize) -> bool {
+    let before = text[..start]
+        .trim_end_matches(|c: char| c.is_whitespace() || matches!(c, '"' | '\'' | '“' | '‘' | '(' | '*' | '-'));
+    before.is_empty()
+        || before.ends_with(['.', '!', '?', '。', '！', '？', ':', '：', '\n'])
+}
+
+fn parse_number(digits: &str) -> Option<f64> {
+    digits.replace(',', "").parse::<f64>().ok()
+}
+
+fn magnitude(mag: &str) -> f64 {
+    match mag.to_lowercase().as_str() {
+        "万" => 1e4,
+        "千" | "k" => 1e3,
+        "亿" => 1e8,
+        "m" | "mn" => 1e6,
+        "bn" => 1e9,
+        _ => 1.0,
+    }
+}
+
+fn currency_of(text: &str) -> Option<char> {
+    let lower = text.to_lowercase();
+    match () {
+        _ if lower.contains('$') || lower.contains("美元") || lower.contains("dollar") || lower.contains("usd") => {
+            Some('$')
+        }
+        _ if lower.contains('£') || lower.contains("英镑") || lower.contains("pound") || lower.contains("gbp") => {
+            Some('£')
+        }
+        _ if lower.contains('€') || lower.contains("欧元") || lower.contains("eur") => Some('€'),
+        _ if lower.contains('¥') || lower.contains('￥') || lower.contains("rmb") => Some('¥'),
+        _ => None,
+    }
+}
+
+/// The values a text states, in order, without overlaps: dates first, then quantities, then
+/// names. A bare number ("3", "2026") is not a value: alone it says too little to be compared.
+pub fn mentions(text: &str) -> Vec<Mention> {
+    let mut found: Vec<Mention> = Vec::new();
+    let taken = |found: &[Mention], start: usize, end: usize| found.iter().any(|m| start < m.end && m.start < end);
+    for c in DATE_ZH.captures_iter(text) {
+        let whole = c.get(0).expect("a match");
+        if let (Some(month), Some(day)) = (c[1].parse().ok(), c[2].parse().ok())
+            && (1..=12).contains(&month)
+            && (1..=31).contains(&day)
+        {
+            found.push(Mention {
+                raw: whole.as_str().to_string(),
+                kind: ValueKind::Date,
+                key: Key::Day { month, day },
+                start: whole.start(),
+                end: whole.end(),
+            });
+        }
+    }
+    for c in DATE_EN.captures_iter(text) {
+        let whole = c.get(0).expect("a match");
+        let (month, day) = match (c.get(1), c.get(2), c.get(3), c.get(4)) {
+            (Some(m), Some(d), _, _) => (month_number(m.as_str()), d.as_str().parse().ok()),
+            (_, _, Some(d), Some(m)) => (month_number(m.as_str()), d.as_str().parse().ok()),
+            _ => (None, None),
+        };
+        if let (Some(month), Some(day)) = (month, day)
+            && (1..=31).contains(&day)
+            && !taken(&found, whole.start(), whole.end())
+        {
+            found.push(Mention {
+                raw: whole.as_str().to_string(),
+                kind: ValueKind::Date,
+                key: Key::Day { month, day },
+                start: whole.start(),
+                end: whole.end(),
+            });
+        }
+    }
+    for c in DATE_ISO.captures_iter(text) {
+        let whole = c.get(0).expect("a match");
+        if let (Ok(month), Ok(day)) = (c[1].parse(), c[2].parse())
+            && !taken(&found, whole.start(), whole.end())
+        {
+            found.push(Mention {
+                raw: whole.as_str().to_string(),
+                kind: ValueKind::Date,
+                key: Key::Day { month, day },
+                start: whole.start(),
+                end: whole.end(),
+            });
+        }
+    }
+    for c in QUANTITY.captures_iter(text) {
+        let whole = c.get(0).expect("a match");
+        let raw = whole.as_str().trim();
+        let start = whole.start() + (whole.as_str().len() - whole.as_str().trim_start().len());
+        let end = start + raw.len();
+        if taken(&found, start, end) {
+            continue;
+        }
+        // Not the tail of a longer number or word ("v2", "B20261104").
+        if text[..start]
+            .chars()
+            .next_back()
+            .is_some_and(|p| p.is_ascii_alphanumeric())
+        {
+            continue;
+        }
+        let Some(number) = parse_number(&c["num"]) else {
+            continue;
+        };
+        let mag = c.name("mag").map(|m| m.as_str()).unwrap_or("");
+        let (kind, key) = if c.name("range").is_some() {
+            (ValueKind::Range, Key::Text(raw.to_lowercase().replace([' ', ','], "")))
+        } else if c.name("pct").is_some() {
+            (
+                ValueKind::Percent,
+                Key::Number {
+                    value: number,
+                    currency: None,
+                },
+            )
+        } else if c.name("cur").is_some() || c.name("unit").is_some() || !mag.is_empty() {
+            (
+                ValueKind::Amount,
+                Key::Number {
+                    value: number * magnitude(mag),
+                    currency: currency_of(raw),
+                },
+            )
+        } else if let Some(count) = c.name("count") {
+            (
+                ValueKind::Count,
+                Key::Text(format!(
+                    "{}{}",
+                    c["num"].replace(',', ""),
+                    count.as_str().trim().to_lowercase()
+                )),
+            )
+        } else {
+            continue;
+        };
+        found.push(Mention {
+            raw: raw.to_string(),
+            kind,
+            key,
+            start,
+            end,
+        });
+    }
+    for m in NAME.find_iter(text) {
+        let word = m.as_str();
+        let lower = word.split(' ').next().unwrap_or(word).to_lowercase();
+        // Inside a word, a capital, a dot or a digit marks a name ("PostHog", "Next.js",
+        // "Vue3"); a first capital does too, except where every sentence starts with one.
+        let stem = word.split(' ').next().unwrap_or(word);
+        let marked_inside = stem.chars().skip(1).any(|c| c.is_uppercase())
+            || stem.contains(['.', '-', '+'])
+            || stem.chars().any(|c| c.is_ascii_digit());
+        let capital = word.chars().next().is_some_and(char::is_uppercase);
+        let distinctive = marked_inside || (capital && !at_sentence_start(text, m.start()));
+        if !distinctive
+            || word.len() < 2
+            || NOT_NAMES.contains(&lower.as_str())
+            || thinkus_common::text::is_stopword(&lower)
+            || month_number(word).is_some_and(|_| word.len() <= 9 && word.chars().all(char::is_alphabetic))
+            || taken(&found, m.start(), m.end())
+        {
+            continue;
+        }
+        found.push(Mention {
+            raw: word.to_string(),
+            kind: ValueKind::Name,
+            key: Key::Text(lower),
+            start: m.start(),
+            end: m.end(),
+        });
+    }
+    found.sort_by_key(|m| m.start);
+    found
+}
+
+/// A value that changed: `old` is no longer true; `new` replaced it when the text said what.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct Change {
+    pub old: String,
+    pub new: Option<String>,
+}
+
+impl Change {
+    fn of(old: &str, new: Option<&str>) -> Self {
+        Self {
+            old: old.trim().to_string(),
+            new: new.map(|n| n.trim().to_string()),
+        }
+    }
+}
+
+/// Words that state a change, in both languages (jieba words and stemmed English terms).
+const CHANGE_WORDS: &[&str] = &[
+    "改", "改成", "改为", "改到", "改用", "换", "换成", "换掉", "换用", "调", "调到", "调整", "上调", "下调", "推",
+    "推到", "推迟", "延期", "延后", "延到", "挪", "挪到", "迁", "迁到", "切", "切到", "切换", "涨", "涨到", "降",
+    "降到", "减", "减到", "加", "加到", "提高", "提到", "砍", "砍到", "放宽", "收紧", "更正", "变", "变成", "变为",
+    "不是", "而是", "现在", "定为", "说错", "记错", "弄错", "不用", "取消", "chang", "move", "push", "slip", "switch",
+    "swap", "replac", "rais", "increas", "bump", "cut", "lower", "reduc", "drop", "correct", "actual", "instead",
+    "now", "updat", "revis", "meant", "anymor", "longer", "goe", "went", "go", "shift", "delay", "postpon", "upgrad",
+    "downgrad", "migrat", "ditch", "misspok", "typo", "up", "down",
+];
+
+fn states_a_change(sentence_terms: &HashSet<String>) -> bool {
+    CHANGE_WORDS.iter().any(|w| sentence_terms.contains(*w))
+}
+
+/// How one mention leads to the next in a statement of change, read from the text between
+/// them (and just before the first).
+fn linked(before: &str, between: &str, sentence_terms: &HashSet<String>) -> Option<bool> {
+    static FROM_TO_ZH: LazyLock<Regex> =
+        LazyLock::new(|| Regex::new(r"^[^，。；,;！？]{0,8}?(?:到|至|成|为)$").expect("valid regex"));
+    static CHANGE_VERB_ZH: LazyLock<Regex> =
+        LazyLock::new(|| Regex::new(r"[改换调推延挪迁切涨降减加提砍放收更变升]").expect("valid regex"));
+    static NEW_THEN_OLD: LazyLock<Regex> = LazyLock::new(|| {
+        Regex::new(r"(?i)^\s*[,，]?\s*(?:(?:而|and\s+)?不是|not|instead\s+of|rather\s+than|and\s+not)\s*$")
+            .expect("valid regex")
+    });
+    static OLD_THEN_NEW_ZH: LazyLock<Regex> =
+        LazyLock::new(|| Regex::new(r"^\s*[,，]?\s*(?:而|应该|其实|实际上?)?是\s*$").expect("valid regex"));
+    static ARROW: LazyLock<Regex> = LazyLock::new(|| Regex::new(r"^\s*(?:->|→|=>|⟶)\s*$").expect("valid regex"));
+    static INTO_ZH: LazyLock<Regex> = LazyLock::new(|| {
+        Regex::new(r"^\s*(?:改|换|调整?|更正|变更|变|改用|切换|迁移?|挪|推迟?|延期?|涨|降|加|减)(?:成|为|到|至)\s*$")
+            .expect("valid regex")
+    });
+    static FROM_TO_EN: LazyLock<Regex> = LazyLock::new(|| Regex::new(r"(?i)^\s+to\s+$").expect("valid regex"));
+    static NOT_BUT: LazyLock<Regex> = LazyLock::new(|| Regex::new(r"(?i)^\s*[,，]?\s*but\s+$").expect("valid regex"));
+    static REPLACE_WITH: LazyLock<Regex> =
+        LazyLock::new(|| Regex::new(r"(?i)^\s+(?:with|for|by)\s+$").expect("valid regex"));
+    let before = before.trim_end();
+    let before_lower = before.to_lowercase();
+    if ARROW.is_match(between) || INTO_ZH.is_match(between) {
+        return Some(true);
+    }
+    if (before.ends_with('从') || before.ends_with('由'))
+        && FROM_TO_ZH.is_match(between)
+        && CHANGE_VERB_ZH.is_match(between)
+    {
+        return Some(true);
+    }
+    if before_lower.ends_with("from") && FROM_TO_EN.is_match(between) && states_a_change(sentence_terms) {
+        return Some(true);
+    }
+    if (before.ends_with("不是") || before_lower.ends_with("not"))
+        && (OLD_THEN_NEW_ZH.is_match(between) || NOT_BUT.is_match(between))
+    {
+        return Some(true);
+    }
+    if (before_lower.ends_with("replace")
+        || before_lower.ends_with("replaced")
+        || before_lower.ends_with("swap")
+        || before_lower.ends_with("swapped"))
+        && REPLACE_WITH.is_match(between)
+    {
+        return Some(true);
+    }
+    if NEW_THEN_OLD.is_match(between) {
+        return Some(false);
+    }
+    None
+}
+
+/// Chinese names around a verb of change, which [`mentions`] cannot see: "从客如云换成二维火",
+/// "不用客如云了", "换掉客如云".
+fn chinese_name_changes(sentence: &str) -> Vec<Change> {
+    static FROM_INTO: LazyLock<Regex> = LazyLock::new(|| {
+        Regex::new(r"从([\p{Han}A-Za-z0-9.\-]{2,10}?)(?:换成|改成|改为|换为|迁到|切到|改用|换到)([\p{Han}A-Za-z0-9.\-]{2,8}?)(?:[，。；,;！!？?、\s了吧的啊呢]|$)")
+            .expect("valid regex")
+    });
+    static DROPPED: LazyLock<Regex> = LazyLock::new(|| {
+        Regex::new(r"(?:不(?:再)?用|换掉|弃用|停用)([\p{Han}A-Za-z0-9.\-]{2,8}?)(?:了|吧|啦|[，。；,;！!？?\s]|$)")
+            .expect("valid regex")
+    });
+    let mut out = Vec::new();
+    for c in FROM_INTO.captures_iter(sentence) {
+        out.push(Change::of(&c[1], Some(&c[2])));
+    }
+    if out.is_empty() {
+        for c in DROPPED.captures_iter(sentence) {
+            out.push(Change::of(&c[1], None));
+        }
+    }
+    out
+}
+
+static ARROW_AFTER: LazyLock<Regex> = LazyLock::new(|| Regex::new(r"^\s*(?:->|→|=>|⟶)").expect("valid regex"));
+
+/// The changes a text states with both values ("from $500 to $800", "是3.2万不是2.8万", "Pro
+/// is $39, not $49", "从客如云换成二维火"), or with the old one alone ("不用客如云了").
+pub fn stated_changes(text: &str) -> Vec<Change> {
+    let mut out = Vec::new();
+    for sentence in sentences(text) {
+        let sentence_terms: HashSet<String> = terms(&sentence).into_iter().collect();
+        let found = mentions(&sentence);
+        for pair in found.windows(2) {
+            let (a, b) = (&pair[0], &pair[1]);
+            if a.kind != b.kind || a.same_value(b) {
+                continue;
+            }
+            let before_start = sentence[..a.start]
+                .char_indices()
+                .rev()
+                .nth(11)
+                .map(|(i, _)| i)
+                .unwrap_or(0);
+            let before = &sentence[before_start..a.start];
+            let between = &sentence[a.end..b.start];
+            // "10% → 50% → 100%" is a ramp, not a change.
+            let after = &sentence[b.end..];
+            let lead = sentence[..a.start].trim_end();
+            if ARROW_AFTER.is_match(after) || ["->", "→", "=>", "⟶"].iter().any(|arrow| lead.ends_with(arrow)) {
+                continue;
+            }
+            match linked(before, between, &sentence_terms) {
+                Some(true) => out.push(Change::of(&a.raw, Some(&b.raw))),
+                Some(false) => out.push(Change::of(&b.raw, Some(&a.raw))),
+                None => {}
+            }
+        }
+        // "25k-30k上调到30k-35k": a range is one mention; "12 not 20" has bare numbers.
+        out.extend(chinese_name_changes(&sentence));
+    }
+    let mut seen = HashSet::new();
+    out.retain(|c| seen.insert(c.clone()));
+    out
+}
+
+/// The longest sentence read for implied changes, in characters: longer ones are tables,
+/// lists and analyses, where a second value of a topic is rarely a replacement.
+const IMPLIED_SENTENCE_CHARS: usize = 200;
+
+/// The clauses of a sentence with their byte ranges: split at commas, colons and semicolons.
+fn clauses(sentence: &str) -> Vec<(usize, usize)> {
+    let mut out = Vec::new();
+    let mut start = 0;
+    for (i, c) in sentence.char_indices() {
+        if matches!(c, '，' | ',' | '；' | ';' | '：' | ':' | '、') {
+            out.push((start, i));
+            start = i + c.len_utf8();
+        }
+    }
+    out.push((start, sentence.len()));
+    out
+}
+
+/// The words around a value: those of its clause and of the clause before it ("开业也得推，
+/// 改到12月20日了"), without values and verbs of change.
+fn around(sentence: &str, mention: &Mention, found: &[Mention]) -> (HashSet<String>, bool) {
+    let parts = clauses(sentence);
+    let at = parts
+        .iter()
+        .position(|(s, e)| mention.start >= *s && mention.start < (*e).max(*s + 1))
+        .unwrap_or(0);
+    let from = parts[at.saturating_sub(1)].0;
+    let window = &sentence[from..parts[at].1];
+    let window_terms: HashSet<String> = terms(window).into_iter().collect();
+    let changed = states_a_change(&window_terms);
+    let mut words = window_terms;
+    for m in found {
+        for t in terms(&m.raw) {
+            words.remove(&t);
+        }
+    }
+    words.retain(|w| {
+        !CHANGE_WORDS.contains(&w.as_str()) && w.chars().count() > 1 && !w.chars().all(|c| c.is_ascii_digit())
+    });
+    (words, changed)
+}
+
+/// A value said in an earlier record, with the words around it.
+struct Said {
+    mention: Mention,
+    around: HashSet<String>,
+    /// The only value of its kind in its sentence: a sentence with several cannot tell which
+    /// one a later change replaces.
+    alone: bool,
+}
+
+/// The values of earlier records (newest first), with the words around each.
+pub struct Earlier {
+    said: Vec<Said>,
+}
+
+impl Earlier {
+    /// Reads earlier texts, newest first.
+    pub fn new<'a>(texts: impl IntoIterator<Item = &'a str>) -> Self {
+        let mut said = Vec::new();
+        for text in texts {
+            for sentence in sentences(text) {
+                if sentence.chars().count() > IMPLIED_SENTENCE_CHARS {
+                    continue;
+                }
+                let found = mentions(&sentence);
+                for mention in &found {
+                    let alone = found.iter().filter(|m| m.kind == mention.kind).count() == 1;
+                    said.push(Said {
+                        around: around(&sentence, mention, &found).0,
+                        mention: mention.clone(),
+                        alone,
+                    });
+                }
+            }
+        }
+        Self { said }
+    }
+
+    /// Whether the value was stated before.
+    fn stated(&self, mention: &Mention) -> bool {
+        self.said.iter().any(|s| s.mention.same_value(mention))
+    }
+}
+
+/// Changes a text implies: a value stated next to a verb of change ("改到12月20日", "raise
+/// paid social to £9,500") replaces the newest earlier value of the same kind that was said
+/// among the same words ("开业定在12月8日", "paid social £6,000"), when that earlier sentence
+/// held no other value of the kind. Values the text itself links ([`stated_changes`]) are left
+/// to that reading; values said before are not news.
+pub fn implied_changes(text: &str, earlier: &Earlier) -> Vec<Change> {
+    let stated = stated_changes(text);
+    let mut out: Vec<Change> = Vec::new();
+    for sentence in sentences(text) {
+        if sentence.chars().count() > IMPLIED_SENTENCE_CHARS {
+            continue;
+        }
+        let found = mentions(&sentence);
+        for new in &found {
+            let linked = stated
+                .iter()
+                .any(|c| c.old == new.raw || c.new.as_deref() == Some(new.raw.as_str()));
+            if linked || earlier.stated(new) || found.iter().filter(|m| m.kind == new.kind).count() > 1 {
+                continue;
+            }
+            let (words, changed) = around(&sentence, new, &found);
+            if !changed || words.is_empty() {
+                continue;
+            }
+            let old = earlier
+                .said
+                .iter()
+                .filter(|s| s.mention.kind == new.kind && !s.mention.same_value(new))
+                .find(|s| !s.around.is_disjoint(&words));
+            if let Some(old) = old.filter(|s| s.alone) {
+                out.push(Change::of(&old.mention.raw, Some(&new.raw)));
+            }
+        }
+    }
+    let mut seen: HashSet<Change> = stated.into_iter().collect();
+    out.retain(|c| seen.insert(c.clone()));
+    out
+}
+
+/// A change as a reader's context applies it: the value replaced, what replaced it (the
+/// newest value when it changed again), and since when.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Replaced {
+    pub old: String,
+    pub new: Option<String>,
+    pub at: DateTime<Utc>,
+}
+
+/// Occurrences of `value` in `text` as byte ranges: by value when [`mentions`] reads it ("35万"
+/// finds "35.0万"), else as text with word boundaries at Latin ends ("客如云", "Mixpanel").
+fn occurrences(text: &str, value: &str) -> Vec<(usize, usize)> {
+    let wanted = mentions(value);
+    if let [one] = wanted.as_slice()
+        && one.raw.trim() == value.trim()
+    {
+        return mentions(text)
+            .into_iter()
+            .filter(|m| m.same_value(one))
+            .map(|m| (m.start, m.end))
+            .collect();
+    }
+    let lower_text = text.to_lowercase();
+    let lower_value = value.to_lowercase();
+    if lower_value.is_empty() || lower_text.len() != text.len() {
+        // Case folding changed byte offsets (rare scripts): match exactly instead.
+        return text.match_indices(value).map(|(i, v)| (i, i + v.len())).collect();
+    }
+    let word = |c: Option<char>| c.is_some_and(|c| c.is_ascii_alphanumeric());
+    let (starts_word, ends_word) = (word(value.chars().next()), word(value.chars().next_back()));
+    lower_text
+        .match_indices(&lower_value)
+        .filter(|(i, v)| {
+            let before = text[..*i].chars().next_back();
+            let after = text[i + v.len()..].chars().next();
+            !(starts_word && word(before) || ends_word && word(after))
+        })
+        .map(|(i, v)| (i, i + v.len()))
+        .collect()
+}
+
+fn struck_spans(text: &str) -> Vec<(usize, usize)> {
+    let mut spans = Vec::new();
+    let mut from = 0;
+    while let Some(start) = text[from..].find("~~").map(|i| from + i) {
+        match text[start + 2..].find("~~") {
+            Some(end) => {
+                spans.push((start, start + 2 + end + 2));
+                from = start + 2 + end + 2;
+            }
+            None => break,
+        }
+    }
+    spans
+}
+
+fn day_label(at: DateTime<Utc>, language: Language) -> String {
+    match language {
+        Language::Zh => format!("{}月{}日", at.month(), at.day()),
+        Language::En => at.format("%-d %b").to_string(),
+    }
+}
+
+/// Follows a value through later changes to its newest replacement.
+fn newest(change: &Replaced, changes: &[Replaced]) -> Option<String> {
+    let mut current = change.new.clone()?;
+    let mut at = change.at;
+    for _ in 0..8 {
+        let next = changes
+            .iter()
+            .filter(|c| {
+                c.at >= at && !occurrences(&current, &c.old).is_empty() && c.new.as_deref() != Some(current.as_str())
+            })
+            .min_by_key(|c| c.at);
+        match next.and_then(|c| c.new.clone().map(|n| (n, c.at))) {
+            Some((n, t)) => {
+                current = n;
+                at = t;
+            }
+            None => break,
+        }
+    }
+    Some(current)
+}
+
+/// Marks in `text`, said at `said_at`, the values that changed since: each old value is struck
+/// through (`~~35万~~`, which readers of the context take for history), followed once by
+/// what replaced it and since when ("（11月5日起为42万）", " (now $800, since 5 Nov)"), unless the
+/// text names the new value itself ("从~~35万~~加到42万").
+pub fn strike(text: &str, said_at: DateTime<Utc>, changes: &[Replaced], language: Language) -> String {
+    let mut marks: Vec<(usize, usize, String)> = Vec::new();
+    let struck = struck_spans(text);
+    for change in changes {
+        let spans = occurrences(text, &change.old);
+        if spans.is_empty() {
+            continue;
+        }
+        let new = newest(change, changes);
+        let names_new = new.as_deref().is_some_and(|n| !occurrences(text, n).is_empty())
+            || change.new.as_deref().is_some_and(|n| !occurrences(text, n).is_empty());
+        // Said before the change, or telling of it (naming the new value too: "Noted: from
+        // $500 to $800", said a moment after the user's own words).
+        if change.at < said_at && !names_new {
+            continue;
+        }
+        for (i, (start, end)) in spans.into_iter().enumerate() {
+            let inside = |s: usize, e: usize| start < e && s < end;
+            if struck.iter().any(|(s, e)| inside(*s, *e)) || marks.iter().any(|(s, e, _)| inside(*s, *e)) {
+                continue;
+            }
+            let note = if names_new || i > 0 {
+                String::new()
+            } else {
+                let day = day_label(change.at, language);
+                match (&new, language) {
+                    (Some(new), Language::Zh) => format!("（{day}起为{new}）"),
+                    (Some(new), Language::En) => format!(" (now {new}, since {day})"),
+                    (None, Language::Zh) => format!("（{day}已更改）"),
+                    (None, Language::En) => format!(" (changed {day})"),
+                }
+            };
+            marks.push((start, end, format!("~~{}~~{note}", &text[start..end])));
+        }
+    }
+    if marks.is_empty() {
+        return text.to_string();
+    }
+    marks.sort_by_key(|(start, _, _)| *start);
+    let mut out = String::with_capacity(text.len() + 32 * marks.len());
+    let mut at = 0;
+    for (start, end, replacement) in marks {
+        out.push_str(&text[at..start]);
+        out.push_str(&replacement);
+        at = end;
+    }
+    out.push_str(&text[at..]);
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use chrono::TimeZone;
+
+    use super::*;
+
+    fn raws(text: &str) -> Vec<(String, ValueKind)> {
+        mentions(text).into_iter().map(|m| (m.raw, m.kind)).collect()
+    }
+
+    #[test]
+    fn values_of_every_kind_in_both_languages() {
+        assert_eq!(
+            raws("装修预算35万，房租月租2.8万，开业定在12月8日，外包4个人"),
+            vec![
+                ("35万".to_string(), ValueKind::Amount),
+                ("2.8万".to_string(), ValueKind::Amount),
+                ("12月8日".to_string(), ValueKind::Date),
+                ("4个人".to_string(), ValueKind::Count),
+            ]
+        );
+        assert_eq!(
+            raws("Launch is Oct 15, Pro is $49/month, 20% off, migrating to PostgreSQL 16 with 4 contractors"),
+            vec![
+                ("Oct 15".to_string(), ValueKind::Date),
+                ("Pro".to_string(), ValueKind::Name),
+                ("$49".to_string(), ValueKind::Amount),
+                ("20%".to_string(), ValueKind::Percent),
+                ("PostgreSQL 16".to_string(), ValueKind::Name),
+                ("4 contractors".to_string(), ValueKind::Count),
+            ]
+        );
+        assert_eq!(raws("薪资25k-30k"), vec![("25k-30k".to_string(), ValueKind::Range)]);
+        // Bare numbers, codes and order numbers are not values.
+        assert!(
+            raws("I have 3 ideas, see B20261104-07")
+                .iter()
+                .all(|(_, k)| *k == ValueKind::Name)
+        );
+    }
+
+    #[test]
+    fn the_same_value_written_two_ways() {
+        let a = &mentions("装修35万")[0];
+        let b = &mentions("装修：35.0万")[0];
+        assert!(a.same_value(b));
+        let a = &mentions("on Oct 15")[0];
+        let b = &mentions("the 15th of October")[0];
+        assert!(a.same_value(b));
+        let a = &mentions("$1,500")[0];
+        let b = &mentions("1500 dollars")[0];
+        assert!(a.same_value(b));
+        assert!(!a.same_value(&mentions("£1,500")[0]), "another currency");
+    }
+
+    fn pairs(changes: Vec<Change>) -> Vec<(String, Option<String>)> {
+        changes.into_iter().map(|c| (c.old, c.new)).collect()
+    }
+
+    fn some(old: &str, new: &str) -> (String, Option<String>) {
+        (old.to_string(), Some(new.to_string()))
+    }
+
+    #[test]
+    fn changes_stated_with_both_values() {
+        assert_eq!(
+            pairs(stated_changes("刚跟装修队谈完，总价从35万加到42万。")),
+            vec![some("35万", "42万")]
+        );
+        assert_eq!(
+            pairs(stated_changes("租金我说错了，是3.2万不是2.8万")),
+            vec![some("2.8万", "3.2万")]
+        );
+        assert_eq!(
+            pairs(stated_changes("开业从12月8日推到12月20日")),
+            vec![some("12月8日", "12月20日")]
+        );
+        assert_eq!(
+            pairs(stated_changes("Sorry, Pro is $39, not $49.")),
+            vec![some("$49", "$39")]
+        );
+        assert_eq!(
+            pairs(stated_changes("We pushed the launch from Oct 15 to Oct 29.")),
+            vec![some("Oct 15", "Oct 29")]
+        );
+        assert_eq!(
+            pairs(stated_changes("Use PostHog instead of Mixpanel")),
+            vec![some("Mixpanel", "PostHog")]
+        );
+        assert_eq!(
+            pairs(stated_changes("目标库 TiDB -> PostgreSQL 16")),
+            vec![some("TiDB", "PostgreSQL 16")]
+        );
+        assert_eq!(
+            pairs(stated_changes("薪资从25k-30k上调到30k-35k")),
+            vec![some("25k-30k", "30k-35k")]
+        );
+        assert_eq!(
+            pairs(stated_changes("收银系统从客如云换成二维火，会员能通用")),
+            vec![some("客如云", "二维火")]
+        );
+        assert_eq!(
+            pairs(stated_changes("收银系统换掉吧，不用客如云了。")),
+            vec![("客如云".to_string(), None)]
+        );
+    }
+
+    #[test]
+    fn ranges_and_plans_are_not_changes() {
+        assert!(stated_changes("灰度读流量 10% → 50% → 100%").is_empty(), "a ramp");
+        assert!(stated_changes("营业时间从早8点到晚9点，从12月1日到12月15日放假").is_empty());
+        assert!(stated_changes("The promo runs from Nov 19 to Nov 30.").is_empty());
+        assert!(stated_changes("预算35万，开业12月8日").is_empty());
+    }
+
+    #[test]
+    fn changes_implied_by_a_later_sentence_on_the_same_topic() {
+        let earlier = Earlier::new(["开业定在12月8日，装修预算35万"]);
+        assert_eq!(
+            pairs(implied_changes("消防要改喷淋，开业也得推，改到12月20日了", &earlier)),
+            vec![some("12月8日", "12月20日")]
+        );
+        let earlier = Earlier::new(["We send the newsletter with Mailchimp every Friday."]);
+        assert_eq!(
+            pairs(implied_changes(
+                "Let's move the newsletter to Klaviyo next month.",
+                &earlier
+            )),
+            vec![some("Mailchimp", "Klaviyo")]
+        );
+        // No verb of change: a second value of a topic is not a replacement.
+        let earlier = Earlier::new(["The launch is Oct 15."]);
+        assert!(implied_changes("The launch party is Oct 16.", &earlier).is_empty());
+        // Another topic: no change.
+        let earlier = Earlier::new(["营销预算给你3万"]);
+        assert!(implied_changes("装修那边改一下，押金现在是5万", &earlier).is_empty());
+    }
+
+    #[test]
+    fn old_values_are_struck_with_what_replaced_them() {
+        let at = |d: u32| Utc.with_ymd_and_hms(2026, 11, d, 9, 0, 0).unwrap();
+        let changes = vec![
+            Replaced {
+                old: "35万".into(),
+                new: Some("42万".into()),
+                at: at(5),
+            },
+            Replaced {
+                old: "客如云".into(),
+                new: None,
+                at: at(5),
+            },
+        ];
+        assert_eq!(
+            strike("- 装修：35.0万，收银用客如云", at(2), &changes, Language::Zh),
+            "- 装修：~~35.0万~~（11月5日起为42万），收银用~~客如云~~（11月5日已更改）"
+        );
+        // The statement of the change names the new value: the old one is only struck.
+        assert_eq!(
+            strike("总价从35万加到42万", at(5), &changes, Language::Zh),
+            "总价从~~35万~~加到42万"
+        );
+        // Said after the change: as it was said, unless it tells of the change.
+        assert_eq!(
+            strike("比原来的35万多了7万", at(6), &changes, Language::Zh),
+            "比原来的35万多了7万"
+        );
+        assert_eq!(
+            strike("记下了：装修从35万调整为42万", at(6), &changes, Language::Zh),
+            "记下了：装修从~~35万~~调整为42万"
+        );
+        let changes = vec![
+            Replaced {
+                old: "$500".into(),
+                new: Some("$800".into()),
+                at: at(3),
+            },
+            Replaced {
+                old: "$800".into(),
+                new: Some("$900".into()),
+                at: at(4),
+            },
+        ];
+        assert_eq!(
+            strike("Noted: the budget is $500.", at(1), &changes, Language::En),
+            "Noted: the budget is ~~$500~~ (now $900, since 3 Nov)."
+        );
+        assert_eq!(strike("$5000 is fine", at(1), &changes, Language::En), "$5000 is fine");
+    }
+}
