@@ -55,7 +55,10 @@ impl EmbeddingCache {
             Err(err) => return Err(err),
         }
         if bytes.len() < 12 || &bytes[..8] != MAGIC {
-            return Err(std::io::Error::other(format!("{} is not an embedding cache", path.display())));
+            return Err(std::io::Error::other(format!(
+                "{} is not an embedding cache",
+                path.display()
+            )));
         }
         let stored = u32::from_le_bytes([bytes[8], bytes[9], bytes[10], bytes[11]]) as usize;
         if stored != width {

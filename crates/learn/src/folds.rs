@@ -31,11 +31,43 @@ impl Sets {
     }
 }
 
-/// A group id per sample: samples whose unit vectors have a cosine of at least `threshold`,
-/// or whose `keys` are equal (e.g. the text with case, spaces and punctuation removed), share a
-/// group, transitively. Group ids are the smallest index of the group.
-pub fn near_duplicate_groups(vectors: &[Vec<f32>], keys: &[String], threshold: f32) -> Vec<usize> {
+/// When two samples count as one for the folds.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Grouping {
+    /// Two samples of one language whose cosine is at least this (paraphrases).
+    pub same_language: f32,
+    /// Two samples of different languages that are each other's nearest neighbour in the other
+    /// language, with at least this cosine (translations: a zh/en pair scores 0.80-0.90 on
+    /// multilingual-e5-small, below any paraphrase threshold of one language).
+    pub mutual_translation: f32,
+    /// Two samples of different languages whose cosine is at least this, nearest or not.
+    pub cross_language: f32,
+}
+
+impl Grouping {
+    /// The settings the training commands use (on the query-prefixed vectors).
+    pub const DEFAULT: Grouping = Grouping {
+        same_language: 0.95,
+        mutual_translation: 0.80,
+        cross_language: 0.88,
+    };
+
+    /// How the grouping is described in a weight file.
+    pub fn describe(&self) -> String {
+        format!(
+            "the same text, or cosine >= {} in one language, or each other's nearest line in the other language with cosine >= {} (translations), or cosine >= {} across languages",
+            self.same_language, self.mutual_translation, self.cross_language
+        )
+    }
+}
+
+/// A group id per sample: samples that are near-identical in one language or translations of
+/// each other (see [`Grouping`]), or whose `keys` are equal (e.g. the text with case, spaces and
+/// punctuation removed), share a group, transitively. `vectors` are unit length. Group ids are
+/// the smallest index of the group.
+pub fn groups(vectors: &[Vec<f32>], keys: &[String], languages: &[String], grouping: Grouping) -> Vec<usize> {
     let n = vectors.len();
+    let dot = |i: usize, j: usize| -> f32 { vectors[i].iter().zip(&vectors[j]).map(|(a, b)| a * b).sum() };
     let mut sets = Sets((0..n).collect());
     let mut first_of_key = std::collections::HashMap::new();
     for (i, key) in keys.iter().enumerate() {
@@ -45,15 +77,33 @@ pub fn near_duplicate_groups(vectors: &[Vec<f32>], keys: &[String], threshold: f
             first_of_key.insert(key.as_str(), i);
         }
     }
+    // Each sample's nearest sample in another language, and their cosine.
+    let mut nearest: Vec<Option<(usize, f32)>> = vec![None; n];
     for i in 0..n {
         for j in i + 1..n {
-            let mut dot = 0.0;
-            for (a, b) in vectors[i].iter().zip(&vectors[j]) {
-                dot += a * b;
+            let cosine = dot(i, j);
+            if languages[i] == languages[j] {
+                if cosine >= grouping.same_language {
+                    sets.join(i, j);
+                }
+                continue;
             }
-            if dot >= threshold {
+            if cosine >= grouping.cross_language {
                 sets.join(i, j);
             }
+            for (a, b) in [(i, j), (j, i)] {
+                if nearest[a].is_none_or(|(_, best)| cosine > best) {
+                    nearest[a] = Some((b, cosine));
+                }
+            }
+        }
+    }
+    for i in 0..n {
+        if let Some((j, cosine)) = nearest[i]
+            && cosine >= grouping.mutual_translation
+            && nearest[j].is_some_and(|(k, _)| k == i)
+        {
+            sets.join(i, j);
         }
     }
     (0..n).map(|i| sets.find(i)).collect()
@@ -103,11 +153,45 @@ mod tests {
         };
         let vectors = vec![v(1.0, 0.0), v(0.0, 1.0), v(1.0, 0.01), v(0.6, 0.8), v(-1.0, 0.0)];
         let keys: Vec<String> = ["a", "b", "c", "d", "B!"].iter().map(|k| text_key(k)).collect();
-        let groups = near_duplicate_groups(&vectors, &keys, 0.99);
+        let languages = vec![String::from("en"); 5];
+        let grouping = Grouping {
+            same_language: 0.99,
+            ..Grouping::DEFAULT
+        };
+        let groups = groups(&vectors, &keys, &languages, grouping);
         assert_eq!(groups, vec![0, 1, 0, 3, 1], "0~2 by cosine, 1~4 by key");
         let folds = assign(&groups, 2, 1);
         assert_eq!(folds[0], folds[2]);
         assert_eq!(folds[1], folds[4]);
         assert_eq!(folds, assign(&groups, 2, 1), "deterministic");
+    }
+
+    #[test]
+    fn translations_share_a_group_across_languages() {
+        let v = |x: f32, y: f32, z: f32| {
+            let n = (x * x + y * y + z * z).sqrt();
+            vec![x / n, y / n, z / n]
+        };
+        // 0 (zh) and 1 (en) are each other's nearest in the other language at cosine ~0.85;
+        // 2 (en) is not 0's nearest; 3 (zh) and 4 (en) are far from everything.
+        let vectors = vec![
+            v(1.0, 0.62, 0.0),
+            v(1.0, 0.0, 0.0),
+            v(1.0, -0.9, 0.0),
+            v(0.0, 0.0, 1.0),
+            v(0.0, 1.0, 0.3),
+        ];
+        let keys: Vec<String> = (0..5).map(|i| i.to_string()).collect();
+        let languages: Vec<String> = ["zh", "en", "en", "zh", "en"].iter().map(|s| s.to_string()).collect();
+        let grouping = Grouping::DEFAULT;
+        let groups = groups(&vectors, &keys, &languages, grouping);
+        assert_eq!(groups[0], groups[1], "a mutual pair above 0.80");
+        assert_ne!(groups[0], groups[2], "not the nearest");
+        assert_ne!(groups[3], groups[4], "far apart");
+        assert_eq!(groups[2], 2);
+        // One language: the same vectors do not join below the paraphrase threshold.
+        let one: Vec<String> = vec!["en".into(); 5];
+        let alone = super::groups(&vectors, &keys, &one, grouping);
+        assert_ne!(alone[0], alone[1]);
     }
 }

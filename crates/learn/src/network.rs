@@ -196,7 +196,11 @@ mod tests {
             ],
         };
         assert!(network.is_consistent());
-        assert_eq!(network.logits(&[-3.0]), vec![0.0, 0.0], "negative hidden values are cut");
+        assert_eq!(
+            network.logits(&[-3.0]),
+            vec![0.0, 0.0],
+            "negative hidden values are cut"
+        );
         assert_eq!(network.logits(&[2.0]), vec![2.0, -2.0]);
     }
 }
