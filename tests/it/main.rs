@@ -9,6 +9,7 @@ mod embed_once;
 mod foundation;
 mod gateway;
 mod knowledge;
+mod learned;
 mod markdown;
 mod memory_page;
 mod nodes;

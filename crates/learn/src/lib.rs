@@ -9,6 +9,7 @@
 //!   hash, thresholds, the cross-validation figures behind the choices);
 //! - [`cache`]: embeddings cached on disk by text hash, for training.
 
+pub mod builtin;
 pub mod cache;
 pub mod file;
 pub(crate) mod floats;

@@ -12,6 +12,10 @@ pub struct ControllerConfig {
     pub llm_timeout_ms: u64,
     /// The longest message accepted, in bytes.
     pub max_message_bytes: usize,
+    /// The built-in engine adds the learned heads (crates/learn/heads/controller.json) over the
+    /// message's embedding to the rules. They read the local embedder's vectors only; with
+    /// another embedder, or false here, the rules decide alone.
+    pub learned: bool,
 }
 
 impl Default for ControllerConfig {
@@ -20,6 +24,7 @@ impl Default for ControllerConfig {
             use_llm: false,
             llm_timeout_ms: 3_000,
             max_message_bytes: 32 * 1024,
+            learned: true,
         }
     }
 }

@@ -6,6 +6,7 @@ pub mod api;
 pub mod client;
 pub mod config;
 pub mod grpc;
+pub mod learned;
 pub mod rules;
 pub mod service;
 

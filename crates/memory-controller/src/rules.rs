@@ -245,7 +245,7 @@ static TYPE_PATTERNS: LazyLock<Vec<(MemoryType, Regex)>> = LazyLock::new(|| {
 });
 
 /// A time phrase and the range it names.
-fn time_range(message: &str, now: DateTime<Utc>) -> Option<(TimeRange, &'static str)> {
+pub fn time_range(message: &str, now: DateTime<Utc>) -> Option<(TimeRange, &'static str)> {
     static YESTERDAY: LazyLock<Regex> = LazyLock::new(|| re(r"(?i)(昨天|昨日|\byesterday\b)"));
     static DAY_BEFORE: LazyLock<Regex> = LazyLock::new(|| re(r"(?i)(前天|\bday before yesterday\b)"));
     static TODAY: LazyLock<Regex> =

@@ -1,5 +1,7 @@
-//! The memory controller: the rules, or the LLM with the design's prompt and strict parsing,
-//! falling back to the design's conservative default on any failure.
+//! The memory controller: the built-in engine (the rules, with the learned heads over the
+//! message's embedding when they are loaded and a vector is at hand), or the LLM with the
+//! design's prompt and strict parsing, falling back to the design's conservative default on
+//! any failure.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -7,6 +9,7 @@ use std::time::Duration;
 use async_trait::async_trait;
 use chrono::{DateTime, NaiveDate, TimeZone, Utc};
 use serde_json::{Value, json};
+use thinkus_backends::embed::Embedder;
 use thinkus_backends::llm::{CompletionRequest, LanguageModel, LlmTask, RuleEngine, RuleHandler};
 use thinkus_common::ApiError;
 use thinkus_common::model::{ControlDecision, EngineChoice, MemoryType, NeedMemory, RetrievalMode, TimeRange};
@@ -14,6 +17,7 @@ use thinkus_common::text::detect_language;
 
 use crate::api::{ControllerApi, DecideRequest};
 use crate::config::ControllerConfig;
+use crate::learned::Learned;
 use crate::rules::{self, RuleInput};
 
 /// The controller.
@@ -21,6 +25,9 @@ pub struct MemoryController {
     config: ControllerConfig,
     rules: RuleEngine,
     llm: Option<Arc<dyn LanguageModel>>,
+    learned: Option<Learned>,
+    /// Embeds a message that comes without a vector the heads can read.
+    embedder: Option<Arc<dyn Embedder>>,
 }
 
 /// The design's prompt (seed 000 section 3.1), with the context the caller gives.
@@ -228,7 +235,77 @@ impl MemoryController {
         rules.register(LlmTask::Decide, handler);
         // Compiles the rule patterns now rather than on the first message.
         rules::warm_up();
-        Self { config, rules, llm }
+        Self {
+            config,
+            rules,
+            llm,
+            learned: None,
+            embedder: None,
+        }
+    }
+
+    /// Adds the learned heads to the built-in engine. Without an embedder, they read only the
+    /// vectors callers send; with one, a message that comes without is embedded here.
+    pub fn with_learned(mut self, learned: Learned, embedder: Option<Arc<dyn Embedder>>) -> Self {
+        self.learned = Some(learned);
+        self.embedder = embedder;
+        self
+    }
+
+    /// Whether the learned heads are loaded.
+    pub fn is_learned(&self) -> bool {
+        self.learned.is_some()
+    }
+
+    /// The vector the heads read for a message: the one given when it comes from their
+    /// embedder with their prefix, else the controller's own embedding of the message, else
+    /// none (the rules decide alone).
+    async fn vector(&self, learned: &Learned, message: &str, given: Option<(&str, &[f32])>) -> Option<Vec<f32>> {
+        if let Some((model, values)) = given
+            && learned.prefix == "query"
+            && learned.reads(model, values)
+        {
+            return Some(values.to_vec());
+        }
+        let embedder = self.embedder.as_ref().filter(|e| e.name() == learned.embedder)?;
+        let embedded = if learned.prefix == "query" {
+            embedder.embed_query(message).await
+        } else {
+            embedder
+                .embed_passages(&[message.to_string()])
+                .await
+                .map(|mut v| v.pop().unwrap_or_default())
+        };
+        match embedded {
+            Ok(values) if learned.reads(&learned.embedder, &values) => Some(values),
+            Ok(_) => None,
+            Err(err) => {
+                tracing::warn!(%err, "the message could not be embedded; the rules decide alone");
+                None
+            }
+        }
+    }
+
+    /// The built-in engine with the learned heads, when they are loaded and a vector is at
+    /// hand; `None` otherwise.
+    async fn learned_decision(
+        &self,
+        request: &DecideRequest,
+        now: chrono::DateTime<Utc>,
+        given: Option<(&str, &[f32])>,
+    ) -> Option<ControlDecision> {
+        let learned = self.learned.as_ref()?;
+        let vector = self.vector(learned, &request.message, given).await?;
+        let recent: Vec<String> = request.recent_messages.iter().rev().take(20).rev().cloned().collect();
+        let input = RuleInput {
+            message: &request.message,
+            message_count: request.message_count,
+            recent_messages: &recent,
+            project_id: request.scope.project_id.as_deref(),
+            type_hints: &request.type_hints,
+            now,
+        };
+        Some(learned.decide(&vector, &input))
     }
 
     fn validate(&self, request: &DecideRequest) -> Result<(), ApiError> {
@@ -260,6 +337,19 @@ impl ControllerApi for MemoryController {
         self.validate(&request)?;
         let language = detect_language(&request.message);
         let now = request.now.unwrap_or_else(Utc::now);
+        let builtin = match (request.engine, &self.llm) {
+            (EngineChoice::Rules, _) | (EngineChoice::Configured, None) => true,
+            (EngineChoice::Configured, Some(_)) => !self.config.use_llm,
+            (EngineChoice::Llm, _) => false,
+        };
+        let given = request
+            .query_embedding
+            .as_ref()
+            .map(|e| (e.model.as_str(), e.values.as_slice()));
+        if builtin && let Some(mut decision) = self.learned_decision(&request, now, given).await {
+            decision.language = language;
+            return Ok(decision);
+        }
         let (engine, name): (Arc<dyn LanguageModel>, &str) = match (request.engine, &self.llm) {
             (EngineChoice::Llm, None) => {
                 return Err(ApiError::failed_precondition(

@@ -63,6 +63,11 @@ pub enum Command {
         #[command(subcommand)]
         bench: crate::bench::Bench,
     },
+    /// Trains an engine's learned heads and writes their weight file.
+    Train {
+        #[command(subcommand)]
+        engine: crate::train::Train,
+    },
     /// Administrative tasks (client).
     Admin {
         #[command(subcommand)]
@@ -154,6 +159,12 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
             telemetry.log_level = "warn".into();
             let _guard = thinkus_common::telemetry::init("thinkus-bench", &telemetry)?;
             crate::bench::run(bench, config).await
+        }
+        Command::Train { engine } => {
+            let mut telemetry = config.telemetry.clone();
+            telemetry.log_level = "warn".into();
+            let _guard = thinkus_common::telemetry::init("thinkus-train", &telemetry)?;
+            crate::train::run(engine, config).await
         }
         Command::Keys { task } => crate::commands::keys(task),
         Command::Config => crate::commands::print_config(&config),

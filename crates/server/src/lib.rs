@@ -9,6 +9,7 @@ pub mod memory_cli;
 pub mod node;
 pub mod progress;
 pub mod services;
+pub mod train;
 
 pub use cli::main;
 pub use config::Config;

@@ -13,6 +13,7 @@ use thinkus_backends::{Backends, BackendsConfig, Needs};
 use thinkus_common::auth::{AuthInterceptor, Authenticator};
 use thinkus_common::grpc::{Health, ServeOptions, channel, client_channel};
 use thinkus_knowledge_manager::{KnowledgeApi, KnowledgeClient, KnowledgeGrpc, KnowledgeManager};
+use thinkus_memory_controller::learned::Learned;
 use thinkus_memory_controller::{ControllerApi, ControllerClient, MemoryController};
 use thinkus_retriever::{Retriever, RetrieverApi, RetrieverClient, RetrieverGrpc};
 use thinkus_summary::{Summarizer, SummaryApi, SummaryClient, SummaryGrpc};
@@ -160,11 +161,15 @@ pub async fn start(
         None
     };
     let controller_local: Option<Arc<dyn ControllerApi>> = if services.contains(&ServiceKind::MemoryController) {
-        Some(Arc::new(MemoryController::new(
-            config.controller.clone(),
-            backends.rules.clone(),
-            backends.llm.clone(),
-        )))
+        let controller = MemoryController::new(config.controller.clone(), backends.rules.clone(), backends.llm.clone());
+        let controller = match config.controller.learned {
+            true => controller.with_learned(
+                Learned::builtin().context("the controller's built-in weight file")?,
+                backends.embedder.clone(),
+            ),
+            false => controller,
+        };
+        Some(Arc::new(controller))
     } else {
         None
     };

@@ -53,7 +53,11 @@ impl ServiceKind {
     /// The backends the service opens itself.
     pub fn needs(self) -> Needs {
         match self {
-            ServiceKind::MemoryController => Needs::default(),
+            // The embedder feeds the learned heads a message that comes without its vector.
+            ServiceKind::MemoryController => Needs {
+                embedder: true,
+                ..Default::default()
+            },
             ServiceKind::Retriever | ServiceKind::KnowledgeManager => Needs {
                 store: true,
                 vectors: true,

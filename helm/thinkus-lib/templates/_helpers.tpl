@@ -15,7 +15,7 @@ memory-controller:
   command: [memory-controller]
   grpcService: thinkus.controller.v1.MemoryControllerService
   dependsOn: []
-  needs: {store: false, vectors: false, blobs: false, embedder: false, rest: false}
+  needs: {store: false, vectors: false, blobs: false, embedder: true, rest: false}
 retriever:
   command: [retriever]
   grpcService: thinkus.retriever.v1.RetrieverService

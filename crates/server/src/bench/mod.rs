@@ -172,11 +172,14 @@ pub enum Bench {
         /// Print every disagreement on need and mode.
         #[arg(long)]
         verbose: bool,
+        /// The rules alone, without the learned heads.
+        #[arg(long)]
+        rules_only: bool,
     },
 }
 
 /// The reference time of the labelled sets (their relative dates are resolved against it).
-fn dataset_now(value: Option<&str>) -> anyhow::Result<chrono::DateTime<chrono::Utc>> {
+pub(crate) fn dataset_now(value: Option<&str>) -> anyhow::Result<chrono::DateTime<chrono::Utc>> {
     let text = value.unwrap_or("2026-11-22T12:00:00Z");
     Ok(chrono::DateTime::parse_from_rfc3339(text)
         .map_err(|err| anyhow::anyhow!("--now {text:?}: {err}"))?
@@ -245,7 +248,12 @@ pub async fn run(bench: Bench, config: Config) -> anyhow::Result<()> {
         Bench::Ingest { n, data_dir } => ingest::run(config, n, data_dir).await,
         Bench::Summary { data, limit, verbose } => summary::run(config, &data, limit, verbose).await,
         Bench::Artifacts { data, data_dir } => artifacts::run(config, &data, data_dir).await,
-        Bench::Controller { data, now, verbose } => controller::run(&data, dataset_now(now.as_deref())?, verbose).await,
+        Bench::Controller {
+            data,
+            now,
+            verbose,
+            rules_only,
+        } => controller::run(config, &data, dataset_now(now.as_deref())?, verbose, rules_only).await,
     }
 }
 

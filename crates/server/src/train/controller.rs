@@ -1,0 +1,693 @@
+//! `thinkus train controller`: the memory controller's heads (need, mode, types).
+//!
+//! Choices, each by cross-validation on the training files (out-of-fold predictions of every
+//! line, thresholds searched on them):
+//! 1. the embedding's prefix (query, the vector the gateway already sends, unless passage is
+//!    better by more than twice the folds' standard error), whether the heads also read the
+//!    rules' signal (stacked), and the model (linear or one hidden layer of 32 or 64), per head:
+//!    need by the worse of its two ratios against their targets (invalid / 0.10, missed /
+//!    0.05), mode by accuracy, types by F2 (a type left out hides its memories; an extra one
+//!    only widens the search); the smallest model within one standard error of the best;
+//! 2. how heads and rules combine: which rule signals keep their answer (those whose
+//!    retrieve-or-not is right on at least a share of the training part of each fold), and
+//!    whether the rules' types join the head's.
+//!
+//! Rules alone, heads alone and combined are all printed, per language.
+
+use std::collections::BTreeMap;
+
+use anyhow::Context;
+use serde_json::{Value, json};
+use thinkus_common::model::{ControlDecision, MemoryType, NeedMemory, RetrievalMode};
+use thinkus_e5::Role;
+use thinkus_learn::train::{Targets, train};
+use thinkus_learn::{HeadFile, Network, folds};
+use thinkus_memory_controller::learned::{self, Policy, Probabilities, TYPES};
+use thinkus_memory_controller::rules::{self, RuleInput};
+
+use super::{Embeddings, LOCAL_EMBEDDER, MODELS, Model, TrainArgs, out_of_fold, ratio, say, write};
+
+/// One labelled message.
+struct Line {
+    text: String,
+    lang: String,
+    need: NeedMemory,
+    mode: RetrievalMode,
+    types: Vec<MemoryType>,
+    message_count: u32,
+    recent: Vec<String>,
+}
+
+fn parse(text: &str, file: &str) -> anyhow::Result<Vec<Line>> {
+    let mut lines = Vec::new();
+    for (number, raw) in text.lines().enumerate() {
+        if raw.trim().is_empty() {
+            continue;
+        }
+        let at = || format!("{file}:{}", number + 1);
+        let item: Value = serde_json::from_str(raw).with_context(at)?;
+        let need = match item["need"].as_str() {
+            Some("yes") => NeedMemory::Yes,
+            Some("no") => NeedMemory::No,
+            Some("maybe") => NeedMemory::Maybe,
+            other => anyhow::bail!("{}: need {other:?}", at()),
+        };
+        let context = &item["context"];
+        lines.push(Line {
+            text: item["text"].as_str().with_context(at)?.to_string(),
+            lang: item["lang"].as_str().unwrap_or("?").to_string(),
+            need,
+            mode: match item["mode"].as_str() {
+                Some("details") => RetrievalMode::Details,
+                _ => RetrievalMode::Catalog,
+            },
+            types: item["types"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .filter_map(|t| t.as_str()?.parse().ok())
+                .collect(),
+            message_count: context["message_count"].as_u64().unwrap_or(5) as u32,
+            recent: context["recent_messages"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .filter_map(|m| m.as_str().map(str::to_string))
+                .collect(),
+        });
+    }
+    Ok(lines)
+}
+
+impl Line {
+    fn input(&self) -> RuleInput<'_> {
+        RuleInput {
+            message: &self.text,
+            message_count: self.message_count,
+            recent_messages: &self.recent,
+            project_id: Some("train"),
+            type_hints: &[],
+            now: crate::bench::dataset_now(None).unwrap_or_default(),
+        }
+    }
+}
+
+const NEED_LABELS: [&str; 3] = ["yes", "no", "maybe"];
+
+fn need_class(need: NeedMemory) -> usize {
+    match need {
+        NeedMemory::Yes => 0,
+        NeedMemory::No => 1,
+        NeedMemory::Maybe => 2,
+    }
+}
+
+/// The three heads trained on some lines.
+struct Heads {
+    need: Network,
+    mode: Network,
+    types: Network,
+}
+
+fn fit(lines: &[Line], x: &[Vec<f32>], train_on: &[usize], models: [Model; 3]) -> Heads {
+    let rows: Vec<Vec<f32>> = train_on.iter().map(|i| x[*i].clone()).collect();
+    let classes: Vec<usize> = train_on.iter().map(|i| need_class(lines[*i].need)).collect();
+    let need = train(
+        &rows,
+        Targets::Classes(&classes),
+        &vec![1.0; rows.len()],
+        NEED_LABELS.iter().map(|s| s.to_string()).collect(),
+        &models[0].settings(),
+    );
+    let needing: Vec<usize> = train_on
+        .iter()
+        .copied()
+        .filter(|i| lines[*i].need != NeedMemory::No)
+        .collect();
+    let rows: Vec<Vec<f32>> = needing.iter().map(|i| x[*i].clone()).collect();
+    let details: Vec<Vec<bool>> = needing
+        .iter()
+        .map(|i| vec![lines[*i].mode == RetrievalMode::Details])
+        .collect();
+    let mode = train(
+        &rows,
+        Targets::Labels(&details),
+        &vec![1.0; rows.len()],
+        vec!["details".into()],
+        &models[1].settings(),
+    );
+    let types: Vec<Vec<bool>> = needing
+        .iter()
+        .map(|i| TYPES.iter().map(|t| lines[*i].types.contains(t)).collect())
+        .collect();
+    let types = train(
+        &rows,
+        Targets::Labels(&types),
+        &vec![1.0; rows.len()],
+        TYPES.iter().map(|t| t.as_str().to_string()).collect(),
+        &models[2].settings(),
+    );
+    Heads { need, mode, types }
+}
+
+fn probabilities(heads: &Heads, x: &[f32]) -> Vec<f32> {
+    let mut out = heads.need.predict(x);
+    out.extend(heads.mode.predict(x));
+    out.extend(heads.types.predict(x));
+    out
+}
+
+fn unpack(values: &[f32]) -> Probabilities {
+    Probabilities {
+        yes: values[0],
+        no: values[1],
+        maybe: values[2],
+        details: values[3],
+        types: values[4..].to_vec(),
+    }
+}
+
+/// The bench's figures over some decisions.
+#[derive(Debug, Clone, Copy, Default)]
+struct Figures {
+    triggered: usize,
+    invalid: usize,
+    needed: usize,
+    missed: usize,
+    mode_total: usize,
+    mode_right: usize,
+    types_expected: usize,
+    types_hit: usize,
+    types_given: usize,
+}
+
+impl Figures {
+    fn add(&mut self, line: &Line, decision: &ControlDecision) {
+        let triggered = decision.need_memory != NeedMemory::No;
+        if triggered {
+            self.triggered += 1;
+            if line.need == NeedMemory::No {
+                self.invalid += 1;
+            }
+        }
+        if line.need == NeedMemory::Yes {
+            self.needed += 1;
+            if !triggered {
+                self.missed += 1;
+            }
+        }
+        if line.need != NeedMemory::No {
+            self.mode_total += 1;
+            if decision.retrieval_mode == line.mode {
+                self.mode_right += 1;
+            }
+            self.types_expected += line.types.len();
+            self.types_hit += line.types.iter().filter(|t| decision.memory_types.contains(t)).count();
+            self.types_given += decision.memory_types.len();
+        }
+    }
+
+    fn invalid(&self) -> f64 {
+        ratio(self.invalid, self.triggered, 0.0)
+    }
+
+    fn missed(&self) -> f64 {
+        ratio(self.missed, self.needed, 0.0)
+    }
+
+    /// The worse of the two need ratios against their targets (<= 1 meets both).
+    fn need_score(&self) -> f64 {
+        (self.invalid() / 0.10).max(self.missed() / 0.05)
+    }
+
+    fn mode(&self) -> f64 {
+        ratio(self.mode_right, self.mode_total, 0.0)
+    }
+
+    fn type_recall(&self) -> f64 {
+        ratio(self.types_hit, self.types_expected, 0.0)
+    }
+
+    fn type_precision(&self) -> f64 {
+        ratio(self.types_hit, self.types_given, 1.0)
+    }
+
+    fn f2(&self) -> f64 {
+        let (p, r) = (self.type_precision(), self.type_recall());
+        if p + r == 0.0 { 0.0 } else { 5.0 * p * r / (4.0 * p + r) }
+    }
+
+    fn row(&self) -> String {
+        format!(
+            "invalid {:.3} missed {:.3} mode {:.3} types R {:.3} P {:.3}",
+            self.invalid(),
+            self.missed(),
+            self.mode(),
+            self.type_recall(),
+            self.type_precision()
+        )
+    }
+
+    fn json(&self) -> Value {
+        let r = |v: f64| (v * 1000.0).round() / 1000.0;
+        json!({
+            "invalid": r(self.invalid()),
+            "missed": r(self.missed()),
+            "mode": r(self.mode()),
+            "type_recall": r(self.type_recall()),
+            "type_precision": r(self.type_precision()),
+        })
+    }
+}
+
+/// Figures overall and per language.
+fn figures(lines: &[Line], decisions: &[ControlDecision]) -> BTreeMap<String, Figures> {
+    let mut by: BTreeMap<String, Figures> = BTreeMap::new();
+    for (line, decision) in lines.iter().zip(decisions) {
+        by.entry("all".into()).or_default().add(line, decision);
+        by.entry(line.lang.clone()).or_default().add(line, decision);
+    }
+    by
+}
+
+/// Rule signals whose retrieve-or-not is right on at least `share` of `on` (and on 10 lines).
+fn kept_signals(lines: &[Line], rule: &[ControlDecision], on: &[usize], share: f64) -> Vec<String> {
+    let mut counts: BTreeMap<&str, (usize, usize)> = BTreeMap::new();
+    for &i in on {
+        let signal = rule[i].signals.first().map(String::as_str).unwrap_or("");
+        let right = (rule[i].need_memory == NeedMemory::No) == (lines[i].need == NeedMemory::No);
+        let entry = counts.entry(signal).or_default();
+        entry.0 += usize::from(right);
+        entry.1 += 1;
+    }
+    counts
+        .into_iter()
+        .filter(|(_, (right, total))| *total >= 10 && *right as f64 >= share * *total as f64)
+        .map(|(s, _)| s.to_string())
+        .collect()
+}
+
+/// How the heads and rules combine, cross-validated: the kept signals of each line's fold.
+struct Combination<'a> {
+    lines: &'a [Line],
+    rule: &'a [ControlDecision],
+    oof: &'a [Vec<f32>],
+    /// The kept signals of each fold (from its training part).
+    kept_by_fold: Vec<Vec<String>>,
+    folds: &'a [usize],
+}
+
+impl Combination<'_> {
+    fn decisions(&self, policy: &Policy) -> Vec<ControlDecision> {
+        self.lines
+            .iter()
+            .enumerate()
+            .map(|(i, line)| {
+                let policy = Policy {
+                    kept: self.kept_by_fold[self.folds[i]].clone(),
+                    ..policy.clone()
+                };
+                policy.combine(self.rule[i].clone(), &unpack(&self.oof[i]), &line.input())
+            })
+            .collect()
+    }
+
+    /// The figures of each fold's lines.
+    fn by_fold(&self, policy: &Policy, k: usize) -> Vec<Figures> {
+        let decisions = self.decisions(policy);
+        (0..k)
+            .map(|f| {
+                let mut figures = Figures::default();
+                for (i, line) in self.lines.iter().enumerate() {
+                    if self.folds[i] == f {
+                        figures.add(line, &decisions[i]);
+                    }
+                }
+                figures
+            })
+            .collect()
+    }
+
+    /// Thresholds searched in turn: "no" by the need score, details by mode accuracy, types
+    /// by F2.
+    fn tune(&self, mut policy: Policy) -> (Policy, Figures) {
+        let overall = |p: &Policy| figures(self.lines, &self.decisions(p))["all"];
+        let grid = |from: f32, to: f32, step: f32| {
+            let n = ((to - from) / step).round() as usize;
+            (0..=n).map(move |k| from + step * k as f32)
+        };
+        let mut best = (f64::MAX, policy.no_threshold);
+        for t in grid(0.3, 0.95, 0.025) {
+            policy.no_threshold = t;
+            let score = overall(&policy).need_score();
+            if score < best.0 {
+                best = (score, t);
+            }
+        }
+        policy.no_threshold = best.1;
+        let mut best = (f64::MIN, policy.details_threshold);
+        for t in grid(0.2, 0.8, 0.05) {
+            policy.details_threshold = t;
+            let accuracy = overall(&policy).mode();
+            if accuracy > best.0 {
+                best = (accuracy, t);
+            }
+        }
+        policy.details_threshold = best.1;
+        let mut best = (f64::MIN, policy.type_threshold);
+        for t in grid(0.1, 0.7, 0.05) {
+            policy.type_threshold = t;
+            let f2 = overall(&policy).f2();
+            if f2 > best.0 {
+                best = (f2, t);
+            }
+        }
+        policy.type_threshold = best.1;
+        let result = overall(&policy);
+        (policy, result)
+    }
+}
+
+fn default_policy() -> Policy {
+    Policy {
+        kept: Vec::new(),
+        no_threshold: 0.5,
+        details_threshold: 0.5,
+        type_threshold: 0.5,
+        rule_types: false,
+    }
+}
+
+fn language_rows(by: &BTreeMap<String, Figures>) -> String {
+    by.iter()
+        .filter(|(lang, _)| lang.as_str() != "all")
+        .map(|(lang, f)| format!("{lang}: {}", f.row()))
+        .collect::<Vec<_>>()
+        .join("; ")
+}
+
+pub fn run(args: &TrainArgs, config: &crate::config::Config) -> anyhow::Result<()> {
+    let files = args.read()?;
+    let mut lines = Vec::new();
+    for (file, text) in &files {
+        lines.extend(parse(text, &file.path)?);
+    }
+    anyhow::ensure!(lines.len() >= 50, "{} lines are too few to train on", lines.len());
+    say(format!("controller: {} lines from {} files", lines.len(), files.len()));
+    let rule: Vec<ControlDecision> = lines.iter().map(|l| rules::decide(&l.input())).collect();
+    let mut embeddings = Embeddings::open(config, &args.cache)?;
+    let texts: Vec<String> = lines.iter().map(|l| l.text.clone()).collect();
+    let by_prefix: [(&'static str, Vec<Vec<f32>>); 2] = [
+        ("query", embeddings.embed(&texts, Role::Query)?),
+        ("passage", embeddings.embed(&texts, Role::Passage)?),
+    ];
+    let dim = embeddings.dim();
+    let keys: Vec<String> = texts.iter().map(|t| folds::text_key(t)).collect();
+    let languages: Vec<String> = lines.iter().map(|l| l.lang.clone()).collect();
+    let groups = folds::groups(&by_prefix[0].1, &keys, &languages, folds::Grouping::DEFAULT);
+    let fold_of = folds::assign(&groups, args.folds, 22);
+    let group_count = {
+        let mut g = groups.clone();
+        g.sort_unstable();
+        g.dedup();
+        g.len()
+    };
+    say(format!(
+        "{} folds over {group_count} groups ({})",
+        args.folds,
+        folds::Grouping::DEFAULT.describe()
+    ));
+    let everyone: Vec<usize> = (0..lines.len()).collect();
+    let rules_alone = figures(&lines, &rule);
+    say(format!(
+        "rules alone: {} | {}",
+        rules_alone["all"].row(),
+        language_rows(&rules_alone)
+    ));
+
+    // 1. Prefix, stacking and model, per head.
+    let mut table = Vec::new();
+    let mut outcomes: Vec<Outcome> = Vec::new();
+    for (prefix, vectors) in &by_prefix {
+        for stacked in [false, true] {
+            let x: Vec<Vec<f32>> = vectors
+                .iter()
+                .zip(&rule)
+                .map(|(v, r)| learned::inputs(v, r, stacked))
+                .collect();
+            for model in MODELS {
+                let started = std::time::Instant::now();
+                let oof = out_of_fold(&fold_of, args.folds, |train_on, test| {
+                    let heads = fit(&lines, &x, train_on, [model; 3]);
+                    test.iter().map(|i| probabilities(&heads, &x[*i])).collect()
+                });
+                let combination = Combination {
+                    lines: &lines,
+                    rule: &rule,
+                    oof: &oof,
+                    kept_by_fold: vec![Vec::new(); args.folds],
+                    folds: &fold_of,
+                };
+                let (policy, result) = combination.tune(default_policy());
+                let by_fold = combination.by_fold(&policy, args.folds);
+                say(format!(
+                    "{prefix:<7} stacked={stacked:<5} {:<16} need {:.3} (no >= {:.3}) | {} | F2 {:.3} | {:.0}s",
+                    model.name(),
+                    result.need_score(),
+                    policy.no_threshold,
+                    result.row(),
+                    result.f2(),
+                    started.elapsed().as_secs_f64()
+                ));
+                table.push(json!({
+                    "prefix": prefix, "stacked": stacked, "model": model.name(),
+                    "need_score": (result.need_score() * 1000.0).round() / 1000.0,
+                    "f2": (result.f2() * 1000.0).round() / 1000.0,
+                    "figures": result.json(),
+                }));
+                outcomes.push(Outcome {
+                    prefix,
+                    stacked,
+                    model,
+                    oof,
+                    result,
+                    by_fold,
+                });
+            }
+        }
+    }
+    // The prefix: the gateway embeds each message once, as a query, for the retriever; the
+    // passage prefix would cost a second embedding per turn, so it is taken only when its best
+    // need score beats the query's by more than twice the standard error of their paired
+    // per-fold difference.
+    let best_of = |prefix: &str| {
+        outcomes
+            .iter()
+            .filter(|o| o.prefix == prefix)
+            .min_by(|a, b| a.result.need_score().total_cmp(&b.result.need_score()))
+    };
+    let (query, passage) = (
+        best_of("query").context("no setting")?,
+        best_of("passage").context("no setting")?,
+    );
+    let (mean, spread) = super::paired_difference(
+        &query.per_fold(Figures::need_score),
+        &passage.per_fold(Figures::need_score),
+    );
+    let prefix = if mean > 2.0 * spread { "passage" } else { "query" };
+    say(format!(
+        "prefix: query {:.3} vs passage {:.3}; paired per-fold difference {mean:+.3} +- {spread:.3} (standard error): {prefix}",
+        query.result.need_score(),
+        passage.result.need_score()
+    ));
+    let prefix_record = json!({
+        "query_need": query.result.need_score(),
+        "passage_need": passage.result.need_score(),
+        "paired_difference": mean,
+        "standard_error": spread,
+        "chosen": prefix,
+    });
+    // Stacking by the need score; then each head's model by the one-standard-error rule over
+    // the folds (need score, mode errors, 1 - F2 of the types), the smallest model first.
+    let stacked = outcomes
+        .iter()
+        .filter(|o| o.prefix == prefix)
+        .min_by(|a, b| a.result.need_score().total_cmp(&b.result.need_score()))
+        .context("no setting")?
+        .stacked;
+    let same_inputs: Vec<&Outcome> = outcomes
+        .iter()
+        .filter(|o| o.prefix == prefix && o.stacked == stacked)
+        .collect();
+    let best_need = smallest_within_noise(&same_inputs, Figures::need_score).context("no setting")?;
+    let best_mode = smallest_within_noise(&same_inputs, |f| 1.0 - f.mode()).context("no setting")?;
+    let best_types = smallest_within_noise(&same_inputs, |f| 1.0 - f.f2()).context("no setting")?;
+    let models = [best_need.model, best_mode.model, best_types.model];
+    say(format!(
+        "chosen: prefix {prefix}, stacked {stacked}; need {}, mode {}, types {}",
+        models[0].name(),
+        models[1].name(),
+        models[2].name()
+    ));
+    // The heads on the embedding alone (not stacked), for the comparison below.
+    let unstacked = outcomes
+        .iter()
+        .filter(|o| o.prefix == prefix && !o.stacked)
+        .min_by(|a, b| a.result.need_score().total_cmp(&b.result.need_score()))
+        .context("no setting")?;
+    // The chosen heads' out-of-fold predictions, each from its own setting.
+    let oof: Vec<Vec<f32>> = (0..lines.len())
+        .map(|i| {
+            let mut v = best_need.oof[i][..3].to_vec();
+            v.push(best_mode.oof[i][3]);
+            v.extend_from_slice(&best_types.oof[i][4..]);
+            v
+        })
+        .collect();
+
+    // 2. How heads and rules combine.
+    let mut policies = Vec::new();
+    {
+        let combination = Combination {
+            lines: &lines,
+            rule: &rule,
+            oof: &unstacked.oof,
+            kept_by_fold: vec![Vec::new(); args.folds],
+            folds: &fold_of,
+        };
+        let (policy, _) = combination.tune(default_policy());
+        let by = figures(&lines, &combination.decisions(&policy));
+        say(format!(
+            "{:<60} need {:.3} | {} | {}",
+            format!("heads on the embedding alone ({})", unstacked.model.name()),
+            by["all"].need_score(),
+            by["all"].row(),
+            language_rows(&by)
+        ));
+        policies.push(json!({
+            "policy": "heads on the embedding alone",
+            "figures": by.iter().map(|(k, f)| (k.clone(), f.json())).collect::<BTreeMap<_, _>>(),
+        }));
+    }
+    type Candidate = ((f64, f64, f64), Option<f64>, Policy, BTreeMap<String, Figures>);
+    let mut best: Option<Candidate> = None;
+    for share in [None, Some(0.90), Some(0.95), Some(0.98)] {
+        for rule_types in [false, true] {
+            let kept_by_fold: Vec<Vec<String>> = (0..args.folds)
+                .map(|f| {
+                    let on: Vec<usize> = everyone.iter().copied().filter(|i| fold_of[*i] != f).collect();
+                    share.map(|s| kept_signals(&lines, &rule, &on, s)).unwrap_or_default()
+                })
+                .collect();
+            let combination = Combination {
+                lines: &lines,
+                rule: &rule,
+                oof: &oof,
+                kept_by_fold,
+                folds: &fold_of,
+            };
+            let (policy, _) = combination.tune(Policy {
+                rule_types,
+                ..default_policy()
+            });
+            let by = figures(&lines, &combination.decisions(&policy));
+            let all = by["all"];
+            let name = match share {
+                None => format!("heads (stacked {stacked}), rule types {rule_types}"),
+                Some(s) => format!("heads (stacked {stacked}), rules kept where right >= {s}, rule types {rule_types}"),
+            };
+            say(format!(
+                "{name:<60} need {:.3} | {} | F2 {:.3} | {}",
+                all.need_score(),
+                all.row(),
+                all.f2(),
+                language_rows(&by)
+            ));
+            policies.push(json!({
+                "policy": name,
+                "kept_share": share,
+                "rule_types": rule_types,
+                "thresholds": {"need.no": policy.no_threshold, "mode.details": policy.details_threshold, "types": policy.type_threshold},
+                "figures": by.iter().map(|(k, f)| (k.clone(), f.json())).collect::<BTreeMap<_, _>>(),
+            }));
+            let key = (all.need_score(), -all.mode(), -all.f2());
+            if best.as_ref().is_none_or(|b| key < b.0) {
+                best = Some((key, share, policy, by));
+            }
+        }
+    }
+    let (_, share, chosen, chosen_figures) = best.context("no policy")?;
+    let kept = share
+        .map(|s| kept_signals(&lines, &rule, &everyone, s))
+        .unwrap_or_default();
+    let policy = Policy { kept, ..chosen };
+    say(format!(
+        "chosen policy: kept signals {:?}, rule types {}, no >= {:.3}, details >= {:.2}, types >= {:.2}",
+        policy.kept, policy.rule_types, policy.no_threshold, policy.details_threshold, policy.type_threshold
+    ));
+
+    // 3. The heads on every line.
+    let vectors = &by_prefix.iter().find(|(p, _)| *p == prefix).context("prefix")?.1;
+    let x: Vec<Vec<f32>> = vectors
+        .iter()
+        .zip(&rule)
+        .map(|(v, r)| learned::inputs(v, r, stacked))
+        .collect();
+    let heads = [
+        fit(&lines, &x, &everyone, [models[0]; 3]).need,
+        fit(&lines, &x, &everyone, [models[1]; 3]).mode,
+        fit(&lines, &x, &everyone, [models[2]; 3]).types,
+    ];
+    let mut file = HeadFile::new("controller", LOCAL_EMBEDDER, prefix, dim);
+    file.command = args.command("controller");
+    file.data = files.iter().map(|(f, _)| f.clone()).collect();
+    file.data_sha256 = thinkus_learn::file::data_hash(&file.data);
+    let [need, mode, types] = heads;
+    file.heads.insert("need".into(), need);
+    file.heads.insert("mode".into(), mode);
+    file.heads.insert("types".into(), types);
+    policy.record(&mut file, stacked);
+    file.choices = json!({
+        "folds": args.folds,
+        "groups": group_count,
+        "grouping": format!("{} (query prefix)", folds::Grouping::DEFAULT.describe()),
+        "rules_alone": rules_alone.iter().map(|(k, f)| (k.clone(), f.json())).collect::<BTreeMap<_, _>>(),
+        "heads": table,
+        "prefix": prefix_record,
+        "models": {"need": models[0].name(), "mode": models[1].name(), "types": models[2].name()},
+        "policies": policies,
+        "chosen": chosen_figures.iter().map(|(k, f)| (k.clone(), f.json())).collect::<BTreeMap<_, _>>(),
+    });
+    write(&file, &args.out_or("controller"), args.dry_run)
+}
+
+/// One setting's cross-validation.
+struct Outcome {
+    prefix: &'static str,
+    stacked: bool,
+    model: Model,
+    oof: Vec<Vec<f32>>,
+    result: Figures,
+    by_fold: Vec<Figures>,
+}
+
+impl Outcome {
+    fn per_fold(&self, metric: fn(&Figures) -> f64) -> Vec<f64> {
+        self.by_fold.iter().map(metric).collect()
+    }
+}
+
+/// The one-standard-error rule: of `candidates` (smallest model first), the first whose
+/// per-fold `loss` is within one standard error of the best's (paired over the folds), so a
+/// bigger head is taken only when it is better by more than the folds' noise.
+fn smallest_within_noise<'a>(candidates: &[&'a Outcome], loss: fn(&Figures) -> f64) -> Option<&'a Outcome> {
+    let total = |o: &Outcome| o.per_fold(loss).iter().sum::<f64>();
+    let best = candidates
+        .iter()
+        .copied()
+        .min_by(|a, b| total(a).total_cmp(&total(b)))?;
+    candidates.iter().copied().find(|o| {
+        let (mean, spread) = super::paired_difference(&o.per_fold(loss), &best.per_fold(loss));
+        mean <= spread
+    })
+}
