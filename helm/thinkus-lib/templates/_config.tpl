@@ -97,8 +97,15 @@ The config file of a component (TOML), and the environment that carries what mus
 {{- if $v.telemetry.otlpEndpoint -}}
 {{- $_ := set $managed "telemetry" (dict "otlp_endpoint" $v.telemetry.otlpEndpoint) -}}
 {{- end -}}
+{{- $gateway := dict -}}
 {{- if and $needs.rest $v.rest.enabled -}}
-{{- $_ := set $managed "gateway" (dict "rest_listen" (include "thinkus-lib.addr" (list $v.server.bindAddress $v.rest.port))) -}}
+{{- $_ := set $gateway "rest_listen" (include "thinkus-lib.addr" (list $v.server.bindAddress $v.rest.port)) -}}
+{{- end -}}
+{{- if and $needs.rest $v.ui.enabled -}}
+{{- $_ := set $gateway "ui_listen" (include "thinkus-lib.addr" (list $v.server.bindAddress $v.ui.port)) -}}
+{{- end -}}
+{{- if $gateway -}}
+{{- $_ := set $managed "gateway" $gateway -}}
 {{- end -}}
 {{- include "thinkus-lib.deepMerge" (list $cfg $managed) -}}
 {{- include "thinkus-lib.toml" $cfg -}}

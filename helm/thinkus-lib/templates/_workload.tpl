@@ -95,6 +95,11 @@ spec:
               containerPort: {{ $v.rest.port | int }}
               protocol: TCP
             {{- end }}
+            {{- if and .info.needs.rest $v.ui.enabled }}
+            - name: page
+              containerPort: {{ $v.ui.port | int }}
+              protocol: TCP
+            {{- end }}
           env:
             {{- include "thinkus-lib.env" . | nindent 12 }}
           {{- with $v.extraEnvFrom }}
@@ -211,6 +216,13 @@ spec:
     - name: http
       port: {{ $v.rest.port | int }}
       targetPort: http
+      protocol: TCP
+      appProtocol: http
+    {{- end }}
+    {{- if and .info.needs.rest $v.ui.enabled }}
+    - name: page
+      port: {{ $v.ui.port | int }}
+      targetPort: page
       protocol: TCP
       appProtocol: http
     {{- end }}
@@ -389,6 +401,10 @@ spec:
           protocol: TCP
         {{- if and .info.needs.rest .v.rest.enabled }}
         - port: http
+          protocol: TCP
+        {{- end }}
+        {{- if and .info.needs.rest .v.ui.enabled }}
+        - port: page
           protocol: TCP
         {{- end }}
     {{- with $n.metricsFrom }}
