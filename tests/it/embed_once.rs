@@ -180,6 +180,9 @@ impl SummaryPort for Gated {
     async fn record(&self, _scope: &Scope, _messages: Vec<thinkus_common::model::Message>) -> Result<(), ApiError> {
         Err(ApiError::internal("not used by this test"))
     }
+    async fn end(&self, _scope: &Scope) -> Result<(), ApiError> {
+        Err(ApiError::internal("not used by this test"))
+    }
 }
 
 /// The embedding, the last session's summary and the artifacts wait for each other at one
@@ -216,6 +219,7 @@ async fn the_lookups_run_while_the_message_is_embedded() {
             embedder: Some(embedder.clone()),
             artifact_api: None,
             summary_api: None,
+            addresses: Default::default(),
         },
         node.backends.store.clone().expect("the database"),
         node.backends.tokens,

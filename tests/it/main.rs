@@ -5,6 +5,7 @@ mod artifact;
 mod browser;
 mod conflicts;
 mod conformance;
+mod degraded;
 mod embed_once;
 mod foundation;
 mod gateway;

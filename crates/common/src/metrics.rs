@@ -32,6 +32,8 @@ pub struct Metrics {
     pub llm_failures: IntCounterVec,
     /// Latency of backend calls by backend and operation.
     pub backend_latency: HistogramVec,
+    /// The gateway's catalog probes under the controller's "no", by outcome (hit, miss).
+    pub catalog_probes: IntCounterVec,
 }
 
 fn register<T: prometheus::core::Collector + Clone + 'static>(registry: &Registry, metric: T) -> T {
@@ -114,6 +116,17 @@ pub static METRICS: LazyLock<Metrics> = LazyLock::new(|| {
             HistogramVec::new(
                 HistogramOpts::new("thinkus_backend_duration_seconds", "backend call latency").buckets(latency_buckets),
                 &["backend", "operation"],
+            )
+            .expect("valid metric"),
+        ),
+        catalog_probes: register(
+            &registry,
+            IntCounterVec::new(
+                Opts::new(
+                    "thinkus_gateway_catalog_probes_total",
+                    "catalog probes run under the controller's \"no\", by outcome (hit: a strong match was included)",
+                ),
+                &["outcome"],
             )
             .expect("valid metric"),
         ),

@@ -156,6 +156,11 @@ impl SummaryPort for Summaries {
             .await?;
         Ok(())
     }
+
+    async fn end(&self, scope: &Scope) -> Result<(), ApiError> {
+        self.0.end_session(scope.clone()).await?;
+        Ok(())
+    }
 }
 
 #[cfg(test)]

@@ -69,6 +69,9 @@ pub struct Prepared {
     pub decision: ControlDecision,
     pub items: Vec<TraceItem>,
     pub timings_ms: BTreeMap<String, f64>,
+    /// The optional upstreams the turn went without, each naming the upstream, where it
+    /// answers, what failed and what the context lacks for it.
+    pub degraded: Vec<String>,
 }
 
 /// One tool call of the assistant's turn.
@@ -103,6 +106,8 @@ pub struct CompleteRequest {
     pub request_id: Option<String>,
     pub occurred_at: Option<DateTime<Utc>>,
     pub injected_memory_ids: Vec<String>,
+    /// The turn ends its session: its summary is completed once the exchange is recorded.
+    pub end_session: bool,
 }
 
 /// What completing a turn did.

@@ -19,6 +19,14 @@ pub struct GatewayConfig {
     /// How many of the reader's value changes (old value -> new value) are read per turn to
     /// mark replaced values in older records.
     pub value_changes_considered: usize,
+    /// The catalog probe under the controller's "no": at most this many memories matching the
+    /// message strongly are included anyway (0 turns the probe off).
+    pub probe_entries: usize,
+    /// The dense similarity (cosine, of the embedding model in use) a memory needs to pass
+    /// the probe; it must share a word with the message too.
+    pub probe_min_similarity: f64,
+    /// The budget of the probe's recall and of what it includes, in tokens.
+    pub probe_budget_tokens: u32,
     /// Tool outputs above this many tokens are stored as artifacts and replaced by compacts.
     pub offload_threshold_tokens: u32,
     /// Requests per second per tenant when its key sets none (0 turns the limit off).
@@ -57,6 +65,9 @@ impl Default for GatewayConfig {
             last_session_share: 0.3,
             artifacts_considered: 20,
             value_changes_considered: 200,
+            probe_entries: 3,
+            probe_min_similarity: 0.85,
+            probe_budget_tokens: 300,
             offload_threshold_tokens: 500,
             rate_per_second: 50.0,
             rate_burst: 100.0,
@@ -89,6 +100,9 @@ impl GatewayConfig {
             if !(0.0..=1.0).contains(&share) {
                 return Err(format!("{key}: must be between 0 and 1"));
             }
+        }
+        if !(-1.0..=1.0).contains(&self.probe_min_similarity) {
+            return Err("gateway.probe_min_similarity: must be a cosine similarity, between -1 and 1".into());
         }
         if self.rate_per_second < 0.0 || self.rate_burst < 1.0 {
             return Err("gateway.rate_per_second/rate_burst: rate must be >= 0 and burst >= 1".into());

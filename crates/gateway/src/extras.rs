@@ -65,4 +65,7 @@ pub trait SummaryPort: Send + Sync {
 
     /// Adds messages to the session's trajectory (the summary is kept current from them).
     async fn record(&self, scope: &Scope, messages: Vec<Message>) -> Result<(), ApiError>;
+
+    /// Ends the session: its final summary is written (in the background).
+    async fn end(&self, scope: &Scope) -> Result<(), ApiError>;
 }

@@ -114,6 +114,7 @@ pub fn prepared_to_proto(prepared: &Prepared) -> pb::PrepareTurnResponse {
                 })
                 .collect(),
             timings_ms: prepared.timings_ms.clone().into_iter().collect(),
+            degraded: prepared.degraded.clone(),
         }),
     }
 }
@@ -239,6 +240,7 @@ impl GatewayService for GatewayGrpc {
                             request_id: optional(&body.request_id),
                             occurred_at: datetime_opt(body.occurred_at.as_ref(), "occurred_at")?,
                             injected_memory_ids: body.injected_memory_ids,
+                            end_session: body.end_session,
                         })
                         .await
                 },

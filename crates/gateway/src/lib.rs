@@ -22,4 +22,4 @@ pub mod ui;
 pub use config::GatewayConfig;
 pub use grpc::GatewayGrpc;
 pub use limits::RateLimiter;
-pub use service::{Gateway, Upstreams};
+pub use service::{Gateway, UpstreamAddresses, Upstreams};

@@ -563,6 +563,9 @@ struct CompleteBody {
     #[serde(default)]
     not_memorable: bool,
     request_id: Option<String>,
+    /// The turn ends the session (its summary is completed).
+    #[serde(default)]
+    end_session: bool,
 }
 
 async fn complete(
@@ -601,6 +604,7 @@ async fn complete(
                     .collect(),
                 not_memorable: body.not_memorable,
                 request_id: body.request_id,
+                end_session: body.end_session,
                 ..Default::default()
             })
             .await

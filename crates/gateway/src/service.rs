@@ -8,21 +8,22 @@ use std::time::Instant;
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 use thinkus_backends::embed::Embedder;
+use thinkus_backends::llm::RuleEngine;
 use thinkus_backends::llm::{ChatMessage, CompletionRequest, LanguageModel, LlmTask};
 use thinkus_backends::sql::{JobRecord, JobStatus, JobStore};
-use thinkus_common::ApiError;
 use thinkus_common::model::{
     ControlDecision, Language, MemoryType, Message, NeedMemory, QueryEmbedding, RetrievalMode, Scope, TimeRange,
     Visibility, turn_line,
 };
 use thinkus_common::text::detect_language;
 use thinkus_common::tokens::TokenCounter;
+use thinkus_common::{ApiError, ErrorCode};
 use thinkus_knowledge_manager::KnowledgeApi;
 use thinkus_knowledge_manager::api::{IngestTurnsRequest, LearnRequest, Turn};
 use thinkus_knowledge_manager::changes::{Replaced, strike};
 use thinkus_knowledge_manager::turns::extracted_ids;
-use thinkus_memory_controller::ControllerApi;
 use thinkus_memory_controller::api::DecideRequest;
+use thinkus_memory_controller::{ControllerApi, ControllerConfig, MemoryController};
 use thinkus_retriever::RetrieverApi;
 use thinkus_retriever::api::{CatalogEntry, RecallRequest, RecallResult, ScoreParts};
 use tracing::Instrument;
@@ -58,6 +59,57 @@ pub struct Upstreams {
     /// (`crate::rest_records`).
     pub artifact_api: Option<Arc<dyn thinkus_artifact::ArtifactApi>>,
     pub summary_api: Option<Arc<dyn thinkus_summary::SummaryApi>>,
+    /// Where each upstream answers, to name it in errors and in the trace.
+    pub addresses: UpstreamAddresses,
+}
+
+/// Where each upstream of the gateway answers: its endpoint, or "in process".
+#[derive(Debug, Clone)]
+pub struct UpstreamAddresses {
+    pub controller: String,
+    pub retriever: String,
+    pub knowledge: String,
+    pub artifacts: String,
+    pub summaries: String,
+}
+
+impl Default for UpstreamAddresses {
+    fn default() -> Self {
+        let local = || "in process".to_string();
+        Self {
+            controller: local(),
+            retriever: local(),
+            knowledge: local(),
+            artifacts: local(),
+            summaries: local(),
+        }
+    }
+}
+
+/// An upstream's error, naming the upstream and where it answers ("retriever
+/// (http://retriever:50051): tcp connect error"), with its code kept.
+fn upstream_error(name: &str, address: &str, error: ApiError) -> ApiError {
+    ApiError {
+        message: format!("{name} ({address}): {}", error.message),
+        ..error
+    }
+}
+
+/// Whether an upstream's error is its own failure (down, slow, broken), not the request's.
+fn is_outage(error: &ApiError) -> bool {
+    matches!(
+        error.code,
+        ErrorCode::Unavailable
+            | ErrorCode::Timeout
+            | ErrorCode::Internal
+            | ErrorCode::ResourceExhausted
+            | ErrorCode::Unimplemented
+    )
+}
+
+/// The trace's note for an optional upstream PrepareTurn went without.
+fn degraded_note(name: &str, address: &str, error: &ApiError, instead: &str) -> String {
+    format!("{name} ({address}) failed: {}; {instead}", error.message)
 }
 
 /// The gateway.
@@ -69,6 +121,8 @@ pub struct Gateway {
     pub(crate) llm: Option<Arc<dyn LanguageModel>>,
     /// Recent PrepareTurn traces for the memory page (`crate::traces`), when it is served.
     pub(crate) traces: Option<crate::traces::TraceLog>,
+    /// Decides with the built-in rules while the memory controller is down.
+    fallback: MemoryController,
 }
 
 /// The input of a "learn" job: one exchange to extract memories from.
@@ -91,6 +145,9 @@ pub struct LearnJob {
 pub struct SummarizeJob {
     pub scope: Scope,
     pub messages: Vec<Message>,
+    /// The messages end the session: it is ended once they are recorded.
+    #[serde(default)]
+    pub end_session: bool,
     #[serde(default)]
     pub traceparent: Option<String>,
 }
@@ -138,6 +195,7 @@ impl Gateway {
             tokens,
             llm,
             traces: None,
+            fallback: MemoryController::new(ControllerConfig::default(), RuleEngine::new(), None),
         }
     }
 
@@ -166,6 +224,11 @@ impl Gateway {
 
     pub fn config(&self) -> &GatewayConfig {
         &self.config
+    }
+
+    /// The services the gateway calls.
+    pub fn upstreams(&self) -> &Upstreams {
+        &self.upstreams
     }
 
     fn budget(&self, asked: Option<u32>) -> Result<u32, ApiError> {
@@ -216,38 +279,57 @@ impl Gateway {
         let language = detect_language(&request.message);
         let mut timings = BTreeMap::new();
 
+        let addresses = &self.upstreams.addresses;
         let understand = async {
             let started = Instant::now();
             let embedding = self.embed_message(&request.message).await;
             let embedded = embedding.as_ref().map(|_| millis(started));
             let started = Instant::now();
-            let decision = self
-                .upstreams
-                .controller
-                .decide(DecideRequest {
-                    scope: request.scope.clone(),
-                    message: request.message.clone(),
-                    message_count: request.recent_messages.len() as u32,
-                    recent_messages: request.recent_messages.clone(),
-                    now: Some(now),
-                    query_embedding: embedding.clone(),
-                    ..Default::default()
-                })
-                .await?;
-            Ok::<_, ApiError>((embedding, embedded, decision, millis(started)))
+            let ask = DecideRequest {
+                scope: request.scope.clone(),
+                message: request.message.clone(),
+                message_count: request.recent_messages.len() as u32,
+                recent_messages: request.recent_messages.clone(),
+                now: Some(now),
+                query_embedding: embedding.clone(),
+                ..Default::default()
+            };
+            // The controller is optional: while it is down, the built-in rules decide.
+            let (decision, note) = match self.upstreams.controller.decide(ask.clone()).await {
+                Ok(decision) => (decision, None),
+                Err(err) if is_outage(&err) => {
+                    tracing::warn!(%err, address = %addresses.controller, "the memory controller failed; the rules decide");
+                    let note = degraded_note(
+                        "memory-controller",
+                        &addresses.controller,
+                        &err,
+                        "decided by the built-in rules",
+                    );
+                    (self.fallback.decide(ask).await?, Some(note))
+                }
+                Err(err) => return Err(upstream_error("memory-controller", &addresses.controller, err)),
+            };
+            Ok::<_, ApiError>((embedding, embedded, decision, millis(started), note))
         };
         // The last session and the artifacts are gathered before the recall: the memories get
-        // what they leave.
+        // what they leave. Both are optional: while one is down, its section is left out.
         let session_start = request.recent_messages.is_empty();
         let last_cap = (budget as f64 * self.config.last_session_share) as u32;
         let last_session = async {
             match &self.upstreams.summaries {
                 Some(summaries) if session_start => {
                     let started = Instant::now();
-                    let last = summaries.last_summary(&request.scope, last_cap, language, now).await?;
-                    Ok(Some((last, millis(started))))
+                    match summaries.last_summary(&request.scope, last_cap, language, now).await {
+                        Ok(last) => Ok((Some((last, millis(started))), None)),
+                        Err(err) if is_outage(&err) => {
+                            tracing::warn!(%err, address = %addresses.summaries, "the summary service failed");
+                            let note = degraded_note("summary", &addresses.summaries, &err, "no last-session section");
+                            Ok((None, Some(note)))
+                        }
+                        Err(err) => Err(upstream_error("summary", &addresses.summaries, err)),
+                    }
                 }
-                _ => Ok::<_, ApiError>(None),
+                _ => Ok::<_, ApiError>((None, None)),
             }
         };
         let artifacts_cap = (budget as f64 * self.config.artifacts_share) as u32;
@@ -262,20 +344,39 @@ impl Gateway {
                             self.config.artifacts_considered,
                             language,
                         )
-                        .await?;
-                    Ok(Some((relevant, millis(started))))
+                        .await;
+                    match relevant {
+                        Ok(relevant) => Ok((Some((relevant, millis(started))), None)),
+                        Err(err) if is_outage(&err) => {
+                            tracing::warn!(%err, address = %addresses.artifacts, "the artifact service failed");
+                            let note = degraded_note("artifact", &addresses.artifacts, &err, "no artifact section");
+                            Ok((None, Some(note)))
+                        }
+                        Err(err) => Err(upstream_error("artifact", &addresses.artifacts, err)),
+                    }
                 }
-                None => Ok::<_, ApiError>(None),
+                None => Ok::<_, ApiError>((None, None)),
             }
         };
         // What was replaced since, so that nothing below shows an old value as current.
         let changes = async {
             let started = Instant::now();
-            let changes = self.value_changes(&request.scope).await?;
+            let changes = self
+                .value_changes(&request.scope)
+                .await
+                .map_err(|err| upstream_error("knowledge-manager", &addresses.knowledge, err))?;
             Ok::<_, ApiError>((changes, millis(started)))
         };
-        let ((embedding, embedded, mut decision, decided), last_session, artifacts, (changes, changes_took)) =
-            tokio::try_join!(understand, last_session, artifacts, changes)?;
+        let (
+            (embedding, embedded, mut decision, decided, controller_note),
+            (last_session, summary_note),
+            (artifacts, artifacts_note),
+            (changes, changes_took),
+        ) = tokio::try_join!(understand, last_session, artifacts, changes)?;
+        let degraded: Vec<String> = [controller_note, summary_note, artifacts_note]
+            .into_iter()
+            .flatten()
+            .collect();
         timings.insert("changes".to_string(), changes_took);
         if let Some(embedded) = embedded {
             timings.insert("embedding".to_string(), embedded);
@@ -375,7 +476,7 @@ impl Gateway {
                 query_embedding: embedding,
                 ..Default::default()
             };
-            let mut recalled = self.upstreams.retriever.recall(recall.clone()).await?;
+            let mut recalled = self.recall(recall.clone()).await?;
             // The time range is the controller's reading of the message ("in June", "in
             // 2010"). When nothing was recorded in it, what the message asks about was told at
             // another time (a June of another year, a trip told of years later): the whole
@@ -383,7 +484,7 @@ impl Gateway {
             if recalled.catalog.is_empty() && decision.time_range != TimeRange::All {
                 let range = decision.time_range.label();
                 recall.time_range = Some(TimeRange::All);
-                recalled = self.upstreams.retriever.recall(recall).await?;
+                recalled = self.recall(recall).await?;
                 decision.reason = match language {
                     Language::Zh => format!("{}；{range} 内没有记录，改为检索全部历史", decision.reason),
                     Language::En => format!("{}; nothing recorded in {range}: searched all time", decision.reason),
@@ -391,6 +492,55 @@ impl Gateway {
             }
             timings.insert("retriever".to_string(), millis(started));
             memory_entries(&recalled, &decision, language, now, &changes, &mut items, &mut entries);
+        } else if self.config.probe_entries > 0 && !thinkus_common::text::term_set(&request.message).is_empty() {
+            // The safety net under the controller's "no": a cheap catalog recall, kept only
+            // where a memory matches the message strongly, in meaning and in words.
+            let started = Instant::now();
+            let probe = RecallRequest {
+                scope: request.scope.clone(),
+                query: request.message.clone(),
+                mode: RetrievalMode::Catalog,
+                time_range: Some(TimeRange::All),
+                budget_tokens: Some(
+                    self.config
+                        .probe_budget_tokens
+                        .clamp(*BUDGET_RANGE.start(), *BUDGET_RANGE.end()),
+                ),
+                language: Some(language),
+                now: Some(now),
+                query_embedding: embedding,
+                ..Default::default()
+            };
+            let mut probed = self.recall(probe).await?;
+            timings.insert("probe".to_string(), millis(started));
+            let min = self.config.probe_min_similarity;
+            probed
+                .catalog
+                .retain(|e| e.score.dense_similarity >= min && e.score.keyword_score > 0.0);
+            probed.catalog.truncate(self.config.probe_entries);
+            let outcome = if probed.catalog.is_empty() { "miss" } else { "hit" };
+            thinkus_common::metrics::METRICS
+                .catalog_probes
+                .with_label_values(&[outcome])
+                .inc();
+            if let Some(best) = probed.catalog.first() {
+                let similarity = best.score.dense_similarity;
+                decision.need_memory = NeedMemory::Maybe;
+                decision.reason = match language {
+                    Language::Zh => format!(
+                        "{}；但记忆目录里有强匹配（语义相似度{similarity:.2}，且有共同词），附上",
+                        decision.reason
+                    ),
+                    Language::En => format!(
+                        "{}; but the memory catalog holds a strong match (similarity {similarity:.2}, shared words): included",
+                        decision.reason
+                    ),
+                };
+                memory_budget = self.config.probe_budget_tokens.min(budget.saturating_sub(reserved));
+                probed.details.clear();
+                probed.mode = RetrievalMode::Catalog;
+                memory_entries(&probed, &decision, language, now, &changes, &mut items, &mut entries);
+            }
         }
 
         let packed = pack(&entries, budget, memory_budget, language, &self.tokens);
@@ -412,7 +562,17 @@ impl Gateway {
             decision,
             items,
             timings_ms: timings,
+            degraded,
         })
+    }
+
+    /// A recall by the retriever, its errors naming it.
+    async fn recall(&self, request: RecallRequest) -> Result<RecallResult, ApiError> {
+        self.upstreams
+            .retriever
+            .recall(request)
+            .await
+            .map_err(|err| upstream_error("retriever", &self.upstreams.addresses.retriever, err))
     }
 
     /// The values replaced in what the reader of `scope` may see, so that an older record
@@ -526,6 +686,7 @@ impl Gateway {
             let summarize = SummarizeJob {
                 scope: request.scope.clone(),
                 messages,
+                end_session: request.end_session,
                 traceparent: thinkus_common::telemetry::current_traceparent(),
             };
             job_ids.push(
@@ -614,7 +775,13 @@ impl Gateway {
                 let input: SummarizeJob = serde_json::from_str(&job.payload)
                     .map_err(|err| ApiError::invalid("payload", format!("not a summarize job: {err}")))?;
                 match &self.upstreams.summaries {
-                    Some(summaries) => summaries.record(&input.scope, input.messages).await,
+                    Some(summaries) => {
+                        summaries.record(&input.scope, input.messages).await?;
+                        if input.end_session {
+                            summaries.end(&input.scope).await?;
+                        }
+                        Ok(())
+                    }
                     None => Err(ApiError::failed_precondition(
                         "endpoints.summary: no summary service is reachable from the gateway",
                     )),

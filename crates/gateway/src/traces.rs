@@ -159,6 +159,7 @@ mod tests {
                 },
                 items: Vec::new(),
                 timings_ms: BTreeMap::new(),
+                degraded: Vec::new(),
             },
         )
     }

@@ -243,8 +243,7 @@ const NOT_NAMES: &[&str] = &[
 fn at_sentence_start(text: &str, start: usize) -> bool {
     let before = text[..start]
         .trim_end_matches(|c: char| c.is_whitespace() || matches!(c, '"' | '\'' | '“' | '‘' | '(' | '*' | '-'));
-    before.is_empty()
-        || before.ends_with(['.', '!', '?', '。', '！', '？', ':', '：', '\n'])
+    before.is_empty() || before.ends_with(['.', '!', '?', '。', '！', '？', ':', '：', '\n'])
 }
 
 fn parse_number(digits: &str) -> Option<f64> {

@@ -275,7 +275,7 @@ pub async fn start(
                 ));
             }
             ServiceKind::Gateway => {
-                let gateway = gateway_local(&config, &apis, &backends)?;
+                let gateway = gateway_local(&config, &services, &apis, &backends)?;
                 let limiter = Arc::new(thinkus_gateway::RateLimiter::new(
                     config.gateway.rate_per_second,
                     config.gateway.rate_burst,
@@ -406,8 +406,28 @@ enum Background {
     ),
 }
 
+/// Where the gateway's upstreams answer: in this process, or at their configured endpoint.
+fn upstream_addresses(config: &Config, services: &BTreeSet<ServiceKind>) -> thinkus_gateway::UpstreamAddresses {
+    let at = |kind: ServiceKind| match config.endpoint(kind) {
+        Some(uri) if !services.contains(&kind) => uri.to_string(),
+        _ => "in process".to_string(),
+    };
+    thinkus_gateway::UpstreamAddresses {
+        controller: at(ServiceKind::MemoryController),
+        retriever: at(ServiceKind::Retriever),
+        knowledge: at(ServiceKind::KnowledgeManager),
+        artifacts: at(ServiceKind::Artifact),
+        summaries: at(ServiceKind::Summary),
+    }
+}
+
 /// The gateway over the node's clients of the other services.
-fn gateway_local(config: &Config, apis: &Apis, backends: &Backends) -> anyhow::Result<Arc<thinkus_gateway::Gateway>> {
+fn gateway_local(
+    config: &Config,
+    services: &BTreeSet<ServiceKind>,
+    apis: &Apis,
+    backends: &Backends,
+) -> anyhow::Result<Arc<thinkus_gateway::Gateway>> {
     let upstreams = thinkus_gateway::Upstreams {
         controller: required(&apis.controller, "the memory controller client")?,
         retriever: required(&apis.retriever, "the retriever client")?,
@@ -421,6 +441,7 @@ fn gateway_local(config: &Config, apis: &Apis, backends: &Backends) -> anyhow::R
         embedder: backends.embedder.clone(),
         artifact_api: apis.artifact.clone(),
         summary_api: apis.summary.clone(),
+        addresses: upstream_addresses(config, services),
     };
     let jobs: Arc<dyn thinkus_backends::sql::JobStore> = required(&backends.store, "the database")?;
     let gateway = thinkus_gateway::Gateway::new(

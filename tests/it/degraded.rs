@@ -1,0 +1,370 @@
+//! Issue 16: PrepareTurn under the controller's "no" (the catalog probe includes a memory that
+//! matches the message strongly) and with upstreams down (degraded mode: an optional upstream
+//! is gone without, and the trace says so; a required one fails the call, naming itself and
+//! where it answers), and a turn that ends its session.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
+
+use async_trait::async_trait;
+use thinkus_common::model::{ControlDecision, Language, MemoryType, Message, NeedMemory, Scope};
+use thinkus_common::{ApiError, ErrorCode};
+use thinkus_gateway::api::{CompleteRequest, PrepareRequest, ToolCall};
+use thinkus_gateway::extras::{ArtifactPort, LastSummary, RelevantArtifact, StoredOutput, SummaryPort};
+use thinkus_gateway::{Gateway, GatewayConfig, UpstreamAddresses, Upstreams};
+use thinkus_knowledge_manager::api::{MemoryDraft, RememberRequest};
+use thinkus_memory_controller::ControllerApi;
+use thinkus_memory_controller::api::DecideRequest;
+use thinkus_retriever::RetrieverApi;
+use thinkus_retriever::api::{DetailsRequest, DetailsResult, RecallRequest, RecallResult};
+use thinkus_server::ServiceKind;
+use thinkus_server::node::NodeHandle;
+
+use crate::nodes;
+
+/// A controller that says "no memory needed" to everything, or fails while `down`.
+struct Controller {
+    inner: Arc<dyn ControllerApi>,
+    down: AtomicBool,
+}
+
+#[async_trait]
+impl ControllerApi for Controller {
+    async fn decide(&self, request: DecideRequest) -> Result<ControlDecision, ApiError> {
+        if self.down.load(Ordering::SeqCst) {
+            return Err(ApiError::unavailable("tcp connect error"));
+        }
+        let mut decision = self.inner.decide(request).await?;
+        decision.need_memory = NeedMemory::No;
+        decision.reason = "always no (test)".into();
+        Ok(decision)
+    }
+}
+
+/// A retriever that fails while `down`.
+struct Retriever {
+    inner: Arc<dyn RetrieverApi>,
+    down: AtomicBool,
+}
+
+#[async_trait]
+impl RetrieverApi for Retriever {
+    async fn recall(&self, request: RecallRequest) -> Result<RecallResult, ApiError> {
+        if self.down.load(Ordering::SeqCst) {
+            return Err(ApiError::unavailable("tcp connect error"));
+        }
+        self.inner.recall(request).await
+    }
+    async fn get_details(&self, request: DetailsRequest) -> Result<DetailsResult, ApiError> {
+        self.inner.get_details(request).await
+    }
+}
+
+/// An artifact service and a summary service that are down.
+struct Down;
+
+#[async_trait]
+impl ArtifactPort for Down {
+    async fn relevant(&self, _: &Scope, _: &str, _: usize, _: Language) -> Result<Vec<RelevantArtifact>, ApiError> {
+        Err(ApiError::unavailable("tcp connect error"))
+    }
+    async fn store_tool_output(&self, _: &Scope, _: &ToolCall) -> Result<StoredOutput, ApiError> {
+        Err(ApiError::unavailable("tcp connect error"))
+    }
+}
+
+#[async_trait]
+impl SummaryPort for Down {
+    async fn last_summary(
+        &self,
+        _: &Scope,
+        _: u32,
+        _: Language,
+        _: chrono::DateTime<chrono::Utc>,
+    ) -> Result<Option<LastSummary>, ApiError> {
+        Err(ApiError::unavailable("tcp connect error"))
+    }
+    async fn record(&self, _: &Scope, _: Vec<Message>) -> Result<(), ApiError> {
+        Err(ApiError::unavailable("tcp connect error"))
+    }
+    async fn end(&self, _: &Scope) -> Result<(), ApiError> {
+        Err(ApiError::unavailable("tcp connect error"))
+    }
+}
+
+struct Setup {
+    node: NodeHandle,
+    gateway: Gateway,
+    controller: Arc<Controller>,
+    retriever: Arc<Retriever>,
+}
+
+async fn setup(dir: &std::path::Path, down: bool) -> Setup {
+    let node = nodes::start(nodes::embedded_config(dir), &ServiceKind::ALL, None).await;
+    let controller = Arc::new(Controller {
+        inner: node.apis.controller.clone().expect("the controller"),
+        down: AtomicBool::new(false),
+    });
+    let retriever = Arc::new(Retriever {
+        inner: node.apis.retriever.clone().expect("the retriever"),
+        down: AtomicBool::new(false),
+    });
+    let addresses = UpstreamAddresses {
+        controller: "http://controller:50051".into(),
+        retriever: "http://retriever:50051".into(),
+        artifacts: "http://artifact:50051".into(),
+        summaries: "http://summary:50051".into(),
+        ..Default::default()
+    };
+    let gateway = Gateway::new(
+        GatewayConfig::default(),
+        Upstreams {
+            controller: controller.clone(),
+            retriever: retriever.clone(),
+            knowledge: node.apis.knowledge.clone().expect("the knowledge manager"),
+            artifacts: if down {
+                Some(Arc::new(Down))
+            } else {
+                Some(Arc::new(thinkus_gateway::adapters::Artifacts(
+                    node.apis.artifact.clone().expect("the artifact service"),
+                )))
+            },
+            summaries: if down {
+                Some(Arc::new(Down))
+            } else {
+                Some(Arc::new(thinkus_gateway::adapters::Summaries(
+                    node.apis.summary.clone().expect("the summary service"),
+                )))
+            },
+            embedder: node.backends.embedder.clone(),
+            artifact_api: None,
+            summary_api: None,
+            addresses,
+        },
+        node.backends.store.clone().expect("the database"),
+        node.backends.tokens,
+        None,
+    );
+    Setup {
+        node,
+        gateway,
+        controller,
+        retriever,
+    }
+}
+
+async fn remember(setup: &Setup, scope: &Scope, content: &str) {
+    setup
+        .node
+        .apis
+        .knowledge
+        .clone()
+        .unwrap()
+        .remember(RememberRequest {
+            scope: scope.clone(),
+            draft: MemoryDraft::new(MemoryType::ProjectDecision, content),
+            request_id: None,
+            skip_dedup: true,
+        })
+        .await
+        .expect("remember");
+}
+
+fn ask(scope: &Scope, message: &str) -> PrepareRequest {
+    PrepareRequest {
+        scope: scope.clone(),
+        message: message.into(),
+        recent_messages: vec!["ok".into()],
+        ..Default::default()
+    }
+}
+
+fn probes(outcome: &str) -> u64 {
+    thinkus_common::metrics::METRICS
+        .catalog_probes
+        .with_label_values(&[outcome])
+        .get()
+}
+
+/// The controller says "no" to a plain question about the user's own project: a memory that
+/// answers it strongly is included anyway (counted), in both languages; small talk and an
+/// unrelated question still get nothing; with the probe off, nothing either.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_strong_match_is_included_under_the_controllers_no() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut setup = setup(dir.path(), false).await;
+    let scope = Scope::new("ivy", "cfo").with_project("shop").with_session("s2");
+    remember(&setup, &scope, "The marketing budget of the shop launch is $800.").await;
+    remember(&setup, &scope, "商城上线的营销预算是8万元。").await;
+    remember(
+        &setup,
+        &scope,
+        "The user prefers replies in English with figures in USD.",
+    )
+    .await;
+
+    let hits = probes("hit");
+    for (question, figure) in [
+        ("What's the marketing budget for the shop launch?", "$800"),
+        ("商城上线的营销预算是多少？", "8万元"),
+    ] {
+        let prepared = setup.gateway.prepare(ask(&scope, question)).await.expect("prepared");
+        assert!(prepared.context.contains(figure), "{question}: {}", prepared.context);
+        assert_eq!(prepared.decision.need_memory, NeedMemory::Maybe, "{question}");
+        assert!(
+            prepared.decision.reason.contains("always no (test)")
+                && (prepared.decision.reason.contains("strong match") || prepared.decision.reason.contains("强匹配")),
+            "{}",
+            prepared.decision.reason
+        );
+        assert!(prepared.timings_ms.contains_key("probe"));
+        assert!(prepared.items.iter().filter(|i| i.included).count() <= 3);
+    }
+    assert!(probes("hit") >= hits + 2);
+
+    for unrelated in [
+        "Thanks, that's all for today!",
+        "Translate 'good morning' into French.",
+        "谢谢！",
+    ] {
+        let prepared = setup.gateway.prepare(ask(&scope, unrelated)).await.expect("prepared");
+        assert!(prepared.context.is_empty(), "{unrelated}: {}", prepared.context);
+        assert_eq!(prepared.decision.need_memory, NeedMemory::No);
+    }
+
+    setup.gateway = Gateway::new(
+        GatewayConfig {
+            probe_entries: 0,
+            ..GatewayConfig::default()
+        },
+        setup.gateway.upstreams().clone(),
+        setup.node.backends.store.clone().unwrap(),
+        setup.node.backends.tokens,
+        None,
+    );
+    let off = setup
+        .gateway
+        .prepare(ask(&scope, "What's the marketing budget for the shop launch?"))
+        .await
+        .expect("prepared");
+    assert!(off.context.is_empty(), "the probe is off: {}", off.context);
+    setup.node.shutdown().await.unwrap();
+}
+
+/// With the controller, the artifact and the summary services down, PrepareTurn answers with
+/// what it has: the built-in rules decide, there is no artifact or last-session section, and
+/// the trace names each upstream gone without and where it answers. A required upstream down
+/// fails the call, its error naming the upstream and its address.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn prepare_turn_degrades_without_optional_upstreams() {
+    let dir = tempfile::tempdir().unwrap();
+    let setup = setup(dir.path(), true).await;
+    let scope = Scope::new("jon", "cto").with_project("shop").with_session("s1");
+    remember(
+        &setup,
+        &scope,
+        "We decided to use PostgreSQL for the shop because the team knows it.",
+    )
+    .await;
+    setup.controller.down.store(true, Ordering::SeqCst);
+
+    // The first turn of a session: the last session would be looked up.
+    let prepared = setup
+        .gateway
+        .prepare(PrepareRequest {
+            scope: scope.clone(),
+            message: "Which database did we decide on for the shop?".into(),
+            ..Default::default()
+        })
+        .await
+        .expect("prepared without the controller, the artifacts and the summaries");
+    assert_eq!(prepared.decision.engine, "rules");
+    assert!(prepared.context.contains("PostgreSQL"), "{}", prepared.context);
+    let notes = prepared.degraded.join("\n");
+    for (name, address) in [
+        ("memory-controller", "http://controller:50051"),
+        ("artifact", "http://artifact:50051"),
+        ("summary", "http://summary:50051"),
+    ] {
+        assert!(
+            notes.contains(&format!("{name} ({address}) failed: tcp connect error")),
+            "{notes}"
+        );
+    }
+    assert!(notes.contains("built-in rules"), "{notes}");
+    assert!(
+        prepared
+            .sections
+            .iter()
+            .all(|s| s.text.is_empty() || !s.title.is_empty())
+    );
+
+    // The controller back, in the middle of a session (no last-session lookup): only the
+    // artifact service is gone without.
+    setup.controller.down.store(false, Ordering::SeqCst);
+    let later = setup
+        .gateway
+        .prepare(ask(&scope, "Which database did we decide on for the shop?"))
+        .await
+        .expect("prepared");
+    assert!(
+        later.decision.reason.starts_with("always no (test)"),
+        "the controller decides again"
+    );
+    assert_eq!(later.degraded.len(), 1, "{:?}", later.degraded);
+    assert!(
+        later.degraded[0].starts_with("artifact (http://artifact:50051) failed"),
+        "{:?}",
+        later.degraded
+    );
+
+    setup.retriever.down.store(true, Ordering::SeqCst);
+    setup.controller.down.store(false, Ordering::SeqCst);
+    let err = setup
+        .gateway
+        .prepare(ask(&scope, "Which database did we decide on for the shop?"))
+        .await
+        .expect_err("the retriever is required");
+    assert_eq!(err.code, ErrorCode::Unavailable);
+    assert!(
+        err.message
+            .contains("retriever (http://retriever:50051): tcp connect error"),
+        "{}",
+        err.message
+    );
+    setup.node.shutdown().await.unwrap();
+}
+
+/// A turn that ends its session writes the session's summary once the exchange is recorded.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_turn_that_ends_the_session_completes_its_summary() {
+    let dir = tempfile::tempdir().unwrap();
+    let setup = setup(dir.path(), false).await;
+    let scope = Scope::new("kim", "cto").with_project("shop").with_session("s1");
+    setup
+        .gateway
+        .complete(CompleteRequest {
+            scope: scope.clone(),
+            user_message: "We decided to launch the loyalty program on 1 December. That's all, bye!".into(),
+            assistant_message: "Noted: launch on 1 December. Bye!".into(),
+            request_id: Some("kim-1".into()),
+            end_session: true,
+            ..Default::default()
+        })
+        .await
+        .expect("completed");
+    let summaries = setup.node.apis.summary.clone().unwrap();
+    let mut ended = None;
+    for _ in 0..600 {
+        let _ = thinkus_gateway::jobs::run_once(&setup.gateway).await;
+        if let Ok(summary) = summaries.get(scope.clone(), "s1".into()).await {
+            ended = Some(summary);
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let summary = ended.expect("the ended session is summarised");
+    assert_eq!(summary.trajectory_end, 1, "both messages are in it");
+    setup.node.shutdown().await.unwrap();
+}
