@@ -19,4 +19,6 @@ mod errors;
 mod open;
 pub mod traced;
 
-pub use open::{Backends, BackendsConfig, Needs, OpenError, open_blobs, open_embedder, open_vectors};
+#[cfg(feature = "local-embedder")]
+pub use open::local_options;
+pub use open::{Backends, BackendsConfig, Needs, OpenError, available_cores, open_blobs, open_embedder, open_vectors};

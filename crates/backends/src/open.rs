@@ -165,19 +165,50 @@ impl Backends {
 
 /// Opens the embedder named by `embedder.uri`.
 pub fn open_embedder(config: &EmbedderConfig, models_dir: &std::path::Path) -> Result<Arc<dyn Embedder>, OpenError> {
+    open_model(config, models_dir)
+}
+
+/// The cores this process may use (its CPU affinity and cgroup quota included).
+pub fn available_cores() -> usize {
+    std::thread::available_parallelism().map_or(1, |n| n.get())
+}
+
+/// How the local engine is laid out: `embedder.workers` (0: one per core) threads, each calling
+/// the engine with `embedder.threads_per_worker` (0: the cores divided among the workers).
+#[cfg(feature = "local-embedder")]
+pub fn local_options(config: &EmbedderConfig, cores: usize) -> crate::embed::local::LocalOptions {
+    let cores = cores.max(1);
+    let workers = if config.workers == 0 { cores } else { config.workers };
+    let threads_per_worker = if config.threads_per_worker == 0 {
+        (cores / workers).max(1)
+    } else {
+        config.threads_per_worker
+    };
+    crate::embed::local::LocalOptions {
+        pool: crate::embed::pool::PoolOptions {
+            workers,
+            max_query_batch: config.max_query_batch.max(1),
+            passages_per_call: config.passages_per_call.max(1),
+        },
+        threads_per_worker,
+    }
+}
+
+fn open_model(config: &EmbedderConfig, models_dir: &std::path::Path) -> Result<Arc<dyn Embedder>, OpenError> {
     let uri = config.uri.as_str();
     let map = |err: EmbedError| OpenError::new("embedder.uri", err);
     if uri.starts_with("local://") {
         #[cfg(feature = "local-embedder")]
         {
             let path = crate::embed::local::LocalEmbedder::resolve_path(uri, models_dir);
-            let local = crate::embed::local::LocalEmbedder::load(&path).map_err(map)?;
-            // Concurrent writes share one engine call (docs/write-path.md).
-            return Ok(Arc::new(crate::embed::batch::BatchingEmbedder::new(
-                Arc::new(local),
-                32,
-                std::time::Duration::from_millis(2),
-            )));
+            let options = local_options(config, available_cores());
+            let local = crate::embed::local::LocalEmbedder::load_with(&path, options).map_err(map)?;
+            tracing::info!(
+                workers = options.pool.workers,
+                threads_per_worker = options.threads_per_worker,
+                "local embedder started"
+            );
+            return Ok(Arc::new(local));
         }
         #[cfg(not(feature = "local-embedder"))]
         {

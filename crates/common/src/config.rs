@@ -258,6 +258,18 @@ pub struct EmbedderConfig {
     /// Voyage, Cohere); empty sends none.
     pub query_input_type: String,
     pub passage_input_type: String,
+    /// Local engine: worker threads, each making one engine call at a time; 0 means one per
+    /// core (the cores this process may use).
+    pub workers: usize,
+    /// Local engine: threads each engine call uses; 0 means the cores divided among the
+    /// workers (1 with one worker per core).
+    pub threads_per_worker: usize,
+    /// Local engine: the most queries embedded together in one call (concurrent queries are
+    /// gathered while the workers are busy).
+    pub max_query_batch: usize,
+    /// Local engine: the most passages embedded in one call; a query waits at most for the
+    /// call in progress, so smaller calls let queries in sooner.
+    pub passages_per_call: usize,
 }
 
 impl Default for EmbedderConfig {
@@ -271,6 +283,10 @@ impl Default for EmbedderConfig {
             timeout_ms: 30_000,
             query_input_type: "query".into(),
             passage_input_type: "passage".into(),
+            workers: 0,
+            threads_per_worker: 0,
+            max_query_batch: 16,
+            passages_per_call: 8,
         }
     }
 }

@@ -36,6 +36,17 @@ unsafe extern "C" {
         out_idx: *mut i32,
         out_val: *mut f32,
     ) -> c_int;
+    // libgomp, which the engine is linked with.
+    fn omp_set_num_threads(n: c_int);
+}
+
+/// Sets how many threads the engine's calls made from the current thread use (OpenMP's
+/// per-thread `nthreads-var`; `OMP_NUM_THREADS` sets the default for every thread). One thread
+/// runs each call inline on the calling thread, with no OpenMP team to wake or spin.
+pub fn set_threads_for_current_thread(threads: usize) {
+    let threads = threads.clamp(1, c_int::MAX as usize) as c_int;
+    // SAFETY: omp_set_num_threads only sets a value of the calling thread's OpenMP state.
+    unsafe { omp_set_num_threads(threads) };
 }
 
 /// Errors of the embedding engine.

@@ -1,20 +1,21 @@
 //! Embedding models. Three implementations: [`local::LocalEmbedder`] (multilingual-e5-small,
 //! 4-bit, in-process; the default), [`http::HttpEmbedder`] (any OpenAI-compatible embeddings
 //! endpoint) and [`hash::HashEmbedder`] (hashed character n-grams: deterministic and fast, for
-//! tests). [`batch::BatchingEmbedder`] gathers concurrent passage calls into one batch.
+//! tests). The local engine runs on a [`pool`] of worker threads (queries ahead of passages,
+//! concurrent queries in one call).
 
-pub mod batch;
 pub mod hash;
 pub mod http;
 #[cfg(feature = "local-embedder")]
 pub mod local;
+pub mod pool;
 
 use std::fmt::Debug;
 
 use async_trait::async_trait;
 
 /// Errors of an embedder.
-#[derive(Debug, thiserror::Error)]
+#[derive(Debug, Clone, thiserror::Error)]
 pub enum EmbedError {
     #[error("embedder configuration: {0}")]
     Config(String),

@@ -4,6 +4,7 @@
 mod artifacts;
 mod controller;
 mod corpus;
+mod embed;
 mod extract;
 mod ingest;
 mod load;
@@ -162,6 +163,20 @@ pub enum Bench {
         #[arg(long)]
         data_dir: Option<PathBuf>,
     },
+    /// The local embedding engine's layouts on this machine: one query alone, queries from 1 to
+    /// 16 concurrent callers, passages from 4 writers; one worker using every core per call
+    /// against one single-threaded worker per core.
+    Embed {
+        /// Seconds per measure.
+        #[arg(long, default_value_t = 5.0)]
+        seconds: f64,
+        /// The most queries gathered into one call (1: no batching).
+        #[arg(long, default_value_t = 16)]
+        max_query_batch: usize,
+        /// Layouts to measure, WORKERSxTHREADS (repeatable); default 1xCORES and CORESx1.
+        #[arg(long)]
+        layout: Vec<String>,
+    },
     /// The memory controller's rules on a labelled JSONL file (datasets/controller.jsonl).
     Controller {
         #[arg(long)]
@@ -248,6 +263,11 @@ pub async fn run(bench: Bench, config: Config) -> anyhow::Result<()> {
         Bench::Ingest { n, data_dir } => ingest::run(config, n, data_dir).await,
         Bench::Summary { data, limit, verbose } => summary::run(config, &data, limit, verbose).await,
         Bench::Artifacts { data, data_dir } => artifacts::run(config, &data, data_dir).await,
+        Bench::Embed {
+            seconds,
+            max_query_batch,
+            layout,
+        } => embed::run(config, seconds, max_query_batch, layout).await,
         Bench::Controller {
             data,
             now,

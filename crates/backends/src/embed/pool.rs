@@ -1,0 +1,597 @@
+//! A pool of embedding workers in front of a blocking engine: sized to the cores, live queries
+//! ahead of stored passages, concurrent queries gathered into one call.
+//!
+//! The engine runs on dedicated threads (the local engine is a CPU-bound C call; on the async
+//! workers it would stall every request). Callers queue work in two classes:
+//! - **queries** (a live request waits on each): one text each; a free worker takes every
+//!   query queued, up to `max_query_batch`, and embeds them in one call. Alone, a query goes at
+//!   once (no waiting for company); under load the queue fills while the workers are busy,
+//!   so batches form by themselves;
+//! - **passages** (writes and background learning): cut into calls of at most
+//!   `passages_per_call` texts (pieces of several callers share a call), and taken only when no
+//!   query waits, so a query waits at most for the call in progress on each worker.
+//!
+//! A request whose caller has gone (a cancelled or timed-out request) is dropped from the queue
+//! unembedded.
+
+use std::collections::VecDeque;
+use std::fmt;
+use std::sync::{Arc, Condvar, Mutex, PoisonError};
+
+use async_trait::async_trait;
+use tokio::sync::oneshot;
+
+use super::{EmbedError, Embedder};
+
+/// Whether a text is a search query or a stored passage (e5 embeds them with different
+/// prefixes, "query: " and "passage: ").
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Role {
+    Query,
+    Passage,
+}
+
+/// A blocking embedding engine the pool runs on its worker threads.
+pub trait Engine: Send + Sync + 'static {
+    /// The model's name (see [`Embedder::name`]).
+    fn name(&self) -> String;
+
+    /// The vector width.
+    fn dim(&self) -> usize;
+
+    /// Runs once on each worker thread before its first call (the local engine sets how many
+    /// threads its calls from this thread use).
+    fn start_worker(&self) {}
+
+    /// Embeds `texts` in one call: one unit vector per text, in order.
+    fn embed(&self, texts: &[&str], role: Role) -> Result<Vec<Vec<f32>>, EmbedError>;
+}
+
+/// How the pool is laid out.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct PoolOptions {
+    /// Worker threads, each making one engine call at a time.
+    pub workers: usize,
+    /// The most queries embedded in one call.
+    pub max_query_batch: usize,
+    /// The most passages embedded in one call.
+    pub passages_per_call: usize,
+}
+
+impl Default for PoolOptions {
+    fn default() -> Self {
+        Self {
+            workers: std::thread::available_parallelism().map_or(1, |n| n.get()),
+            max_query_batch: 16,
+            passages_per_call: 8,
+        }
+    }
+}
+
+type Reply = oneshot::Sender<Result<Vec<Vec<f32>>, EmbedError>>;
+
+/// Texts queued by one caller, answered together.
+struct Request {
+    texts: Vec<String>,
+    reply: Reply,
+}
+
+/// What a worker takes in one go: requests of one role, embedded in one call.
+struct Batch {
+    role: Role,
+    requests: Vec<Request>,
+}
+
+struct Pending {
+    queries: VecDeque<Request>,
+    passages: VecDeque<Request>,
+    closed: bool,
+}
+
+/// The two queues the workers serve.
+struct Queue {
+    options: PoolOptions,
+    state: Mutex<Pending>,
+    ready: Condvar,
+}
+
+impl Queue {
+    fn lock(&self) -> std::sync::MutexGuard<'_, Pending> {
+        self.state.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    fn push(&self, role: Role, request: Request) {
+        let mut pending = self.lock();
+        match role {
+            Role::Query => pending.queries.push_back(request),
+            Role::Passage => pending.passages.push_back(request),
+        }
+        drop(pending);
+        self.ready.notify_one();
+    }
+
+    /// The next batch: every query queued (up to the batch size), else passages up to a call's
+    /// worth; `None` once closed and drained.
+    fn next(&self) -> Option<Batch> {
+        let mut pending = self.lock();
+        loop {
+            // Callers that gave up are not embedded for.
+            pending.queries.retain(|r| !r.reply.is_closed());
+            pending.passages.retain(|r| !r.reply.is_closed());
+            if !pending.queries.is_empty() {
+                let take = pending.queries.len().min(self.options.max_query_batch.max(1));
+                let requests = pending.queries.drain(..take).collect();
+                return Some(Batch {
+                    role: Role::Query,
+                    requests,
+                });
+            }
+            if let Some(first) = pending.passages.pop_front() {
+                let mut count = first.texts.len();
+                let mut requests = vec![first];
+                while let Some(next) = pending.passages.front() {
+                    if count + next.texts.len() > self.options.passages_per_call.max(1) {
+                        break;
+                    }
+                    count += next.texts.len();
+                    requests.extend(pending.passages.pop_front());
+                }
+                return Some(Batch {
+                    role: Role::Passage,
+                    requests,
+                });
+            }
+            if pending.closed {
+                return None;
+            }
+            pending = self.ready.wait(pending).unwrap_or_else(PoisonError::into_inner);
+        }
+    }
+
+    fn close(&self) {
+        self.lock().closed = true;
+        self.ready.notify_all();
+    }
+
+    /// Requests waiting for a worker: (queries, passage pieces).
+    fn depth(&self) -> (usize, usize) {
+        let pending = self.lock();
+        (pending.queries.len(), pending.passages.len())
+    }
+}
+
+/// Closes the queue when the last handle goes, so the workers end.
+struct Closer(Arc<Queue>);
+
+impl Drop for Closer {
+    fn drop(&mut self) {
+        self.0.close();
+    }
+}
+
+/// An [`Embedder`] running a blocking [`Engine`] on a pool of worker threads.
+pub struct EmbeddingPool<E: Engine> {
+    engine: Arc<E>,
+    queue: Arc<Queue>,
+    _closer: Arc<Closer>,
+}
+
+impl<E: Engine> Clone for EmbeddingPool<E> {
+    fn clone(&self) -> Self {
+        Self {
+            engine: self.engine.clone(),
+            queue: self.queue.clone(),
+            _closer: self._closer.clone(),
+        }
+    }
+}
+
+impl<E: Engine> fmt::Debug for EmbeddingPool<E> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("EmbeddingPool")
+            .field("model", &self.engine.name())
+            .field("options", &self.queue.options)
+            .finish()
+    }
+}
+
+impl<E: Engine> EmbeddingPool<E> {
+    /// Starts `options.workers` threads (at least one) named `{name}-{i}`.
+    pub fn start(engine: E, options: PoolOptions, name: &str) -> Result<Self, EmbedError> {
+        let engine = Arc::new(engine);
+        let queue = Arc::new(Queue {
+            options,
+            state: Mutex::new(Pending {
+                queries: VecDeque::new(),
+                passages: VecDeque::new(),
+                closed: false,
+            }),
+            ready: Condvar::new(),
+        });
+        for i in 0..options.workers.max(1) {
+            let engine = engine.clone();
+            let queue = queue.clone();
+            std::thread::Builder::new()
+                .name(format!("{name}-{i}"))
+                .spawn(move || work(engine.as_ref(), &queue))
+                .map_err(|err| EmbedError::Config(format!("cannot start an embedding worker: {err}")))?;
+        }
+        Ok(Self {
+            engine,
+            _closer: Arc::new(Closer(queue.clone())),
+            queue,
+        })
+    }
+
+    /// The pool's layout.
+    pub fn options(&self) -> PoolOptions {
+        self.queue.options
+    }
+
+    /// The engine the workers run.
+    pub fn engine(&self) -> &E {
+        &self.engine
+    }
+
+    /// Requests waiting for a worker: (queries, passage pieces).
+    pub fn queued(&self) -> (usize, usize) {
+        self.queue.depth()
+    }
+
+    fn submit(&self, role: Role, texts: Vec<String>) -> oneshot::Receiver<Result<Vec<Vec<f32>>, EmbedError>> {
+        let (reply, answer) = oneshot::channel();
+        self.queue.push(role, Request { texts, reply });
+        answer
+    }
+}
+
+async fn outcome(answer: oneshot::Receiver<Result<Vec<Vec<f32>>, EmbedError>>) -> Result<Vec<Vec<f32>>, EmbedError> {
+    answer
+        .await
+        .map_err(|_| EmbedError::Backend("the embedding call failed without a result".into()))?
+}
+
+/// A worker: takes batches until the queue closes.
+fn work<E: Engine>(engine: &E, queue: &Queue) {
+    engine.start_worker();
+    while let Some(batch) = queue.next() {
+        let texts: Vec<&str> = batch
+            .requests
+            .iter()
+            .flat_map(|r| r.texts.iter().map(String::as_str))
+            .collect();
+        // A panic in the engine fails the calls of this batch (their callers see the reply
+        // dropped), not the worker.
+        let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| engine.embed(&texts, batch.role)));
+        let Ok(result) = result else { continue };
+        match result {
+            Ok(vectors) if vectors.len() == texts.len() => {
+                let mut vectors = vectors.into_iter();
+                for request in batch.requests {
+                    let mine = vectors.by_ref().take(request.texts.len()).collect();
+                    let _ = request.reply.send(Ok(mine));
+                }
+            }
+            Ok(vectors) => {
+                let message = format!("{} vectors for {} texts", vectors.len(), texts.len());
+                for request in batch.requests {
+                    let _ = request.reply.send(Err(EmbedError::BadResponse(message.clone())));
+                }
+            }
+            Err(err) => {
+                for request in batch.requests {
+                    let _ = request.reply.send(Err(err.clone()));
+                }
+            }
+        }
+    }
+}
+
+#[async_trait]
+impl<E: Engine> Embedder for EmbeddingPool<E> {
+    fn name(&self) -> String {
+        self.engine.name()
+    }
+
+    fn dim(&self) -> usize {
+        self.engine.dim()
+    }
+
+    async fn embed_query(&self, text: &str) -> Result<Vec<f32>, EmbedError> {
+        let mut vectors = outcome(self.submit(Role::Query, vec![text.to_string()])).await?;
+        vectors
+            .pop()
+            .ok_or_else(|| EmbedError::BadResponse("no vector for the query".into()))
+    }
+
+    async fn embed_passages(&self, texts: &[String]) -> Result<Vec<Vec<f32>>, EmbedError> {
+        // Every piece is queued at once; queries asked meanwhile go between them.
+        let pieces: Vec<_> = texts
+            .chunks(self.queue.options.passages_per_call.max(1))
+            .map(|piece| self.submit(Role::Passage, piece.to_vec()))
+            .collect();
+        let mut vectors = Vec::with_capacity(texts.len());
+        for piece in pieces {
+            vectors.extend(outcome(piece).await?);
+        }
+        Ok(vectors)
+    }
+}
+
+#[cfg(test)]
+pub(crate) mod tests {
+    use std::sync::mpsc;
+    use std::time::Duration;
+
+    use super::*;
+
+    /// A call the fake engine received.
+    #[derive(Debug, Clone, PartialEq, Eq)]
+    pub(crate) struct Call {
+        pub role: Role,
+        pub texts: Vec<String>,
+    }
+
+    /// An engine the test drives: each call is reported on `calls`, then waits for a go on
+    /// `go` (when gated). Vectors are derived from the text, so a caller can check it got its
+    /// own.
+    pub(crate) struct Fake {
+        calls: Mutex<mpsc::Sender<Call>>,
+        go: Option<Mutex<mpsc::Receiver<()>>>,
+    }
+
+    pub(crate) fn vector_of(text: &str) -> Vec<f32> {
+        let mut v = vec![text.len() as f32, text.bytes().map(f32::from).sum::<f32>(), 1.0];
+        super::super::normalize(&mut v);
+        v
+    }
+
+    impl Engine for Fake {
+        fn name(&self) -> String {
+            "fake".into()
+        }
+        fn dim(&self) -> usize {
+            3
+        }
+        fn embed(&self, texts: &[&str], role: Role) -> Result<Vec<Vec<f32>>, EmbedError> {
+            let call = Call {
+                role,
+                texts: texts.iter().map(|t| t.to_string()).collect(),
+            };
+            let _ = self.calls.lock().unwrap().send(call);
+            if let Some(go) = &self.go {
+                go.lock()
+                    .unwrap()
+                    .recv_timeout(Duration::from_secs(30))
+                    .map_err(|_| EmbedError::Timeout)?;
+            }
+            if texts.contains(&"fail") {
+                return Err(EmbedError::Backend("asked to fail".into()));
+            }
+            Ok(texts.iter().map(|t| vector_of(t)).collect())
+        }
+    }
+
+    /// A pool over a gated fake: (pool, calls made, go signal).
+    fn gated(options: PoolOptions) -> (EmbeddingPool<Fake>, mpsc::Receiver<Call>, mpsc::Sender<()>) {
+        let (calls, made) = mpsc::channel();
+        let (go, gate) = mpsc::channel();
+        let fake = Fake {
+            calls: Mutex::new(calls),
+            go: Some(Mutex::new(gate)),
+        };
+        (EmbeddingPool::start(fake, options, "test-embed").unwrap(), made, go)
+    }
+
+    fn options(workers: usize) -> PoolOptions {
+        PoolOptions {
+            workers,
+            max_query_batch: 16,
+            passages_per_call: 4,
+        }
+    }
+
+    fn texts(prefix: &str, n: usize) -> Vec<String> {
+        (0..n).map(|i| format!("{prefix} {i}")).collect()
+    }
+
+    /// The next call the engine received (a worker is now inside it, waiting for a go). Polls,
+    /// so that the test's own tasks run meanwhile.
+    async fn next_call(made: &mpsc::Receiver<Call>) -> Call {
+        for _ in 0..30_000 {
+            if let Ok(call) = made.try_recv() {
+                return call;
+            }
+            tokio::time::sleep(Duration::from_millis(1)).await;
+        }
+        panic!("the engine was not called");
+    }
+
+    /// Waits (without a time limit deciding anything) until the queues hold what the test put.
+    async fn until_queued<E: Engine>(pool: &EmbeddingPool<E>, queries: usize, passages: usize) {
+        for _ in 0..30_000 {
+            if pool.queued() == (queries, passages) {
+                return;
+            }
+            tokio::time::sleep(Duration::from_millis(1)).await;
+        }
+        panic!("the queues hold {:?}, expected ({queries}, {passages})", pool.queued());
+    }
+
+    #[tokio::test]
+    async fn a_query_goes_ahead_of_queued_passages() {
+        let (pool, made, go) = gated(options(1));
+        // The one worker is busy with the first piece of a write...
+        let writer = tokio::spawn({
+            let pool = pool.clone();
+            async move { pool.embed_passages(&texts("passage", 12)).await }
+        });
+        assert_eq!(next_call(&made).await.texts, texts("passage", 4));
+        until_queued(&pool, 0, 2).await;
+        // ...when a query arrives: it is embedded right after the piece in progress.
+        let query = tokio::spawn({
+            let pool = pool.clone();
+            async move { pool.embed_query("what is the budget?").await }
+        });
+        until_queued(&pool, 1, 2).await;
+        go.send(()).unwrap();
+        let second = next_call(&made).await;
+        assert_eq!(second.role, Role::Query);
+        assert_eq!(second.texts, ["what is the budget?"]);
+        go.send(()).unwrap();
+        assert_eq!(query.await.unwrap().unwrap(), vector_of("what is the budget?"));
+        for _ in 0..2 {
+            assert_eq!(next_call(&made).await.role, Role::Passage);
+            go.send(()).unwrap();
+        }
+        let written = writer.await.unwrap().unwrap();
+        let expected: Vec<Vec<f32>> = texts("passage", 12).iter().map(|t| vector_of(t)).collect();
+        assert_eq!(written, expected, "every passage got its own vector, in order");
+    }
+
+    #[tokio::test]
+    async fn concurrent_queries_share_one_call_and_get_their_own_vectors() {
+        let (pool, made, go) = gated(options(1));
+        let first = tokio::spawn({
+            let pool = pool.clone();
+            async move { pool.embed_query("first").await }
+        });
+        assert_eq!(next_call(&made).await.texts, ["first"], "alone, a query goes at once");
+        // Five more arrive while the worker is busy: they wait together...
+        let asked = texts("query", 5);
+        let waiting: Vec<_> = asked
+            .iter()
+            .map(|text| {
+                let pool = pool.clone();
+                let text = text.clone();
+                tokio::spawn(async move { pool.embed_query(&text).await })
+            })
+            .collect();
+        until_queued(&pool, 5, 0).await;
+        go.send(()).unwrap();
+        // ...and are embedded in one call.
+        let batch = next_call(&made).await;
+        assert_eq!(batch.role, Role::Query);
+        let mut seen = batch.texts.clone();
+        seen.sort();
+        assert_eq!(seen, asked);
+        go.send(()).unwrap();
+        assert_eq!(first.await.unwrap().unwrap(), vector_of("first"));
+        for (text, answer) in asked.iter().zip(waiting) {
+            assert_eq!(answer.await.unwrap().unwrap(), vector_of(text));
+        }
+        assert!(made.try_recv().is_err(), "no other call");
+    }
+
+    #[tokio::test]
+    async fn the_batch_size_is_bounded_and_pieces_of_writers_share_a_call() {
+        let (pool, made, go) = gated(PoolOptions {
+            workers: 1,
+            max_query_batch: 2,
+            passages_per_call: 4,
+        });
+        let blocker = tokio::spawn({
+            let pool = pool.clone();
+            async move { pool.embed_passages(&texts("blocker", 1)).await }
+        });
+        next_call(&made).await;
+        let queries: Vec<_> = texts("query", 3)
+            .into_iter()
+            .map(|text| {
+                let pool = pool.clone();
+                tokio::spawn(async move { pool.embed_query(&text).await })
+            })
+            .collect();
+        let writers: Vec<_> = [2, 1, 2]
+            .into_iter()
+            .enumerate()
+            .map(|(i, n)| {
+                let pool = pool.clone();
+                tokio::spawn(async move { pool.embed_passages(&texts(&format!("writer {i}"), n)).await })
+            })
+            .collect();
+        until_queued(&pool, 3, 3).await;
+        go.send(()).unwrap();
+        let mut sizes = Vec::new();
+        for _ in 0..4 {
+            let call = next_call(&made).await;
+            sizes.push((call.role, call.texts.len()));
+            go.send(()).unwrap();
+        }
+        assert_eq!(
+            sizes,
+            [
+                (Role::Query, 2),
+                (Role::Query, 1),
+                // Two writers' pieces (2 + 1) in one call of at most 4; the third does not fit.
+                (Role::Passage, 3),
+                (Role::Passage, 2),
+            ]
+        );
+        blocker.await.unwrap().unwrap();
+        for query in queries {
+            query.await.unwrap().unwrap();
+        }
+        for writer in writers {
+            writer.await.unwrap().unwrap();
+        }
+    }
+
+    #[tokio::test]
+    async fn every_worker_runs_a_call_at_the_same_time() {
+        let (pool, made, go) = gated(options(3));
+        // Each query is asked once the previous one is inside the engine: three calls are in
+        // the engine before any is let go, so three workers run them.
+        let mut answers = Vec::new();
+        for text in texts("query", 3) {
+            answers.push(tokio::spawn({
+                let pool = pool.clone();
+                async move { pool.embed_query(&text).await }
+            }));
+            assert_eq!(next_call(&made).await.role, Role::Query);
+        }
+        for _ in 0..3 {
+            go.send(()).unwrap();
+        }
+        for answer in answers {
+            answer.await.unwrap().unwrap();
+        }
+    }
+
+    #[tokio::test]
+    async fn a_failed_call_fails_its_callers_only_and_a_gone_caller_is_skipped() {
+        let (pool, made, go) = gated(options(1));
+        let blocker = tokio::spawn({
+            let pool = pool.clone();
+            async move { pool.embed_query("blocker").await }
+        });
+        next_call(&made).await;
+        // A caller who gives up while queued is not embedded for.
+        let gone = tokio::spawn({
+            let pool = pool.clone();
+            async move { pool.embed_query("gone").await }
+        });
+        until_queued(&pool, 1, 0).await;
+        gone.abort();
+        let _ = gone.await;
+        let failing = tokio::spawn({
+            let pool = pool.clone();
+            async move { pool.embed_passages(&["fail".to_string()]).await }
+        });
+        until_queued(&pool, 1, 1).await;
+        go.send(()).unwrap();
+        blocker.await.unwrap().unwrap();
+        let next = next_call(&made).await;
+        assert_eq!(next.texts, ["fail"], "the gone caller's query was skipped");
+        go.send(()).unwrap();
+        assert!(matches!(failing.await.unwrap(), Err(EmbedError::Backend(_))));
+        // The worker lives on.
+        let after = tokio::spawn({
+            let pool = pool.clone();
+            async move { pool.embed_query("after").await }
+        });
+        next_call(&made).await;
+        go.send(()).unwrap();
+        assert_eq!(after.await.unwrap().unwrap(), vector_of("after"));
+    }
+}
