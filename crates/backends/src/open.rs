@@ -163,9 +163,14 @@ impl Backends {
     }
 }
 
-/// Opens the embedder named by `embedder.uri`.
+/// Opens the embedder named by `embedder.uri`, behind the cache of recent query embeddings
+/// (`embedder.query_cache_entries`).
 pub fn open_embedder(config: &EmbedderConfig, models_dir: &std::path::Path) -> Result<Arc<dyn Embedder>, OpenError> {
-    open_model(config, models_dir)
+    let embedder = open_model(config, models_dir)?;
+    Ok(match config.query_cache_entries {
+        0 => embedder,
+        entries => Arc::new(crate::embed::cache::CachedEmbedder::new(embedder, entries)),
+    })
 }
 
 /// The cores this process may use (its CPU affinity and cgroup quota included).

@@ -270,6 +270,9 @@ pub struct EmbedderConfig {
     /// Local engine: the most passages embedded in one call; a query waits at most for the
     /// call in progress, so smaller calls let queries in sooner.
     pub passages_per_call: usize,
+    /// Recent query embeddings kept in memory (a retried or repeated message is not embedded
+    /// again); 0 turns the cache off.
+    pub query_cache_entries: usize,
 }
 
 impl Default for EmbedderConfig {
@@ -287,6 +290,7 @@ impl Default for EmbedderConfig {
             threads_per_worker: 0,
             max_query_batch: 16,
             passages_per_call: 8,
+            query_cache_entries: 1024,
         }
     }
 }

@@ -2,8 +2,10 @@
 //! 4-bit, in-process; the default), [`http::HttpEmbedder`] (any OpenAI-compatible embeddings
 //! endpoint) and [`hash::HashEmbedder`] (hashed character n-grams: deterministic and fast, for
 //! tests). The local engine runs on a [`pool`] of worker threads (queries ahead of passages,
-//! concurrent queries in one call).
+//! concurrent queries in one call); [`cache`] keeps recent query embeddings in front of any
+//! of them.
 
+pub mod cache;
 pub mod hash;
 pub mod http;
 #[cfg(feature = "local-embedder")]
