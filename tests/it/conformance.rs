@@ -176,6 +176,114 @@ mod embedders {
         let err = wrong.embed_query("x").await.expect_err("a wrong dimension is caught");
         assert!(err.to_string().contains("768"), "{err}");
     }
+
+    /// An embeddings endpoint that holds every request until the test lets it go, and keeps
+    /// the `input_type` of each request in flight.
+    #[derive(Clone)]
+    struct Held {
+        in_flight: std::sync::Arc<std::sync::Mutex<Vec<String>>>,
+        most_passages: std::sync::Arc<std::sync::atomic::AtomicUsize>,
+        go: std::sync::Arc<tokio::sync::Semaphore>,
+    }
+
+    impl Held {
+        fn count(&self, role: &str) -> usize {
+            self.in_flight.lock().unwrap().iter().filter(|r| *r == role).count()
+        }
+    }
+
+    async fn held_embeddings(
+        axum::extract::State(held): axum::extract::State<Held>,
+        axum::Json(body): axum::Json<serde_json::Value>,
+    ) -> axum::Json<serde_json::Value> {
+        let role = body["input_type"].as_str().unwrap_or_default().to_string();
+        held.in_flight.lock().unwrap().push(role.clone());
+        held.most_passages
+            .fetch_max(held.count("passage"), std::sync::atomic::Ordering::SeqCst);
+        held.go.acquire().await.unwrap().forget();
+        {
+            let mut in_flight = held.in_flight.lock().unwrap();
+            let at = in_flight.iter().position(|r| *r == role).unwrap();
+            in_flight.remove(at);
+        }
+        // A vector that tells the text's length, so that the caller's order can be checked.
+        let data: Vec<serde_json::Value> = body["input"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .enumerate()
+            .map(|(i, text)| serde_json::json!({"index": i, "embedding": [text.as_str().unwrap().len(), 1, 0, 0]}))
+            .collect();
+        axum::Json(serde_json::json!({ "data": data }))
+    }
+
+    /// Polls until `ready` holds; how long it takes decides nothing.
+    async fn until(what: &str, mut ready: impl FnMut() -> bool) {
+        for _ in 0..30_000 {
+            if ready() {
+                return;
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(1)).await;
+        }
+        panic!("never: {what}");
+    }
+
+    #[tokio::test]
+    async fn http_requests_go_out_together_and_passages_leave_queries_a_slot() {
+        let held = Held {
+            in_flight: Default::default(),
+            most_passages: Default::default(),
+            go: std::sync::Arc::new(tokio::sync::Semaphore::new(0)),
+        };
+        let app = axum::Router::new()
+            .route("/v1/embeddings", axum::routing::post(held_embeddings))
+            .with_state(held.clone());
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        tokio::spawn(async move { axum::serve(listener, app).await });
+        let http = std::sync::Arc::new(
+            HttpEmbedder::from_config(&EmbedderConfig {
+                uri: format!("http://{addr}/v1"),
+                model: "held".into(),
+                dim: Some(4),
+                batch_size: 1,
+                max_concurrent_requests: 4,
+                ..Default::default()
+            })
+            .unwrap(),
+        );
+        // Six passages, one per request: they go out together, three at a time (three
+        // quarters of the four requests allowed)...
+        let texts: Vec<String> = (1..=6).map(|n| "p".repeat(n)).collect();
+        let writer = tokio::spawn({
+            let (http, texts) = (http.clone(), texts.clone());
+            async move { http.embed_passages(&texts).await }
+        });
+        until("three passage requests in flight", || held.count("passage") == 3).await;
+        // ...and a query does not wait behind them: the fourth slot is kept for queries.
+        let query = tokio::spawn({
+            let http = http.clone();
+            async move { http.embed_query("what is the budget?").await }
+        });
+        until("the query in flight beside them", || held.count("query") == 1).await;
+        assert_eq!(held.count("passage"), 3);
+        held.go.add_permits(64);
+        let asked = query.await.unwrap().unwrap();
+        assert!((asked[0] / asked[1] - 19.0).abs() < 1e-3, "the query's own vector");
+        let written = writer.await.unwrap().unwrap();
+        assert_eq!(written.len(), 6);
+        for (text, vector) in texts.iter().zip(&written) {
+            assert!(
+                (vector[0] / vector[1] - text.len() as f32).abs() < 1e-3,
+                "in the caller's order"
+            );
+        }
+        assert_eq!(
+            held.most_passages.load(std::sync::atomic::Ordering::SeqCst),
+            3,
+            "passages never held more than their share"
+        );
+    }
 }
 
 mod language_models {

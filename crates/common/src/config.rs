@@ -252,6 +252,8 @@ pub struct EmbedderConfig {
     pub dim: Option<usize>,
     /// Texts per HTTP request.
     pub batch_size: usize,
+    /// HTTP requests in flight at once per process (passages may hold three quarters of them).
+    pub max_concurrent_requests: usize,
     /// HTTP timeout.
     pub timeout_ms: u64,
     /// `input_type` sent with queries and passages to endpoints that distinguish them (e5,
@@ -283,6 +285,7 @@ impl Default for EmbedderConfig {
             api_key_env: None,
             dim: None,
             batch_size: 64,
+            max_concurrent_requests: 8,
             timeout_ms: 30_000,
             query_input_type: "query".into(),
             passage_input_type: "passage".into(),

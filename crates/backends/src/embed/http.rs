@@ -1,10 +1,17 @@
 //! An OpenAI-compatible embeddings endpoint (`POST {base}/embeddings`).
+//!
+//! Requests go out concurrently, at most `embedder.max_concurrent_requests` at once per
+//! process; passages (writes, background learning) may hold only three quarters of them
+//! (all but one when there are fewer than four), so a live query always finds a free slot
+//! unless queries alone fill them. The batches of one `embed_passages` call go out together.
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use async_trait::async_trait;
 use serde_json::{Value, json};
 use thinkus_common::config::EmbedderConfig;
+use tokio::sync::Semaphore;
 
 use super::{EmbedError, Embedder, normalize};
 
@@ -19,6 +26,19 @@ pub struct HttpEmbedder {
     batch_size: usize,
     query_input_type: String,
     passage_input_type: String,
+    /// Requests in flight, queries and passages.
+    requests: Arc<Semaphore>,
+    /// Passage requests in flight: fewer than `requests`, the rest kept for queries.
+    passage_requests: Arc<Semaphore>,
+}
+
+/// How many of `total` concurrent requests passages may hold.
+pub fn passage_share(total: usize) -> usize {
+    match total {
+        0 | 1 => 1,
+        2..=3 => total - 1,
+        _ => total - total / 4,
+    }
 }
 
 impl HttpEmbedder {
@@ -48,6 +68,8 @@ impl HttpEmbedder {
             batch_size: config.batch_size.max(1),
             query_input_type: config.query_input_type.clone(),
             passage_input_type: config.passage_input_type.clone(),
+            requests: Arc::new(Semaphore::new(config.max_concurrent_requests.max(1))),
+            passage_requests: Arc::new(Semaphore::new(passage_share(config.max_concurrent_requests))),
         })
     }
 
@@ -134,6 +156,7 @@ impl Embedder for HttpEmbedder {
     }
 
     async fn embed_query(&self, text: &str) -> Result<Vec<f32>, EmbedError> {
+        let _slot = self.requests.acquire().await.map_err(|_| closed())?;
         let mut vectors = self.request(&[text.to_string()], &self.query_input_type).await?;
         vectors
             .pop()
@@ -141,10 +164,31 @@ impl Embedder for HttpEmbedder {
     }
 
     async fn embed_passages(&self, texts: &[String]) -> Result<Vec<Vec<f32>>, EmbedError> {
-        let mut out = Vec::with_capacity(texts.len());
-        for batch in texts.chunks(self.batch_size) {
-            out.extend(self.request(batch, &self.passage_input_type).await?);
-        }
-        Ok(out)
+        let batches = texts.chunks(self.batch_size).map(|batch| async move {
+            let _passage_slot = self.passage_requests.acquire().await.map_err(|_| closed())?;
+            let _slot = self.requests.acquire().await.map_err(|_| closed())?;
+            self.request(batch, &self.passage_input_type).await
+        });
+        // In order, whatever order they finish in.
+        let answers = futures::future::try_join_all(batches).await?;
+        Ok(answers.into_iter().flatten().collect())
+    }
+}
+
+fn closed() -> EmbedError {
+    EmbedError::Unavailable("the HTTP embedder is shutting down".into())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::passage_share;
+
+    #[test]
+    fn passages_leave_room_for_queries() {
+        assert_eq!(passage_share(1), 1, "one slot is shared");
+        assert_eq!(passage_share(2), 1);
+        assert_eq!(passage_share(3), 2);
+        assert_eq!(passage_share(8), 6);
+        assert_eq!(passage_share(16), 12);
     }
 }

@@ -1,9 +1,9 @@
 //! Embedding models. Three implementations: [`local::LocalEmbedder`] (multilingual-e5-small,
 //! 4-bit, in-process; the default), [`http::HttpEmbedder`] (any OpenAI-compatible embeddings
-//! endpoint) and [`hash::HashEmbedder`] (hashed character n-grams: deterministic and fast, for
-//! tests). The local engine runs on a [`pool`] of worker threads (queries ahead of passages,
-//! concurrent queries in one call); [`cache`] keeps recent query embeddings in front of any
-//! of them.
+//! endpoint, concurrent requests with a bound) and [`hash::HashEmbedder`] (hashed character
+//! n-grams: deterministic and fast, for tests). The local engine runs on a [`pool`] of worker
+//! threads (queries ahead of passages, concurrent queries in one call); [`cache`] keeps recent
+//! query embeddings in front of any of them.
 
 pub mod cache;
 pub mod hash;
