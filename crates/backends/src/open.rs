@@ -194,6 +194,7 @@ pub fn local_options(config: &EmbedderConfig, cores: usize) -> crate::embed::loc
             workers,
             max_query_batch: config.max_query_batch.max(1),
             passages_per_call: config.passages_per_call.max(1),
+            passage_workers: config.passage_workers.clamp(1, workers),
         },
         threads_per_worker,
     }

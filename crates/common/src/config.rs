@@ -272,6 +272,10 @@ pub struct EmbedderConfig {
     /// Local engine: the most passages embedded in one call; a query waits at most for the
     /// call in progress, so smaller calls let queries in sooner.
     pub passages_per_call: usize,
+    /// Local engine: the most workers embedding passages at once (the others stay free for
+    /// live queries); with 1, concurrent writes are embedded and answered in the order they
+    /// were queued.
+    pub passage_workers: usize,
     /// Recent query embeddings kept in memory (a retried or repeated message is not embedded
     /// again); 0 turns the cache off.
     pub query_cache_entries: usize,
@@ -293,6 +297,7 @@ impl Default for EmbedderConfig {
             threads_per_worker: 0,
             max_query_batch: 16,
             passages_per_call: 8,
+            passage_workers: 1,
             query_cache_entries: 1024,
         }
     }

@@ -8,8 +8,12 @@
 //!   once (no waiting for company); under load the queue fills while the workers are busy,
 //!   so batches form by themselves;
 //! - **passages** (writes and background learning): cut into calls of at most
-//!   `passages_per_call` texts (pieces of several callers share a call), and taken only when no
-//!   query waits, so a query waits at most for the call in progress on each worker.
+//!   `passages_per_call` texts (pieces of several callers share a call), taken only when no
+//!   query waits, and by at most `passage_workers` workers at once (1 by default): the other
+//!   workers stay free for live queries, and with one passage worker the writes of concurrent
+//!   callers are embedded, and answered, in the order they were queued, as the single embedding
+//!   thread did before the pool (the learning jobs of one user rely on it: a later statement
+//!   reaches the write lock after an earlier one).
 //!
 //! A request whose caller has gone (a cancelled or timed-out request) is dropped from the queue
 //! unembedded.
@@ -56,6 +60,8 @@ pub struct PoolOptions {
     pub max_query_batch: usize,
     /// The most passages embedded in one call.
     pub passages_per_call: usize,
+    /// The most workers embedding passages at once.
+    pub passage_workers: usize,
 }
 
 impl Default for PoolOptions {
@@ -64,6 +70,7 @@ impl Default for PoolOptions {
             workers: std::thread::available_parallelism().map_or(1, |n| n.get()),
             max_query_batch: 16,
             passages_per_call: 8,
+            passage_workers: 1,
         }
     }
 }
@@ -85,6 +92,8 @@ struct Batch {
 struct Pending {
     queries: VecDeque<Request>,
     passages: VecDeque<Request>,
+    /// Passage calls in progress.
+    passage_calls: usize,
     closed: bool,
 }
 
@@ -111,7 +120,7 @@ impl Queue {
     }
 
     /// The next batch: every query queued (up to the batch size), else passages up to a call's
-    /// worth; `None` once closed and drained.
+    /// worth when fewer than `passage_workers` passage calls run; `None` once closed and drained.
     fn next(&self) -> Option<Batch> {
         let mut pending = self.lock();
         loop {
@@ -126,7 +135,8 @@ impl Queue {
                     requests,
                 });
             }
-            if let Some(first) = pending.passages.pop_front() {
+            let passage_turn = pending.passage_calls < self.options.passage_workers.max(1);
+            if passage_turn && let Some(first) = pending.passages.pop_front() {
                 let mut count = first.texts.len();
                 let mut requests = vec![first];
                 while let Some(next) = pending.passages.front() {
@@ -136,16 +146,25 @@ impl Queue {
                     count += next.texts.len();
                     requests.extend(pending.passages.pop_front());
                 }
+                pending.passage_calls += 1;
                 return Some(Batch {
                     role: Role::Passage,
                     requests,
                 });
             }
-            if pending.closed {
+            if pending.closed && pending.passages.is_empty() {
                 return None;
             }
             pending = self.ready.wait(pending).unwrap_or_else(PoisonError::into_inner);
         }
+    }
+
+    /// A passage call ended: another may start.
+    fn passage_done(&self) {
+        let mut pending = self.lock();
+        pending.passage_calls = pending.passage_calls.saturating_sub(1);
+        drop(pending);
+        self.ready.notify_all();
     }
 
     fn close(&self) {
@@ -204,6 +223,7 @@ impl<E: Engine> EmbeddingPool<E> {
             state: Mutex::new(Pending {
                 queries: VecDeque::new(),
                 passages: VecDeque::new(),
+                passage_calls: 0,
                 closed: false,
             }),
             ready: Condvar::new(),
@@ -263,26 +283,30 @@ fn work<E: Engine>(engine: &E, queue: &Queue) {
         // A panic in the engine fails the calls of this batch (their callers see the reply
         // dropped), not the worker.
         let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| engine.embed(&texts, batch.role)));
-        let Ok(result) = result else { continue };
         match result {
-            Ok(vectors) if vectors.len() == texts.len() => {
+            Err(_panic) => drop(batch.requests),
+            Ok(Ok(vectors)) if vectors.len() == texts.len() => {
                 let mut vectors = vectors.into_iter();
                 for request in batch.requests {
                     let mine = vectors.by_ref().take(request.texts.len()).collect();
                     let _ = request.reply.send(Ok(mine));
                 }
             }
-            Ok(vectors) => {
+            Ok(Ok(vectors)) => {
                 let message = format!("{} vectors for {} texts", vectors.len(), texts.len());
                 for request in batch.requests {
                     let _ = request.reply.send(Err(EmbedError::BadResponse(message.clone())));
                 }
             }
-            Err(err) => {
+            Ok(Err(err)) => {
                 for request in batch.requests {
                     let _ = request.reply.send(Err(err.clone()));
                 }
             }
+        }
+        // Only now, its callers answered, may the next passage call start.
+        if batch.role == Role::Passage {
+            queue.passage_done();
         }
     }
 }
@@ -388,6 +412,7 @@ pub(crate) mod tests {
             workers,
             max_query_batch: 16,
             passages_per_call: 4,
+            passage_workers: 1,
         }
     }
 
@@ -489,6 +514,7 @@ pub(crate) mod tests {
             workers: 1,
             max_query_batch: 2,
             passages_per_call: 4,
+            passage_workers: 1,
         });
         let blocker = tokio::spawn({
             let pool = pool.clone();
@@ -535,6 +561,46 @@ pub(crate) mod tests {
         for writer in writers {
             writer.await.unwrap().unwrap();
         }
+    }
+
+    #[tokio::test]
+    async fn passages_take_one_worker_in_order_and_the_others_stay_free_for_queries() {
+        let (pool, made, go) = gated(options(2));
+        // Two writers, one after the other: the first one's two pieces, then the second's.
+        let first = tokio::spawn({
+            let pool = pool.clone();
+            async move { pool.embed_passages(&texts("first", 8)).await }
+        });
+        assert_eq!(next_call(&made).await.texts, texts("first", 4));
+        until_queued(&pool, 0, 1).await;
+        let second = tokio::spawn({
+            let pool = pool.clone();
+            async move { pool.embed_passages(&texts("second", 2)).await }
+        });
+        until_queued(&pool, 0, 2).await;
+        // The second worker is idle, yet takes no passage while one passage call runs...
+        // ...and a query goes to it at once.
+        let query = tokio::spawn({
+            let pool = pool.clone();
+            async move { pool.embed_query("what is the budget?").await }
+        });
+        let asked = next_call(&made).await;
+        assert_eq!(
+            (asked.role, asked.texts),
+            (Role::Query, vec!["what is the budget?".to_string()])
+        );
+        assert_eq!(pool.queued(), (0, 2), "the passages still wait");
+        // Every call may go on (which worker takes which go does not matter)...
+        for _ in 0..4 {
+            go.send(()).unwrap();
+        }
+        query.await.unwrap().unwrap();
+        // ...and the rest follow one call at a time, in the order they were queued.
+        assert_eq!(next_call(&made).await.texts, texts("first", 8)[4..]);
+        assert_eq!(next_call(&made).await.texts, texts("second", 2));
+        first.await.unwrap().unwrap();
+        second.await.unwrap().unwrap();
+        assert!(made.try_recv().is_err(), "no other call");
     }
 
     #[tokio::test]

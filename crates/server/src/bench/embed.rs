@@ -101,6 +101,7 @@ pub async fn run(config: Config, seconds: f64, max_query_batch: usize, layouts: 
                     workers,
                     max_query_batch,
                     passages_per_call: config.embedder.passages_per_call.max(1),
+                    passage_workers: config.embedder.passage_workers.clamp(1, workers.max(1)),
                 },
                 threads_per_worker: threads,
             },
