@@ -380,6 +380,80 @@ pub fn summarize_to(text: &str, max_chars: usize) -> String {
     out
 }
 
+/// The part of `text` that matters to a reader asking with `query_terms` ([`term_set`] of the
+/// question), in at most `max_chars` characters: the sentences sharing the most terms with the
+/// question, laid out in the order written, "…" where text was left out. Sentences are kept
+/// whole, so a figure, a date or a name is never cut in two; a sentence longer than the limit
+/// gives its best clauses instead. With no shared term, the text's opening.
+pub fn snippet(text: &str, query_terms: &HashSet<String>, max_chars: usize) -> String {
+    let normalized: String = text.split_whitespace().collect::<Vec<_>>().join(" ");
+    if char_count(&normalized) <= max_chars {
+        return normalized;
+    }
+    let mut parts: Vec<String> = Vec::new();
+    for sentence in sentences(text) {
+        let sentence: String = sentence.split_whitespace().collect::<Vec<_>>().join(" ");
+        if char_count(&sentence) <= max_chars {
+            parts.push(sentence);
+        } else {
+            // A run-on sentence or a table row: its clauses stand for it.
+            let mut clause = String::new();
+            for c in sentence.chars() {
+                clause.push(c);
+                if matches!(c, '，' | ',' | '；' | ';' | '：' | ':' | '|') {
+                    parts.push(std::mem::take(&mut clause));
+                }
+            }
+            if !clause.trim().is_empty() {
+                parts.push(clause);
+            }
+        }
+    }
+    let scores: Vec<usize> = parts
+        .iter()
+        .map(|p| term_set(p).intersection(query_terms).count())
+        .collect();
+    let mut order: Vec<usize> = (0..parts.len()).collect();
+    // Best first; among equals, the earlier one.
+    order.sort_by_key(|&i| (std::cmp::Reverse(scores[i]), i));
+    let mut keep = vec![false; parts.len()];
+    let mut used = 0usize;
+    for i in order {
+        if scores[i] == 0 && keep.iter().any(|k| *k) {
+            break;
+        }
+        let cost = char_count(&parts[i]) + 1;
+        if used + cost > max_chars {
+            if used == 0 {
+                // Not even the best part fits: its opening, cut where a word ends.
+                return summarize_to(&parts[i], max_chars);
+            }
+            continue;
+        }
+        used += cost;
+        keep[i] = true;
+    }
+    let mut out = String::new();
+    let mut skipped = false;
+    for (i, part) in parts.iter().enumerate() {
+        if keep[i] {
+            if skipped {
+                out.push_str(if out.is_empty() { "… " } else { " … " });
+            } else if !out.is_empty() {
+                out.push(' ');
+            }
+            out.push_str(part.trim());
+            skipped = false;
+        } else {
+            skipped = true;
+        }
+    }
+    if skipped {
+        out.push('…');
+    }
+    out
+}
+
 /// The number of characters of a text (what the design's "50 characters" counts).
 pub fn char_count(text: &str) -> usize {
     text.chars().count()
@@ -388,6 +462,24 @@ pub fn char_count(text: &str) -> usize {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_snippet_keeps_the_sentences_that_answer_whole() {
+        let text =
+            "结论：缺口约28.6万。装修42.0万，首期租金16.0万。另外金麦面粉重复付款1.8万要追回。周报我按表格发您。";
+        let question = term_set("装修花多少钱");
+        let short = snippet(text, &question, 30);
+        assert!(short.contains("装修42.0万"), "{short}");
+        assert!(!short.contains("周报"), "{short}");
+        assert!(short.char_indices().count() <= 34, "{short}");
+        let text =
+            "We moved launch to Oct 29. The pilots are Harbor, Casa Lumbre and Pho 88. Usability budget is $2,400 now.";
+        let short = snippet(text, &term_set("what is the usability budget?"), 60);
+        assert_eq!(short, "… Usability budget is $2,400 now.");
+        assert_eq!(snippet("short text", &term_set("x"), 60), "short text");
+        let lead = snippet(text, &term_set("unrelated words"), 40);
+        assert_eq!(lead, "We moved launch to Oct 29.…");
+    }
 
     #[test]
     fn detects_chinese_with_english_terms() {

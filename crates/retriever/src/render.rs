@@ -1,8 +1,26 @@
 //! Rendering recall results as prompt text in the user's language, and packing them into a
 //! token budget: whole entries only, best first.
 
+use std::collections::HashSet;
+
 use thinkus_common::model::{Language, Memory, MemoryType};
+use thinkus_common::text::{char_count, snippet};
 use thinkus_common::tokens::TokenCounter;
+
+/// The longest text of a catalog line taken from a memory's content.
+pub const CATALOG_TEXT_CHARS: usize = 120;
+
+/// What a catalog line says of a memory: its summary, or, when the summary is its content cut
+/// short ("The budget for the launch, after the review with…"), the sentences of the content
+/// that answer the query, kept whole, so a figure, a date or a name is not cut off.
+pub fn catalog_text(memory: &Memory, query_terms: &HashSet<String>) -> String {
+    let cut = memory.summary.ends_with('…') && char_count(&memory.content) > char_count(&memory.summary);
+    if cut {
+        snippet(&memory.content, query_terms, CATALOG_TEXT_CHARS)
+    } else {
+        memory.summary.clone()
+    }
+}
 
 /// The heading of a catalog.
 pub fn catalog_heading(language: Language) -> &'static str {
@@ -21,7 +39,7 @@ pub fn details_heading(language: Language) -> &'static str {
 }
 
 /// One catalog line: `[3] 技术方案决策 - 选择Next.js (项目决策, 2天前) #tech`.
-pub fn catalog_line(number: usize, memory: &Memory, relative_time: &str, language: Language) -> String {
+pub fn catalog_line(number: usize, memory: &Memory, text: &str, relative_time: &str, language: Language) -> String {
     let mut line = format!("- [{number}] ");
     if memory.memory_type == MemoryType::ConversationTurn
         && let Some(speaker) = &memory.speaker
@@ -29,7 +47,7 @@ pub fn catalog_line(number: usize, memory: &Memory, relative_time: &str, languag
         line.push_str(speaker);
         line.push_str(": ");
     }
-    line.push_str(&memory.summary);
+    line.push_str(text);
     let separator = match language {
         Language::Zh => "，",
         Language::En => ", ",
@@ -173,5 +191,47 @@ mod tests {
         let (text, tokens) = packer.finish();
         assert!(tokens <= 30, "{tokens} tokens: {text}");
         assert_eq!(tokens, counter.count(&text));
+    }
+    #[test]
+    fn a_catalog_line_is_not_cut_before_its_figure() {
+        use thinkus_common::model::{MemorySource, Scope};
+        use thinkus_common::text::term_set;
+        let memory = |content: &str| {
+            Memory::new(
+                Scope::new("u", "cfo"),
+                MemoryType::Constraint,
+                content.to_string(),
+                MemorySource::UserInput,
+                chrono::Utc::now(),
+            )
+        };
+        let long = memory(
+            "After the review with finance and the two store managers last Tuesday, the budget for the \
+             shop launch is now $800. The pilots stay in Harbor and Casa Lumbre.",
+        );
+        assert!(
+            !long.summary.contains("$800"),
+            "the stored summary is cut: {}",
+            long.summary
+        );
+        let text = catalog_text(&long, &term_set("what is the launch budget now?"));
+        assert!(text.contains("$800"), "{text}");
+        assert!(char_count(&text) <= CATALOG_TEXT_CHARS + 2, "{text}");
+        let zh = memory(
+            "评审会上和财务、两位店长一起重新过了一遍所有的开支项目之后，西溪店的装修预算从35万加到了42万，开业日期不变，仍然是12月20日。",
+        );
+        let text = catalog_text(&zh, &term_set("装修预算现在是多少"));
+        assert!(text.contains("42万"), "{text}");
+        // A summary that is not a cut is the line as it was written.
+        let short = memory("Budget: $800.");
+        assert_eq!(catalog_text(&short, &term_set("budget")), "Budget: $800.");
+        let line = catalog_line(
+            1,
+            &long,
+            &catalog_text(&long, &term_set("budget")),
+            "today",
+            Language::En,
+        );
+        assert!(line.contains("$800"), "{line}");
     }
 }

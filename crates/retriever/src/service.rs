@@ -22,7 +22,7 @@ use crate::api::{
 };
 use crate::config::RetrieverConfig;
 use crate::rank::{Evidence, final_score, fuse};
-use crate::render::{Packer, catalog_heading, catalog_line, details_block, details_heading};
+use crate::render::{Packer, catalog_heading, catalog_line, catalog_text, details_block, details_heading};
 
 /// The retriever and its backends.
 pub struct Retriever {
@@ -548,6 +548,7 @@ impl RetrieverApi for Retriever {
             details.push(self.details_of(memory, &decisions, now, language, cost as u32));
         }
         let mut catalog_started = false;
+        let query_terms = thinkus_common::text::term_set(&request.query);
         for (i, item) in ranked.iter().enumerate() {
             if catalog.len() >= limit {
                 omitted += 1;
@@ -555,10 +556,11 @@ impl RetrieverApi for Retriever {
             }
             let memory = &item.memory;
             let relative_time = relative(memory.occurred_at, now, language);
+            let text = catalog_text(memory, &query_terms);
             let tokens = if detailed[i] {
                 0
             } else {
-                let line = catalog_line(i + 1, memory, &relative_time, language);
+                let line = catalog_line(i + 1, memory, &text, &relative_time, language);
                 let cost = if catalog_started {
                     packer.try_push(&line)
                 } else {
@@ -577,7 +579,7 @@ impl RetrieverApi for Retriever {
             };
             catalog.push(CatalogEntry {
                 id: memory.id.clone(),
-                summary: memory.summary.clone(),
+                summary: text,
                 memory_type: memory.memory_type,
                 importance: memory.importance,
                 occurred_at: memory.occurred_at,
