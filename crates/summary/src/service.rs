@@ -505,7 +505,11 @@ impl Summarizer {
             } else {
                 Visibility::Private
             });
-            draft.context = format!("decided in session {session_id} ({})", decision.who);
+            // The memory's context is read in the user's language like the memory itself.
+            draft.context = match summary.language {
+                Language::Zh => format!("在会话 {session_id} 中决定（{}）", decision.who),
+                Language::En => format!("decided in session {session_id} ({})", decision.who),
+            };
             let request = RememberRequest {
                 scope: summary.scope.clone(),
                 draft,
