@@ -233,8 +233,8 @@ async fn bad_turns_name_the_field() {
 async fn a_tenant_over_its_rate_is_told_when_to_retry() {
     let dir = tempfile::tempdir().unwrap();
     let mut config = config(dir.path());
-    config.gateway.rate_per_second = 0.5;
-    config.gateway.rate_burst = 2.0;
+    config.server.tenant_rate_per_second = 0.5;
+    config.server.tenant_rate_burst = 2.0;
     let node = nodes::start(config, &ServiceKind::ALL, None).await;
     let mut client = GatewayServiceClient::new(nodes::channel(&node).await);
     let request = PrepareTurnRequest {

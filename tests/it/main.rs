@@ -9,6 +9,7 @@ mod degraded;
 mod embed_once;
 mod foundation;
 mod gateway;
+mod hardening;
 mod knowledge;
 mod learned;
 mod markdown;

@@ -1,10 +1,13 @@
 //! Tenant authentication: API keys map to a tenant and the users it may act for.
 //!
-//! In dev mode a request from a loopback address needs no key (and may act for any user of any
-//! tenant, the default tenant unless it names one); every other request must carry
-//! `authorization: Bearer <key>`. A key reads and writes its own tenant's data only, and only
-//! for the users it lists; a service key (`any_tenant`) acts in the tenant a request names.
-//! Anything else is PERMISSION_DENIED.
+//! In dev mode a request needs no key only when the listener it came in on is bound to a
+//! loopback address, its peer is a loopback address, and it carries no header a proxy adds
+//! (`x-forwarded-for`, `forwarded`, `x-real-ip`...): a mesh sidecar or a reverse proxy on the
+//! same host makes every remote client look local, and its headers are the only sign of it. Such
+//! a request may act for any user of any tenant (the default tenant unless it names one). Every
+//! other request must carry `authorization: Bearer <key>`. A key reads and writes its own
+//! tenant's data only, and only for the users it lists; a service key (`any_tenant`) acts in the
+//! tenant a request names. Anything else is PERMISSION_DENIED.
 
 use std::collections::{HashMap, HashSet};
 use std::net::SocketAddr;
@@ -13,12 +16,10 @@ use std::sync::Arc;
 use parking_lot::RwLock;
 use serde::Deserialize;
 use sha2::{Digest, Sha256};
-use tonic::metadata::MetadataMap;
-use tonic::service::Interceptor;
 use tonic::{Request, Status};
 
 use crate::config::{ApiKeyConfig, AuthConfig, AuthMode, ConfigError};
-use crate::error::{ApiError, ErrorCode, to_status};
+use crate::error::{ApiError, ErrorCode};
 use crate::model::{DEFAULT_TENANT, Scope};
 
 /// The users a principal may act for.
@@ -39,8 +40,10 @@ pub struct Principal {
     pub any_tenant: bool,
     /// The first 8 hex digits of the key's hash, for logs; "dev" for loopback access.
     pub key_id: String,
-    /// Requests per second allowed at the gateway (0: the default).
+    /// Requests per second allowed per process (0: the configured default).
     pub rate_per_second: f64,
+    /// Requests in flight at once per process (0: the configured default).
+    pub max_concurrency: usize,
     /// The bearer credential as presented, forwarded on calls to other services.
     pub credential: Option<String>,
 }
@@ -55,6 +58,7 @@ impl Principal {
             any_tenant: true,
             key_id: "dev".into(),
             rate_per_second: 0.0,
+            max_concurrency: 0,
             credential: None,
         }
     }
@@ -146,8 +150,13 @@ fn build_table(config: &AuthConfig) -> Result<KeyTable, ConfigError> {
     if let Some(path) = &config.keys_file {
         let text = std::fs::read_to_string(path)
             .map_err(|err| ConfigError::invalid("auth.keys_file", format!("{}: {err}", path.display())))?;
-        let file: KeysFile = toml::from_str(&text)
-            .map_err(|err| ConfigError::invalid("auth.keys_file", format!("{}: {err}", path.display())))?;
+        // Never the parser's own message: it quotes the offending line, which may hold a key.
+        let file: KeysFile = toml::from_str(&text).map_err(|err| {
+            ConfigError::invalid(
+                "auth.keys_file",
+                format!("{}: {}", path.display(), crate::redact::toml_error(&err, &text)),
+            )
+        })?;
         entries.extend(
             file.keys
                 .into_iter()
@@ -197,6 +206,7 @@ fn build_table(config: &AuthConfig) -> Result<KeyTable, ConfigError> {
                 any_tenant: entry.any_tenant,
                 key_id: hex::encode(&digest[..4]),
                 rate_per_second: entry.rate_per_second,
+                max_concurrency: entry.max_concurrency,
                 credential: None,
             },
         );
@@ -237,8 +247,8 @@ impl Authenticator {
         Ok(count)
     }
 
-    /// Establishes the principal of a request from its bearer token and peer address.
-    pub fn authenticate(&self, bearer: Option<&str>, peer: Option<SocketAddr>) -> Result<Principal, ApiError> {
+    /// Establishes the principal of a request from its bearer token and where it came from.
+    pub fn authenticate(&self, bearer: Option<&str>, origin: &Origin) -> Result<Principal, ApiError> {
         if let Some(token) = bearer {
             let table = self.keys.read().clone();
             return match table.get(&hash_key(token)) {
@@ -247,16 +257,17 @@ impl Authenticator {
                     principal.credential = Some(token.to_string());
                     Ok(principal)
                 }
-                None if self.mode == AuthMode::Dev && table.is_empty() && is_loopback(peer) => Ok(Principal::dev()),
+                None if self.mode == AuthMode::Dev && table.is_empty() && origin.dev_refusal().is_none() => {
+                    Ok(Principal::dev())
+                }
                 None => Err(ApiError::new(ErrorCode::Unauthenticated, "unknown API key")),
             };
         }
         match self.mode {
-            AuthMode::Dev if is_loopback(peer) => Ok(Principal::dev()),
-            AuthMode::Dev => Err(ApiError::new(
-                ErrorCode::Unauthenticated,
-                "dev mode accepts requests without a key only from loopback addresses",
-            )),
+            AuthMode::Dev => match origin.dev_refusal() {
+                None => Ok(Principal::dev()),
+                Some(why) => Err(ApiError::new(ErrorCode::Unauthenticated, why)),
+            },
             AuthMode::ApiKey => Err(ApiError::new(
                 ErrorCode::Unauthenticated,
                 "missing credentials: send `authorization: Bearer <key>`",
@@ -265,8 +276,68 @@ impl Authenticator {
     }
 }
 
-fn is_loopback(peer: Option<SocketAddr>) -> bool {
-    peer.is_some_and(|addr| addr.ip().is_loopback())
+/// Where a request came from, as far as dev mode's exemption is concerned.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Origin {
+    /// The peer's address, when the transport knows it.
+    pub peer: Option<SocketAddr>,
+    /// Whether the listener the request came in on is bound to a loopback address.
+    pub listener_on_loopback: bool,
+    /// The first proxy header the request carries, if any.
+    pub proxy_header: Option<&'static str>,
+}
+
+impl Origin {
+    /// The origin of a request received on `listener` from `peer` with `headers`.
+    pub fn of(listener: Option<SocketAddr>, peer: Option<SocketAddr>, headers: &http::HeaderMap) -> Self {
+        Self {
+            peer,
+            listener_on_loopback: listener.is_some_and(|addr| addr.ip().is_loopback()),
+            proxy_header: proxy_header(headers),
+        }
+    }
+
+    /// Why dev mode may not skip the key for this request; `None` when it may.
+    fn dev_refusal(&self) -> Option<String> {
+        if !self.listener_on_loopback {
+            return Some(
+                "dev mode accepts requests without a key only on a listener bound to loopback; \
+                 configure auth.mode = \"api_key\""
+                    .into(),
+            );
+        }
+        if let Some(header) = self.proxy_header {
+            return Some(format!(
+                "dev mode does not accept requests without a key through a proxy (the request carries {header})"
+            ));
+        }
+        if !self.peer.is_some_and(|addr| addr.ip().is_loopback()) {
+            return Some("dev mode accepts requests without a key only from loopback addresses".into());
+        }
+        None
+    }
+}
+
+/// Headers that proxies, load balancers and mesh sidecars add. A request that carries one was
+/// relayed, so its loopback peer address says nothing about the client.
+pub const PROXY_HEADERS: [&str; 12] = [
+    "forwarded",
+    "x-forwarded-for",
+    "x-forwarded-host",
+    "x-forwarded-proto",
+    "x-real-ip",
+    "x-client-ip",
+    "true-client-ip",
+    "cf-connecting-ip",
+    "x-envoy-external-address",
+    "x-forwarded-client-cert",
+    "l5d-client-id",
+    "via",
+];
+
+/// The first proxy header among `headers`.
+pub fn proxy_header(headers: &http::HeaderMap) -> Option<&'static str> {
+    PROXY_HEADERS.into_iter().find(|name| headers.contains_key(*name))
 }
 
 /// The bearer token of an `authorization` header value.
@@ -279,43 +350,17 @@ pub fn parse_bearer(value: &str) -> Option<&str> {
     (!token.is_empty()).then_some(token)
 }
 
-fn bearer_from_metadata(metadata: &MetadataMap) -> Option<String> {
-    metadata
-        .get("authorization")
+/// The bearer token of a request's `authorization` header.
+pub fn bearer_from_headers(headers: &http::HeaderMap) -> Option<&str> {
+    headers
+        .get(http::header::AUTHORIZATION)
         .and_then(|v| v.to_str().ok())
         .and_then(parse_bearer)
-        .map(str::to_string)
 }
 
-/// A tonic interceptor that authenticates every request and stores the [`Principal`] in the
-/// request's extensions.
-#[derive(Debug, Clone)]
-pub struct AuthInterceptor {
-    authenticator: Arc<Authenticator>,
-}
-
-impl AuthInterceptor {
-    pub fn new(authenticator: Arc<Authenticator>) -> Self {
-        Self { authenticator }
-    }
-}
-
-impl Interceptor for AuthInterceptor {
-    fn call(&mut self, mut request: Request<()>) -> Result<Request<()>, Status> {
-        let bearer = bearer_from_metadata(request.metadata());
-        let peer = request.remote_addr();
-        match self.authenticator.authenticate(bearer.as_deref(), peer) {
-            Ok(principal) => {
-                request.extensions_mut().insert(principal);
-                Ok(request)
-            }
-            Err(err) => Err(to_status(&err)),
-        }
-    }
-}
-
-/// The principal the [`AuthInterceptor`] established for a request. A request that did not
-/// pass through the interceptor has none: that is a wiring bug, answered UNAUTHENTICATED.
+/// The principal the serving layer ([`crate::grpc::Guarded`]) established for a request. A
+/// request that did not pass through it has none: that is a wiring bug, answered
+/// UNAUTHENTICATED.
 pub fn principal<T>(request: &Request<T>) -> Result<Principal, Status> {
     request
         .extensions()
@@ -368,36 +413,81 @@ mod tests {
         }
     }
 
+    fn local(addr: &str) -> Origin {
+        Origin {
+            peer: peer(addr),
+            listener_on_loopback: true,
+            proxy_header: None,
+        }
+    }
+
     #[test]
     fn dev_mode_is_open_on_loopback_only() {
         let auth = Authenticator::dev();
-        assert!(auth.authenticate(None, peer("127.0.0.1:5000")).is_ok());
-        assert!(auth.authenticate(None, peer("[::1]:5000")).is_ok());
-        let err = auth.authenticate(None, peer("10.0.0.7:5000")).unwrap_err();
+        assert!(auth.authenticate(None, &local("127.0.0.1:5000")).is_ok());
+        assert!(auth.authenticate(None, &local("[::1]:5000")).is_ok());
+        let err = auth.authenticate(None, &local("10.0.0.7:5000")).unwrap_err();
         assert_eq!(err.code, ErrorCode::Unauthenticated);
-        assert!(auth.authenticate(None, None).is_err());
+        assert!(auth.authenticate(None, &Origin::default()).is_err());
+    }
+
+    #[test]
+    fn dev_mode_needs_a_loopback_listener_and_no_proxy() {
+        let auth = Authenticator::dev();
+        let headers = http::HeaderMap::new();
+        let bound = |listener: &str| Origin::of(Some(listener.parse().unwrap()), peer("127.0.0.1:5000"), &headers);
+        assert!(auth.authenticate(None, &bound("127.0.0.1:50051")).is_ok());
+        let err = auth.authenticate(None, &bound("0.0.0.0:50051")).unwrap_err();
+        assert_eq!(err.code, ErrorCode::Unauthenticated);
+        assert!(err.message.contains("bound to loopback"), "{}", err.message);
+        // An unknown key from loopback does not fall back to dev mode on an open listener.
+        assert!(auth.authenticate(Some("guess"), &bound("0.0.0.0:50051")).is_err());
+
+        for name in PROXY_HEADERS {
+            let mut headers = http::HeaderMap::new();
+            headers.insert(name, http::HeaderValue::from_static("203.0.113.9"));
+            let origin = Origin::of(
+                Some("127.0.0.1:50051".parse().unwrap()),
+                peer("127.0.0.1:5000"),
+                &headers,
+            );
+            let err = auth.authenticate(None, &origin).unwrap_err();
+            assert_eq!(err.code, ErrorCode::Unauthenticated, "{name}");
+            assert!(err.message.contains(name), "{name}: {}", err.message);
+            assert!(auth.authenticate(Some("guess"), &origin).is_err(), "{name}");
+        }
+        let mut headers = http::HeaderMap::new();
+        headers.insert("X-Forwarded-For", http::HeaderValue::from_static("203.0.113.9"));
+        assert_eq!(
+            proxy_header(&headers),
+            Some("x-forwarded-for"),
+            "header names are case-insensitive"
+        );
     }
 
     #[test]
     fn keys_map_to_tenants_and_their_users() {
         let auth = Authenticator::from_config(&api_key_config()).unwrap();
-        let acme = auth.authenticate(Some("acme-secret"), peer("10.0.0.7:1")).unwrap();
+        let remote = local("10.0.0.7:1");
+        let acme = auth.authenticate(Some("acme-secret"), &remote).unwrap();
         assert_eq!(acme.tenant, "acme");
         assert!(acme.authorize_user("alice").is_ok());
         let err = acme.authorize_user("mallory").unwrap_err();
         assert_eq!(err.code, ErrorCode::PermissionDenied);
         assert_eq!(acme.credential.as_deref(), Some("acme-secret"));
 
-        let service = auth.authenticate(Some("service-secret"), None).unwrap();
+        let service = auth.authenticate(Some("service-secret"), &Origin::default()).unwrap();
         assert!(service.is_admin());
         assert!(service.authorize_user("anyone").is_ok());
 
         assert_eq!(
-            auth.authenticate(Some("wrong"), peer("127.0.0.1:1")).unwrap_err().code,
+            auth.authenticate(Some("wrong"), &local("127.0.0.1:1"))
+                .unwrap_err()
+                .code,
             ErrorCode::Unauthenticated
         );
         assert_eq!(
-            auth.authenticate(None, peer("127.0.0.1:1")).unwrap_err().code,
+            auth.authenticate(None, &local("127.0.0.1:1")).unwrap_err().code,
             ErrorCode::Unauthenticated,
             "api_key mode has no loopback exemption"
         );
@@ -413,7 +503,7 @@ mod tests {
             ..Default::default()
         });
         let auth = Authenticator::from_config(&config).unwrap();
-        let acme = auth.authenticate(Some("acme-secret"), None).unwrap();
+        let acme = auth.authenticate(Some("acme-secret"), &Origin::default()).unwrap();
         let mut scope = Scope::new("alice", "cto").with_tenant("");
         acme.authorize(&mut scope).unwrap();
         assert_eq!(scope.tenant_id, "acme", "an empty tenant is the key's own");
@@ -422,7 +512,7 @@ mod tests {
         assert_eq!(err.code, ErrorCode::PermissionDenied, "{err:?}");
         assert!(err.message.contains("globex"), "{}", err.message);
 
-        let admin = auth.authenticate(Some("service-secret"), None).unwrap();
+        let admin = auth.authenticate(Some("service-secret"), &Origin::default()).unwrap();
         assert!(admin.is_admin());
         assert!(
             admin
@@ -431,7 +521,7 @@ mod tests {
             "users = [\"*\"] is every user of its own tenant, not of every tenant"
         );
 
-        let service = auth.authenticate(Some("gateway-secret"), None).unwrap();
+        let service = auth.authenticate(Some("gateway-secret"), &Origin::default()).unwrap();
         assert!(service.is_admin(), "a service key acts for every user");
         let mut named = Scope::new("alice", "cto").with_tenant("acme");
         service.authorize(&mut named).unwrap();
@@ -457,11 +547,42 @@ mod tests {
             ..Default::default()
         };
         let auth = Authenticator::from_config(&config).unwrap();
-        assert!(auth.authenticate(Some("k-one"), None).is_ok());
+        let anywhere = Origin::default();
+        assert!(auth.authenticate(Some("k-one"), &anywhere).is_ok());
         std::fs::write(&path, "[[keys]]\ntenant = \"t1\"\nusers = [\"u1\"]\nkey = \"k-two\"\n").unwrap();
         assert_eq!(auth.reload().unwrap(), 1);
-        assert!(auth.authenticate(Some("k-one"), None).is_err(), "rotated out");
-        assert!(auth.authenticate(Some("k-two"), None).is_ok());
+        assert!(auth.authenticate(Some("k-one"), &anywhere).is_err(), "rotated out");
+        assert!(auth.authenticate(Some("k-two"), &anywhere).is_ok());
+    }
+
+    #[test]
+    fn a_keys_file_with_a_syntax_error_does_not_reveal_a_key() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("keys.toml");
+        let secret = "tk_8f1b2c3d4e5f60718293a4b5c6d7e8f9";
+        // An unclosed array: the parser's own message quotes the line with the key.
+        std::fs::write(
+            &path,
+            format!("[[keys]]\ntenant = \"t1\"\nusers = [\"u1\"\nkey = \"{secret}\"\n"),
+        )
+        .unwrap();
+        let raw = toml::from_str::<KeysFile>(&std::fs::read_to_string(&path).unwrap())
+            .unwrap_err()
+            .to_string();
+        assert!(raw.contains(secret), "the parser quotes the line: {raw}");
+        let config = AuthConfig {
+            mode: AuthMode::ApiKey,
+            keys_file: Some(path.clone()),
+            ..Default::default()
+        };
+        let err = Authenticator::from_config(&config).unwrap_err().to_string();
+        assert!(!err.contains(secret) && !err.contains("tk_"), "{err}");
+        assert!(err.starts_with("auth.keys_file: ") && err.contains("line 4"), "{err}");
+        // A value of the wrong type is quoted by serde: redacted too.
+        std::fs::write(&path, format!("[[keys]]\ntenant = \"t1\"\nusers = \"{secret}\"\n")).unwrap();
+        let err = Authenticator::from_config(&config).unwrap_err().to_string();
+        assert!(!err.contains(secret), "{err}");
+        assert!(err.contains("line 3"), "{err}");
     }
 
     #[test]

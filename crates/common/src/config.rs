@@ -63,8 +63,15 @@ where
     figment.extract::<T>().map_err(|err| {
         let key = err.path.join(".");
         let message = err.to_string();
+        // A file that does not parse is shown with its offending line, and a value of the
+        // wrong type is quoted: either may be a key or a password.
         if key.is_empty() {
-            ConfigError::Parse(message)
+            ConfigError::Parse(crate::redact::parser_message(&message))
+        } else if crate::redact::is_secret_key(&key) {
+            ConfigError::Invalid {
+                message: crate::redact::parser_message(&message),
+                key,
+            }
         } else {
             ConfigError::Invalid { key, message }
         }
@@ -99,8 +106,19 @@ pub struct ServerConfig {
     pub shutdown_grace_secs: u64,
     /// The deadline of a request that carries none (grpc-timeout wins when present).
     pub request_timeout_ms: u64,
-    /// Requests served at once per process; more wait, then are shed with UNAVAILABLE.
+    /// Requests served at once by the process (health and reflection aside); more wait for a
+    /// seat, in turn per tenant, then are shed with RESOURCE_EXHAUSTED and Retry-After.
     pub concurrency_limit: usize,
+    /// Requests of one tenant served at once; a key's `max_concurrency` overrides it.
+    pub tenant_concurrency_limit: usize,
+    /// Requests of one tenant waiting for a seat; more are shed at once.
+    pub tenant_queue_limit: usize,
+    /// The longest a request waits for a seat (never past its own deadline), in milliseconds.
+    pub queue_timeout_ms: u64,
+    /// Requests per second of one tenant when its key sets none (0 turns rates off).
+    pub tenant_rate_per_second: f64,
+    /// Burst of the per-tenant rate, in requests.
+    pub tenant_rate_burst: f64,
     /// The largest gRPC message accepted, in bytes.
     pub max_message_bytes: usize,
 }
@@ -114,7 +132,12 @@ impl Default for ServerConfig {
             models_dir: PathBuf::from("models"),
             shutdown_grace_secs: 20,
             request_timeout_ms: 30_000,
-            concurrency_limit: 256,
+            concurrency_limit: 64,
+            tenant_concurrency_limit: 16,
+            tenant_queue_limit: 64,
+            queue_timeout_ms: 1_000,
+            tenant_rate_per_second: 50.0,
+            tenant_rate_burst: 100.0,
             max_message_bytes: 16 * 1024 * 1024,
         }
     }
@@ -146,8 +169,12 @@ pub struct ApiKeyConfig {
     pub key_sha256: String,
     /// The key itself, only in a keys file mounted from a secret; hashed at load.
     pub key: String,
-    /// Requests per second allowed for this tenant at the gateway; 0 means the default.
+    /// Requests per second allowed for this tenant, per process; 0 means
+    /// `server.tenant_rate_per_second`.
     pub rate_per_second: f64,
+    /// Requests of this tenant served at once, per process; 0 means
+    /// `server.tenant_concurrency_limit`.
+    pub max_concurrency: usize,
 }
 
 /// Authentication settings.
@@ -386,6 +413,7 @@ mod tests {
     #[derive(Debug, Default, Serialize, Deserialize)]
     #[serde(default, deny_unknown_fields)]
     struct Root {
+        auth: AuthConfig,
         server: ServerConfig,
         storage: StorageConfig,
         telemetry: TelemetryConfig,
@@ -429,6 +457,16 @@ mod tests {
         std::fs::write(&file, "[server]\ngrpc_adress = \"0.0.0.0:7000\"\n").unwrap();
         let err = load_layered::<Root>(Some(&file), &[]).unwrap_err();
         assert!(err.to_string().contains("grpc_adress"), "{err}");
+    }
+
+    #[test]
+    fn a_config_file_that_does_not_parse_is_not_echoed() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("config.toml");
+        std::fs::write(&file, "[auth]\nclient_key = \"tk_0123456789abcdef\n").unwrap();
+        let err = load_layered::<Root>(Some(&file), &[]).unwrap_err().to_string();
+        assert!(!err.contains("tk_0123456789abcdef"), "{err}");
+        assert!(err.contains("line 2"), "{err}");
     }
 
     #[test]

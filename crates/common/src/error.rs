@@ -105,9 +105,11 @@ impl ApiError {
         Self::new(ErrorCode::InvalidArgument, format!("{field}: {why}"))
     }
 
-    /// NOT_FOUND naming the kind and id.
+    /// NOT_FOUND naming the kind and id (its first 128 characters: ids come from callers).
     pub fn not_found(kind: &str, id: &str) -> Self {
-        Self::new(ErrorCode::NotFound, format!("{kind} {id:?} not found"))
+        let shown: String = id.chars().take(128).collect();
+        let cut = if shown.len() < id.len() { "…" } else { "" };
+        Self::new(ErrorCode::NotFound, format!("{kind} {shown:?}{cut} not found"))
     }
 
     pub fn permission_denied(message: impl Into<String>) -> Self {
@@ -164,6 +166,23 @@ impl From<Status> for ApiError {
 /// Metadata key carrying the retry delay in seconds on RESOURCE_EXHAUSTED.
 pub const RETRY_AFTER_METADATA: &str = "retry-after";
 
+/// The longest message a status carries, in bytes. It travels in a header (`grpc-message`,
+/// percent-encoded) and HTTP/2 peers refuse header blocks past a few KiB: a message that
+/// echoed a caller's megabyte-long value broke the connection instead of answering.
+pub const MAX_STATUS_MESSAGE_BYTES: usize = 1024;
+
+/// `message` cut to [`MAX_STATUS_MESSAGE_BYTES`] at a character boundary, "…" marking a cut.
+pub fn bounded_message(message: &str) -> std::borrow::Cow<'_, str> {
+    if message.len() <= MAX_STATUS_MESSAGE_BYTES {
+        return std::borrow::Cow::Borrowed(message);
+    }
+    let mut cut = MAX_STATUS_MESSAGE_BYTES - '…'.len_utf8();
+    while !message.is_char_boundary(cut) {
+        cut -= 1;
+    }
+    std::borrow::Cow::Owned(format!("{}…", &message[..cut]))
+}
+
 /// Turns any service error into a gRPC status. Internal errors are logged with their cause
 /// and returned with a generic message: causes may contain connection strings or file paths.
 pub fn to_status<E: ServiceError + ?Sized>(error: &E) -> Status {
@@ -172,7 +191,7 @@ pub fn to_status<E: ServiceError + ?Sized>(error: &E) -> Status {
         tracing::error!(error = %error, source = ?std::error::Error::source(error), "internal error");
         Status::internal("internal error")
     } else {
-        Status::new(code.grpc_code(), error.to_string())
+        Status::new(code.grpc_code(), bounded_message(&error.to_string()).into_owned())
     };
     if let Some(delay) = error.retry_after() {
         let seconds = delay.as_secs().max(1).to_string();
@@ -200,6 +219,16 @@ mod tests {
         let status = to_status(&ApiError::invalid("memory.importance", "must be 1-5, got 9"));
         assert_eq!(status.code(), Code::InvalidArgument);
         assert_eq!(status.message(), "memory.importance: must be 1-5, got 9");
+    }
+
+    #[test]
+    fn messages_are_bounded_however_long_the_input() {
+        let long = "预".repeat(100_000);
+        let status = to_status(&ApiError::invalid("query", &long));
+        assert!(status.message().len() <= MAX_STATUS_MESSAGE_BYTES);
+        assert!(status.message().starts_with("query: 预") && status.message().ends_with('…'));
+        let missing = ApiError::not_found("artifact", &" ".repeat(100_000));
+        assert!(missing.message.len() < 200, "{}", missing.message.len());
     }
 
     #[test]

@@ -1,19 +1,30 @@
-//! Serving gRPC: health, reflection, the layer stack, graceful shutdown; and client channels.
+//! Serving gRPC: health, reflection, the layer stack, authentication and admission, graceful
+//! shutdown; and client channels.
 
+use std::convert::Infallible;
+use std::future::Future;
 use std::net::SocketAddr;
-use std::time::Duration;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::task::{Context, Poll};
+use std::time::{Duration, Instant};
 
 use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
+use tonic::body::Body;
 use tonic::codegen::InterceptedService;
+use tonic::server::NamedService;
 use tonic::service::Routes;
-use tonic::transport::server::TcpIncoming;
+use tonic::transport::server::{TcpConnectInfo, TcpIncoming, TlsConnectInfo};
 use tonic::transport::{Channel, Endpoint, Server};
 use tonic_health::ServingStatus;
 use tonic_health::server::HealthReporter;
+use tower::Service;
 
+use crate::auth::{Authenticator, Origin, bearer_from_headers};
 use crate::config::ServerConfig;
-use crate::error::ApiError;
+use crate::error::{ApiError, to_status};
+use crate::limits::{Admission, TenantLimits};
 use crate::metrics::GrpcMetricsLayer;
 use crate::telemetry::{TraceContextInterceptor, server_span};
 
@@ -21,7 +32,6 @@ use crate::telemetry::{TraceContextInterceptor, server_span};
 #[derive(Debug, Clone)]
 pub struct ServeOptions {
     pub request_timeout: Duration,
-    pub concurrency_limit: usize,
     pub shutdown_grace: Duration,
 }
 
@@ -29,7 +39,6 @@ impl ServeOptions {
     pub fn from_config(config: &ServerConfig) -> Self {
         Self {
             request_timeout: Duration::from_millis(config.request_timeout_ms.max(1)),
-            concurrency_limit: config.concurrency_limit.max(1),
             shutdown_grace: Duration::from_secs(config.shutdown_grace_secs),
         }
     }
@@ -110,15 +119,11 @@ pub async fn serve(
     let addr = listener.local_addr()?;
 
     // Layer order, outermost first: metrics see every request, including those shed or timed
-    // out below; the deadline bounds the time a request waits for a concurrency slot too; the
-    // global limit protects the backends across connections, and tonic's load shedding turns
-    // "no slot free" into UNAVAILABLE at once instead of an unbounded queue.
-    let layers =
-        tower::ServiceBuilder::new()
-            .layer(GrpcMetricsLayer)
-            .layer(tower::limit::GlobalConcurrencyLimitLayer::new(
-                options.concurrency_limit,
-            ));
+    // out below; the timeout bounds the whole request, its wait for a seat included.
+    // Authentication, rates and seats are not layers of the whole server but wrap each
+    // service in `routes` ([`Gate::guard`]): health and reflection stay outside them, so a
+    // flood can never starve a liveness probe.
+    let layers = tower::ServiceBuilder::new().layer(GrpcMetricsLayer);
 
     let drained = CancellationToken::new();
     let stop = shutdown.clone();
@@ -128,7 +133,6 @@ pub async fn serve(
     let server = Server::builder()
         .trace_fn(server_span)
         .timeout(options.request_timeout)
-        .load_shed(true)
         .layer(layers)
         .add_routes(routes)
         .add_service(health_service)
@@ -154,6 +158,131 @@ pub async fn serve(
     }
     tracing::info!(%addr, "grpc stopped");
     Ok(())
+}
+
+/// Authentication and admission in front of the services of one listener: every request is
+/// authenticated (dev mode's exemption needs a loopback listener, a loopback peer and no proxy
+/// header), then admitted by the process's [`Admission`] (its tenant's rate and a seat) before
+/// the service sees it, under its deadline (`grpc-timeout`, capped by the request timeout).
+#[derive(Clone)]
+pub struct Gate {
+    inner: Arc<GateInner>,
+}
+
+struct GateInner {
+    authenticator: Arc<Authenticator>,
+    admission: Admission,
+    listener: Option<SocketAddr>,
+    request_timeout: Duration,
+}
+
+impl std::fmt::Debug for Gate {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Gate")
+            .field("listener", &self.inner.listener)
+            .field("admission", &self.inner.admission)
+            .finish()
+    }
+}
+
+impl Gate {
+    /// The gate of the listener bound to `listener`.
+    pub fn new(
+        authenticator: Arc<Authenticator>,
+        admission: Admission,
+        listener: Option<SocketAddr>,
+        request_timeout: Duration,
+    ) -> Self {
+        Self {
+            inner: Arc::new(GateInner {
+                authenticator,
+                admission,
+                listener,
+                request_timeout,
+            }),
+        }
+    }
+
+    /// Wraps one gRPC service.
+    pub fn guard<S>(&self, service: S) -> Guarded<S> {
+        Guarded {
+            inner: service,
+            gate: self.clone(),
+        }
+    }
+}
+
+/// A gRPC service behind a [`Gate`].
+#[derive(Clone)]
+pub struct Guarded<S> {
+    inner: S,
+    gate: Gate,
+}
+
+impl<S: NamedService> NamedService for Guarded<S> {
+    const NAME: &'static str = S::NAME;
+}
+
+/// The peer address tonic recorded for a connection, over TCP or TLS.
+fn remote_addr(extensions: &http::Extensions) -> Option<SocketAddr> {
+    extensions
+        .get::<TcpConnectInfo>()
+        .and_then(TcpConnectInfo::remote_addr)
+        .or_else(|| {
+            extensions
+                .get::<TlsConnectInfo<TcpConnectInfo>>()
+                .and_then(|info| info.get_ref().remote_addr())
+        })
+}
+
+impl<S> Service<http::Request<Body>> for Guarded<S>
+where
+    S: Service<http::Request<Body>, Response = http::Response<Body>, Error = Infallible> + Clone + Send + 'static,
+    S::Future: Send + 'static,
+{
+    type Response = http::Response<Body>;
+    type Error = Infallible;
+    type Future = Pin<Box<dyn Future<Output = Result<Self::Response, Self::Error>> + Send>>;
+
+    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Self::Error>> {
+        self.inner.poll_ready(cx)
+    }
+
+    fn call(&mut self, mut request: http::Request<Body>) -> Self::Future {
+        // The clone that was polled ready serves this request; the fresh one the next.
+        let clone = self.inner.clone();
+        let mut inner = std::mem::replace(&mut self.inner, clone);
+        let gate = Arc::clone(&self.gate.inner);
+        Box::pin(async move {
+            let origin = Origin::of(gate.listener, remote_addr(request.extensions()), request.headers());
+            let principal = match gate
+                .authenticator
+                .authenticate(bearer_from_headers(request.headers()), &origin)
+            {
+                Ok(principal) => principal,
+                Err(err) => return Ok(to_status(&err).into_http()),
+            };
+            let timeout = request
+                .headers()
+                .get("grpc-timeout")
+                .and_then(|value| value.to_str().ok())
+                .and_then(crate::deadline::parse_grpc_timeout)
+                .map_or(gate.request_timeout, |asked| asked.min(gate.request_timeout));
+            let deadline = Instant::now() + timeout;
+            let limits = TenantLimits {
+                rate_per_second: principal.rate_per_second,
+                concurrency: principal.max_concurrency,
+            };
+            let seat = match gate.admission.admit(&principal.tenant, limits, Some(deadline)).await {
+                Ok(seat) => seat,
+                Err(err) => return Ok(to_status(&err).into_http()),
+            };
+            request.extensions_mut().insert(principal);
+            let response = crate::deadline::with_deadline(Some(deadline), inner.call(request)).await;
+            drop(seat);
+            response
+        })
+    }
 }
 
 /// Binds a TCP listener, naming the address on failure.

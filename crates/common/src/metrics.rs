@@ -34,6 +34,8 @@ pub struct Metrics {
     pub backend_latency: HistogramVec,
     /// The gateway's catalog probes under the controller's "no", by outcome (hit, miss).
     pub catalog_probes: IntCounterVec,
+    /// Requests refused with RESOURCE_EXHAUSTED before any work, by what was full.
+    pub shed: IntCounterVec,
 }
 
 fn register<T: prometheus::core::Collector + Clone + 'static>(registry: &Registry, metric: T) -> T {
@@ -127,6 +129,17 @@ pub static METRICS: LazyLock<Metrics> = LazyLock::new(|| {
                     "catalog probes run under the controller's \"no\", by outcome (hit: a strong match was included)",
                 ),
                 &["outcome"],
+            )
+            .expect("valid metric"),
+        ),
+        shed: register(
+            &registry,
+            IntCounterVec::new(
+                Opts::new(
+                    "thinkus_requests_shed_total",
+                    "requests refused with RESOURCE_EXHAUSTED before any work, by what was full",
+                ),
+                &["reason"],
             )
             .expect("valid metric"),
         ),

@@ -29,10 +29,6 @@ pub struct GatewayConfig {
     pub probe_budget_tokens: u32,
     /// Tool outputs above this many tokens are stored as artifacts and replaced by compacts.
     pub offload_threshold_tokens: u32,
-    /// Requests per second per tenant when its key sets none (0 turns the limit off).
-    pub rate_per_second: f64,
-    /// Burst size of the per-tenant limit, in requests.
-    pub rate_burst: f64,
     /// Background workers taking jobs from the queue.
     pub workers: usize,
     /// How often an idle worker looks for work, in milliseconds.
@@ -69,8 +65,6 @@ impl Default for GatewayConfig {
             probe_min_similarity: 0.85,
             probe_budget_tokens: 300,
             offload_threshold_tokens: 500,
-            rate_per_second: 50.0,
-            rate_burst: 100.0,
             workers: 2,
             poll_interval_ms: 200,
             lease_seconds: 120,
@@ -103,9 +97,6 @@ impl GatewayConfig {
         }
         if !(-1.0..=1.0).contains(&self.probe_min_similarity) {
             return Err("gateway.probe_min_similarity: must be a cosine similarity, between -1 and 1".into());
-        }
-        if self.rate_per_second < 0.0 || self.rate_burst < 1.0 {
-            return Err("gateway.rate_per_second/rate_burst: rate must be >= 0 and burst >= 1".into());
         }
         if self.max_attempts == 0 {
             return Err("gateway.max_attempts: must be at least 1".into());

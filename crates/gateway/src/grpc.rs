@@ -1,5 +1,6 @@
-//! The gRPC adapter of the gateway: authentication, per-tenant rate limits, deadlines carried to
-//! the services it calls, and the caller's credential forwarded to them.
+//! The gRPC adapter of the gateway: the caller's rights on the scope, deadlines carried to the
+//! services it calls, and the caller's credential forwarded to them (authentication, rates and
+//! seats are the serving layer's: `thinkus_common::grpc::Gate`).
 
 use std::future::Future;
 use std::sync::Arc;
@@ -17,18 +18,16 @@ use thinkus_proto::gateway::gateway_service_server::{GatewayService, GatewayServ
 use tonic::{Request, Response, Status};
 
 use crate::api::{CompleteRequest, Completed, PrepareRequest, Prepared, SectionKind, ToolCall, TraceKind};
-use crate::limits::RateLimiter;
 use crate::service::Gateway;
 
 /// Serves the [`Gateway`] over gRPC.
 pub struct GatewayGrpc {
     gateway: Arc<Gateway>,
-    limiter: Arc<RateLimiter>,
 }
 
 impl GatewayGrpc {
-    pub fn new(gateway: Arc<Gateway>, limiter: Arc<RateLimiter>) -> Self {
-        Self { gateway, limiter }
+    pub fn new(gateway: Arc<Gateway>) -> Self {
+        Self { gateway }
     }
 
     pub fn into_server(self, max_message_bytes: usize) -> GatewayServiceServer<Self> {
@@ -37,8 +36,8 @@ impl GatewayGrpc {
             .max_encoding_message_size(max_message_bytes)
     }
 
-    /// Checks the caller, its rights on `scope` and its rate, then runs `work` under the
-    /// request's deadline with the caller's credential forwarded.
+    /// Checks the caller's rights on `scope`, then runs `work` under the request's deadline
+    /// with the caller's credential forwarded.
     async fn guarded<T, R, F>(
         &self,
         request: &Request<T>,
@@ -52,9 +51,6 @@ impl GatewayGrpc {
         let principal: Principal = principal(request)?;
         let mut scope = scope_from_proto(scope, "scope", rules).map_err(|e| to_status(&e))?;
         principal.authorize(&mut scope).map_err(|e| to_status(&e))?;
-        self.limiter
-            .check(&principal.tenant, principal.rate_per_second)
-            .map_err(|e| to_status(&e))?;
         let deadline = deadline::from_metadata(request.metadata());
         with_forwarded_credential(
             principal.credential.clone(),

@@ -11,7 +11,6 @@ pub mod context;
 pub mod extras;
 pub mod grpc;
 pub mod jobs;
-pub mod limits;
 pub mod rest;
 pub mod rest_memory;
 pub mod rest_records;
@@ -21,5 +20,4 @@ pub mod ui;
 
 pub use config::GatewayConfig;
 pub use grpc::GatewayGrpc;
-pub use limits::RateLimiter;
 pub use service::{Gateway, UpstreamAddresses, Upstreams};

@@ -7,26 +7,33 @@
 //! /api/memory/correct; POST /api/turn/prepare, /api/turn/complete; GET /api/jobs; the
 //! candidate queue, conflicts, history, standing context, export and import
 //! ([`crate::rest_memory`]); artifacts and session summaries ([`crate::rest_records`]).
+//!
+//! Every route is behind the same gate as the gRPC services (see [`guard`]): authentication
+//! (dev mode's exemption only on a loopback listener, from a loopback peer, without proxy
+//! headers), the process's admission (the tenant's rate and a seat, shared with gRPC), and the
+//! request timeout.
 
 use std::net::SocketAddr;
 use std::sync::Arc;
+use std::time::{Duration, Instant};
 
-use axum::extract::{ConnectInfo, Query, State};
-use axum::http::{HeaderMap, HeaderValue, StatusCode};
+use axum::extract::{ConnectInfo, DefaultBodyLimit, Extension, Query, Request, State};
+use axum::http::{HeaderValue, StatusCode};
+use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use axum::{Json, Router};
 use serde::Deserialize;
 use serde_json::{Value, json};
-use thinkus_common::ApiError;
-use thinkus_common::auth::{Authenticator, Principal, with_forwarded_credential};
+use thinkus_common::auth::{Authenticator, Origin, Principal, bearer_from_headers, with_forwarded_credential};
+use thinkus_common::limits::{Admission, TenantLimits};
 use thinkus_common::model::{EngineChoice, MemoryType, Message, RetrievalMode, Scope, TimeRange};
+use thinkus_common::{ApiError, ErrorCode};
 use thinkus_knowledge_manager::api::{CorrectRequest, CorrectionAction, LearnRequest};
 use thinkus_memory_controller::api::DecideRequest;
 use thinkus_retriever::api::RecallRequest;
 
 use crate::api::{CompleteRequest, PrepareRequest, ToolCall};
-use crate::limits::RateLimiter;
 use crate::service::Gateway;
 
 /// What the REST handlers share.
@@ -34,7 +41,12 @@ use crate::service::Gateway;
 pub struct RestState {
     pub gateway: Arc<Gateway>,
     pub authenticator: Arc<Authenticator>,
-    pub limiter: Arc<RateLimiter>,
+    /// The process's admission, shared with its gRPC services.
+    pub admission: Admission,
+    /// The address the facade is bound to (dev mode needs it on loopback).
+    pub listener: Option<SocketAddr>,
+    /// The longest a request may take, its wait for a seat included.
+    pub request_timeout: Duration,
 }
 
 /// An [`ApiError`] as an HTTP response.
@@ -55,7 +67,7 @@ impl IntoResponse for RestError {
             tracing::error!(error = %err.message, "internal error on the REST facade");
             "internal error".to_string()
         } else {
-            err.message.clone()
+            thinkus_common::error::bounded_message(&err.message).into_owned()
         };
         let body = json!({"error": {"code": format!("{:?}", err.code), "message": message}});
         let mut response = (status, Json(body)).into_response();
@@ -71,6 +83,9 @@ impl IntoResponse for RestError {
 
 type Answer = Result<Json<Value>, RestError>;
 
+/// The largest request body, as for gRPC messages.
+pub const MAX_BODY_BYTES: usize = 16 * 1024 * 1024;
+
 /// The router of the facade.
 pub fn router(state: RestState) -> Router {
     Router::new()
@@ -83,7 +98,49 @@ pub fn router(state: RestState) -> Router {
         .route("/api/jobs", get(jobs))
         .merge(crate::rest_memory::routes())
         .merge(crate::rest_records::routes())
+        // After the merges: route_layer wraps only the routes added before it.
+        .route_layer(axum::middleware::from_fn_with_state(state.clone(), guard))
+        .layer(DefaultBodyLimit::max(MAX_BODY_BYTES))
         .with_state(state)
+}
+
+/// Authenticates the caller, admits the request (its tenant's rate and a seat, waiting no
+/// longer than the request may take) and bounds its time, before any handler reads the body.
+async fn guard(
+    State(state): State<RestState>,
+    ConnectInfo(peer): ConnectInfo<SocketAddr>,
+    mut request: Request,
+    next: Next,
+) -> Response {
+    let origin = Origin::of(state.listener, Some(peer), request.headers());
+    let principal = match state
+        .authenticator
+        .authenticate(bearer_from_headers(request.headers()), &origin)
+    {
+        Ok(principal) => principal,
+        Err(err) => return RestError(err).into_response(),
+    };
+    let deadline = Instant::now() + state.request_timeout;
+    let limits = TenantLimits {
+        rate_per_second: principal.rate_per_second,
+        concurrency: principal.max_concurrency,
+    };
+    let seat = match state.admission.admit(&principal.tenant, limits, Some(deadline)).await {
+        Ok(seat) => seat,
+        Err(err) => return RestError(err).into_response(),
+    };
+    request.extensions_mut().insert(principal);
+    let run = thinkus_common::deadline::with_deadline(Some(deadline), next.run(request));
+    let response = match tokio::time::timeout_at(deadline.into(), run).await {
+        Ok(response) => response,
+        Err(_) => RestError(ApiError::new(
+            ErrorCode::Timeout,
+            format!("the request took longer than {:?}", state.request_timeout),
+        ))
+        .into_response(),
+    };
+    drop(seat);
+    response
 }
 
 /// Serves the facade on `listener` until `shutdown`.
@@ -100,22 +157,6 @@ pub async fn serve(
     .await
 }
 
-pub(crate) fn bearer(headers: &HeaderMap) -> Option<&str> {
-    headers
-        .get("authorization")
-        .and_then(|v| v.to_str().ok())
-        .and_then(|v| v.strip_prefix("Bearer ").or_else(|| v.strip_prefix("bearer ")))
-        .map(str::trim)
-}
-
-/// Authenticates, authorises `scope` and takes one request from the tenant's rate.
-fn admit(state: &RestState, headers: &HeaderMap, peer: SocketAddr, scope: &mut Scope) -> Result<Principal, ApiError> {
-    let principal = state.authenticator.authenticate(bearer(headers), Some(peer))?;
-    principal.authorize(scope)?;
-    state.limiter.check(&principal.tenant, principal.rate_per_second)?;
-    Ok(principal)
-}
-
 pub(crate) fn scope_of(
     tenant: Option<String>,
     user: Option<String>,
@@ -125,7 +166,7 @@ pub(crate) fn scope_of(
 ) -> Scope {
     let some = |v: Option<String>| v.filter(|s| !s.is_empty());
     Scope {
-        // Empty: the caller's own tenant (`admit` resolves it).
+        // Empty: the caller's own tenant (`Principal::authorize` resolves it).
         tenant_id: tenant.unwrap_or_default(),
         user_id: user.unwrap_or_default(),
         role_id: role.unwrap_or_default(),
@@ -159,8 +200,7 @@ struct ControlBody {
 
 async fn control(
     State(state): State<RestState>,
-    ConnectInfo(peer): ConnectInfo<SocketAddr>,
-    headers: HeaderMap,
+    Extension(principal): Extension<Principal>,
     Json(body): Json<Value>,
 ) -> Answer {
     let body: ControlBody = serde_json::from_value(body).map_err(|e| ApiError::invalid("body", e))?;
@@ -173,7 +213,7 @@ async fn control(
         body.project_id,
         None,
     );
-    let principal = admit(&state, &headers, peer, &mut scope)?;
+    principal.authorize(&mut scope)?;
     let decision = with_forwarded_credential(principal.credential, async {
         state
             .gateway
@@ -232,8 +272,7 @@ fn time_range(value: Option<&str>) -> Result<Option<TimeRange>, ApiError> {
 
 async fn retrieve(
     State(state): State<RestState>,
-    ConnectInfo(peer): ConnectInfo<SocketAddr>,
-    headers: HeaderMap,
+    Extension(principal): Extension<Principal>,
     Json(body): Json<Value>,
 ) -> Answer {
     let body: RetrieveBody = serde_json::from_value(body).map_err(|e| ApiError::invalid("body", e))?;
@@ -255,7 +294,7 @@ async fn retrieve(
         body.project_id,
         None,
     );
-    let principal = admit(&state, &headers, peer, &mut scope)?;
+    principal.authorize(&mut scope)?;
     let result = with_forwarded_credential(principal.credential, async {
         state
             .gateway
@@ -357,8 +396,7 @@ fn conversation_messages(text: &str) -> Vec<Message> {
 
 async fn write(
     State(state): State<RestState>,
-    ConnectInfo(peer): ConnectInfo<SocketAddr>,
-    headers: HeaderMap,
+    Extension(principal): Extension<Principal>,
     Json(body): Json<Value>,
 ) -> Answer {
     let body: WriteBody = serde_json::from_value(body).map_err(|e| ApiError::invalid("body", e))?;
@@ -375,7 +413,7 @@ async fn write(
         body.project_id,
         body.session_id,
     );
-    let principal = admit(&state, &headers, peer, &mut scope)?;
+    principal.authorize(&mut scope)?;
     let learned = with_forwarded_credential(principal.credential, async {
         state
             .gateway
@@ -428,8 +466,7 @@ struct CorrectBody {
 
 async fn correct(
     State(state): State<RestState>,
-    ConnectInfo(peer): ConnectInfo<SocketAddr>,
-    headers: HeaderMap,
+    Extension(principal): Extension<Principal>,
     Json(body): Json<Value>,
 ) -> Answer {
     let body: CorrectBody = serde_json::from_value(body).map_err(|e| ApiError::invalid("body", e))?;
@@ -449,7 +486,7 @@ async fn correct(
         }
     };
     let mut scope = scope_of(body.tenant_id, Some(body.user_id), body.role_id, None, None);
-    let principal = admit(&state, &headers, peer, &mut scope)?;
+    principal.authorize(&mut scope)?;
     let corrected = with_forwarded_credential(principal.credential, async {
         state
             .gateway
@@ -493,8 +530,7 @@ struct PrepareBody {
 
 async fn prepare(
     State(state): State<RestState>,
-    ConnectInfo(peer): ConnectInfo<SocketAddr>,
-    headers: HeaderMap,
+    Extension(principal): Extension<Principal>,
     Json(body): Json<Value>,
 ) -> Answer {
     let body: PrepareBody = serde_json::from_value(body).map_err(|e| ApiError::invalid("body", e))?;
@@ -506,7 +542,7 @@ async fn prepare(
         body.project_id,
         Some(body.session_id),
     );
-    let principal = admit(&state, &headers, peer, &mut scope)?;
+    principal.authorize(&mut scope)?;
     let prepared = with_forwarded_credential(principal.credential, async {
         state
             .gateway
@@ -570,8 +606,7 @@ struct CompleteBody {
 
 async fn complete(
     State(state): State<RestState>,
-    ConnectInfo(peer): ConnectInfo<SocketAddr>,
-    headers: HeaderMap,
+    Extension(principal): Extension<Principal>,
     Json(body): Json<Value>,
 ) -> Answer {
     let body: CompleteBody = serde_json::from_value(body).map_err(|e| ApiError::invalid("body", e))?;
@@ -583,7 +618,7 @@ async fn complete(
         body.project_id,
         Some(body.session_id),
     );
-    let principal = admit(&state, &headers, peer, &mut scope)?;
+    principal.authorize(&mut scope)?;
     let completed = with_forwarded_credential(principal.credential, async {
         state
             .gateway
@@ -632,13 +667,12 @@ struct JobsQuery {
 
 async fn jobs(
     State(state): State<RestState>,
-    ConnectInfo(peer): ConnectInfo<SocketAddr>,
-    headers: HeaderMap,
+    Extension(principal): Extension<Principal>,
     Query(query): Query<JobsQuery>,
 ) -> Answer {
     required(&query.user_id, "userId")?;
     let mut scope = scope_of(query.tenant_id, Some(query.user_id), None, None, query.session_id);
-    admit(&state, &headers, peer, &mut scope)?;
+    principal.authorize(&mut scope)?;
     let limit = query.limit.unwrap_or(50).clamp(1, 500);
     let jobs = state.gateway.list_jobs(&scope, None, limit, 0).await?;
     Ok(Json(json!({

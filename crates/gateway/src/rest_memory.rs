@@ -13,9 +13,7 @@
 //! - `GET  /api/memory/export?userId&projectId&lang`
 //! - `POST /api/memory/import` `{userId, roleId?, dryRun?, files: [{path, content}]}`
 
-use std::net::SocketAddr;
-
-use axum::extract::{ConnectInfo, FromRequestParts, Path, Query, State};
+use axum::extract::{FromRequestParts, Path, Query, State};
 use axum::http::request::Parts;
 use axum::routing::{get, post};
 use axum::{Json, Router};
@@ -27,22 +25,22 @@ use thinkus_common::auth::{Principal, with_forwarded_credential};
 use thinkus_common::model::{Language, Memory, Scope};
 use thinkus_knowledge_manager::api::{CandidateView, Conflict, ConflictChoice, MarkdownFile, WriteResult};
 
-use crate::rest::{RestError, RestState, bearer, required, scope_of};
+use crate::rest::{RestError, RestState, required, scope_of};
 
 type Answer = Result<Json<Value>, RestError>;
 
-/// The authenticated caller of a request, its tenant's rate taken (the scope is authorised by
-/// each handler, once it is read).
+/// The caller of a request, as the facade's gate authenticated and admitted it
+/// ([`crate::rest`]'s `guard`; the scope is authorised by each handler, once it is read).
 pub struct Caller(pub Principal);
 
 impl FromRequestParts<RestState> for Caller {
     type Rejection = RestError;
 
-    async fn from_request_parts(parts: &mut Parts, state: &RestState) -> Result<Self, Self::Rejection> {
-        let peer = parts.extensions.get::<ConnectInfo<SocketAddr>>().map(|c| c.0);
-        let principal = state.authenticator.authenticate(bearer(&parts.headers), peer)?;
-        state.limiter.check(&principal.tenant, principal.rate_per_second)?;
-        Ok(Caller(principal))
+    async fn from_request_parts(parts: &mut Parts, _state: &RestState) -> Result<Self, Self::Rejection> {
+        match parts.extensions.get::<Principal>() {
+            Some(principal) => Ok(Caller(principal.clone())),
+            None => Err(ApiError::internal("a REST route is outside the facade's gate").into()),
+        }
     }
 }
 

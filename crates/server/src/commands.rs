@@ -343,7 +343,44 @@ pub fn keys(task: KeysTask) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// Prints the effective configuration with its secrets (keys, passwords inside URIs)
+/// redacted: the output ends up in terminals, tickets and CI logs.
 pub fn print_config(config: &Config) -> anyhow::Result<()> {
-    out(&toml::to_string_pretty(config)?);
+    out(&toml::to_string_pretty(&redacted_config(config)?)?);
     Ok(())
+}
+
+fn redacted_config(config: &Config) -> anyhow::Result<toml::Value> {
+    let mut value = toml::Value::try_from(config)?;
+    thinkus_common::redact::config_value(&mut value);
+    Ok(value)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_printed_config_hides_its_secrets() {
+        let config = Config::load(
+            None,
+            &[
+                "auth.client_key=tk_service_secret".into(),
+                "storage.database=postgres://thinkus:hunter2@db:5432/thinkus".into(),
+                "storage.blobs=s3://bucket/prefix?endpoint=http://s3:9000&secret=abc123".into(),
+            ],
+        )
+        .unwrap();
+        let printed = toml::to_string_pretty(&redacted_config(&config).unwrap()).unwrap();
+        for secret in ["tk_service_secret", "hunter2", "abc123"] {
+            assert!(!printed.contains(secret), "{secret} is printed:\n{printed}");
+        }
+        assert!(
+            printed.contains("postgres://thinkus:<redacted>@db:5432/thinkus"),
+            "{printed}"
+        );
+        assert!(printed.contains("client_key = \"<redacted>\""), "{printed}");
+        let raw = toml::to_string_pretty(&config).unwrap();
+        assert!(raw.contains("hunter2"), "the test reads what would have been printed");
+    }
 }

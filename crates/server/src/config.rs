@@ -104,6 +104,30 @@ impl Config {
                 "must be between 1 and retriever.max_budget_tokens",
             ));
         }
+        let server = &self.server;
+        for (key, value) in [
+            ("server.concurrency_limit", server.concurrency_limit),
+            ("server.tenant_concurrency_limit", server.tenant_concurrency_limit),
+        ] {
+            if value == 0 {
+                return Err(ConfigError::invalid(key, "must be at least 1"));
+            }
+        }
+        if server.tenant_concurrency_limit > server.concurrency_limit {
+            return Err(ConfigError::invalid(
+                "server.tenant_concurrency_limit",
+                "must not exceed server.concurrency_limit",
+            ));
+        }
+        if !(server.tenant_rate_per_second >= 0.0 && server.tenant_rate_per_second.is_finite()) {
+            return Err(ConfigError::invalid(
+                "server.tenant_rate_per_second",
+                "must be 0 (off) or a positive number",
+            ));
+        }
+        if !(server.tenant_rate_burst >= 1.0 && server.tenant_rate_burst.is_finite()) {
+            return Err(ConfigError::invalid("server.tenant_rate_burst", "must be at least 1"));
+        }
         self.gateway
             .validate()
             .map_err(|message| match message.split_once(": ") {

@@ -10,8 +10,9 @@ use std::time::Duration;
 use anyhow::Context;
 use thinkus_artifact::{ArtifactApi, ArtifactClient, ArtifactGrpc, ArtifactService};
 use thinkus_backends::{Backends, BackendsConfig, Needs};
-use thinkus_common::auth::{AuthInterceptor, Authenticator};
-use thinkus_common::grpc::{Health, ServeOptions, channel, client_channel};
+use thinkus_common::auth::Authenticator;
+use thinkus_common::grpc::{Gate, Health, ServeOptions, channel, client_channel};
+use thinkus_common::limits::Admission;
 use thinkus_knowledge_manager::{KnowledgeApi, KnowledgeClient, KnowledgeGrpc, KnowledgeManager};
 use thinkus_memory_controller::learned::Learned;
 use thinkus_memory_controller::{ControllerApi, ControllerClient, MemoryController};
@@ -20,7 +21,6 @@ use thinkus_summary::{Summarizer, SummaryApi, SummaryClient, SummaryGrpc};
 use tokio::net::TcpListener;
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
-use tonic::codegen::InterceptedService;
 use tonic::service::{Routes, RoutesBuilder};
 
 use crate::config::Config;
@@ -234,69 +234,78 @@ pub async fn start(
     };
 
     let authenticator = Arc::new(Authenticator::from_config(&config.auth)?);
-    let interceptor = AuthInterceptor::new(authenticator.clone());
+    // One admission for the whole process: a tenant's rate and seats span every service it
+    // calls here, over gRPC and REST alike.
+    let admission = Admission::from_config(&config.server);
+    let request_timeout = Duration::from_millis(config.server.request_timeout_ms.max(1));
+    let grpc_addr = listener.local_addr()?;
+    let gate = Gate::new(
+        authenticator.clone(),
+        admission.clone(),
+        Some(grpc_addr),
+        request_timeout,
+    );
+    if config.auth.mode == thinkus_common::config::AuthMode::Dev && !grpc_addr.ip().is_loopback() {
+        tracing::warn!(
+            %grpc_addr,
+            "dev auth mode on a listener that is not bound to loopback: requests without a key are refused; \
+             configure auth.mode = \"api_key\""
+        );
+    }
     let mut builder = RoutesBuilder::default();
     let mut background: Vec<Background> = Vec::new();
     for kind in &services {
         match kind {
             ServiceKind::Retriever => {
-                builder.add_service(InterceptedService::new(
-                    RetrieverGrpc::new(required(&retriever_local, "the retriever")?).into_server(max),
-                    interceptor.clone(),
-                ));
+                builder.add_service(
+                    gate.guard(RetrieverGrpc::new(required(&retriever_local, "the retriever")?).into_server(max)),
+                );
             }
             ServiceKind::KnowledgeManager => {
-                builder.add_service(InterceptedService::new(
-                    KnowledgeGrpc::new(required(&knowledge_local, "the knowledge manager")?).into_server(max),
-                    interceptor.clone(),
-                ));
+                builder.add_service(
+                    gate.guard(
+                        KnowledgeGrpc::new(required(&knowledge_local, "the knowledge manager")?).into_server(max),
+                    ),
+                );
             }
             ServiceKind::MemoryController => {
-                builder.add_service(InterceptedService::new(
-                    thinkus_memory_controller::MemoryControllerGrpc::new(required(
-                        &controller_local,
-                        "the memory controller",
-                    )?)
-                    .into_server(max),
-                    interceptor.clone(),
-                ));
+                builder.add_service(
+                    gate.guard(
+                        thinkus_memory_controller::MemoryControllerGrpc::new(required(
+                            &controller_local,
+                            "the memory controller",
+                        )?)
+                        .into_server(max),
+                    ),
+                );
             }
             ServiceKind::Artifact => {
-                builder.add_service(InterceptedService::new(
-                    ArtifactGrpc::new(required(&artifact_local, "the artifact service")?).into_server(max),
-                    interceptor.clone(),
-                ));
+                builder.add_service(
+                    gate.guard(ArtifactGrpc::new(required(&artifact_local, "the artifact service")?).into_server(max)),
+                );
             }
             ServiceKind::Summary => {
-                builder.add_service(InterceptedService::new(
+                builder.add_service(gate.guard(
                     SummaryGrpc::new(Arc::new(required(&summarizer, "the summary service")?) as Arc<dyn SummaryApi>)
                         .into_server(max),
-                    interceptor.clone(),
                 ));
             }
             ServiceKind::Gateway => {
                 let gateway = gateway_local(&config, &services, &apis, &backends)?;
-                let limiter = Arc::new(thinkus_gateway::RateLimiter::new(
-                    config.gateway.rate_per_second,
-                    config.gateway.rate_burst,
-                ));
-                builder.add_service(InterceptedService::new(
-                    thinkus_gateway::GatewayGrpc::new(gateway.clone(), limiter.clone()).into_server(max),
-                    interceptor.clone(),
-                ));
+                builder.add_service(gate.guard(thinkus_gateway::GatewayGrpc::new(gateway.clone()).into_server(max)));
                 if !config.gateway.rest_listen.is_empty() {
                     let rest = TcpListener::bind(&config.gateway.rest_listen).await.with_context(|| {
                         format!("gateway.rest_listen: cannot listen on {}", config.gateway.rest_listen)
                     })?;
                     tracing::info!(addr = %rest.local_addr()?, "REST facade listening");
-                    background.push(Background::Rest(rest, gateway.clone(), limiter.clone()));
+                    background.push(Background::Rest(rest, gateway.clone()));
                 }
                 if !config.gateway.ui_listen.is_empty() {
                     let ui = TcpListener::bind(&config.gateway.ui_listen)
                         .await
                         .with_context(|| format!("gateway.ui_listen: cannot listen on {}", config.gateway.ui_listen))?;
                     tracing::info!(addr = %ui.local_addr()?, "memory page listening");
-                    background.push(Background::Ui(ui, gateway.clone(), limiter));
+                    background.push(Background::Ui(ui, gateway.clone()));
                 }
                 background.push(Background::Workers(gateway));
             }
@@ -306,7 +315,7 @@ pub async fn start(
 
     let names: Vec<&str> = services.iter().map(|k| k.grpc_name()).collect();
     let (health, health_service) = Health::new(&names).await;
-    let addr = listener.local_addr()?;
+    let addr = grpc_addr;
     let options = ServeOptions::from_config(&config.server);
     let server_shutdown = shutdown.clone();
     let server = tokio::spawn(thinkus_common::grpc::serve(
@@ -330,11 +339,13 @@ pub async fn start(
             Background::Workers(gateway) => {
                 tasks.extend(thinkus_gateway::jobs::spawn_workers(gateway, shutdown.clone()));
             }
-            Background::Rest(listener, gateway, limiter) => {
+            Background::Rest(listener, gateway) => {
                 let state = thinkus_gateway::rest::RestState {
                     gateway,
                     authenticator: authenticator.clone(),
-                    limiter,
+                    admission: admission.clone(),
+                    listener: listener.local_addr().ok(),
+                    request_timeout,
                 };
                 let stop = shutdown.clone();
                 tasks.push(tokio::spawn(async move {
@@ -343,8 +354,14 @@ pub async fn start(
                     }
                 }));
             }
-            Background::Ui(listener, gateway, limiter) => {
-                let state = thinkus_gateway::ui::UiState::new(gateway, authenticator.clone(), limiter);
+            Background::Ui(listener, gateway) => {
+                let state = thinkus_gateway::ui::UiState::new(
+                    gateway,
+                    authenticator.clone(),
+                    admission.clone(),
+                    listener.local_addr().ok(),
+                    request_timeout,
+                );
                 let stop = shutdown.clone();
                 tasks.push(tokio::spawn(async move {
                     if let Err(err) = thinkus_gateway::ui::serve(listener, state, stop).await {
@@ -393,17 +410,9 @@ enum Background {
     /// The gateway's queue workers.
     Workers(Arc<thinkus_gateway::Gateway>),
     /// The gateway's REST facade.
-    Rest(
-        TcpListener,
-        Arc<thinkus_gateway::Gateway>,
-        Arc<thinkus_gateway::RateLimiter>,
-    ),
+    Rest(TcpListener, Arc<thinkus_gateway::Gateway>),
     /// The memory page.
-    Ui(
-        TcpListener,
-        Arc<thinkus_gateway::Gateway>,
-        Arc<thinkus_gateway::RateLimiter>,
-    ),
+    Ui(TcpListener, Arc<thinkus_gateway::Gateway>),
 }
 
 /// Where the gateway's upstreams answer: in this process, or at their configured endpoint.

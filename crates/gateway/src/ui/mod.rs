@@ -36,7 +36,8 @@ use axum::routing::{get, post};
 use chrono::Utc;
 use parking_lot::Mutex;
 use thinkus_backends::sql::CandidateStatus;
-use thinkus_common::auth::{Authenticator, Principal, UserGrant, with_forwarded_credential};
+use thinkus_common::auth::{Authenticator, Origin, Principal, UserGrant, with_forwarded_credential};
+use thinkus_common::limits::{Admission, Seat, TenantLimits};
 use thinkus_common::model::{Language, Memory, MemoryStatus, MemoryType, Owner, RetrievalMode, Scope, Visibility};
 use thinkus_common::text::{detect_language_of, summarize_to};
 use thinkus_common::time::relative;
@@ -46,7 +47,6 @@ use thinkus_retriever::api::RecallRequest;
 use thinkus_summary::api::ListRequest as SummaryList;
 
 use crate::api::TraceKind;
-use crate::limits::RateLimiter;
 use crate::service::Gateway;
 use html::{button_form, csrf_field, esc, meter, page, seg};
 use words::{
@@ -182,16 +182,29 @@ impl Sessions {
 pub struct UiState {
     pub gateway: Arc<Gateway>,
     pub authenticator: Arc<Authenticator>,
-    pub limiter: Arc<RateLimiter>,
+    /// The process's admission, shared with its gRPC services and the REST facade.
+    pub admission: Admission,
+    /// The address the page is bound to (dev mode needs it on loopback).
+    pub listener: Option<SocketAddr>,
+    /// The longest a request waits for a seat.
+    pub request_timeout: Duration,
     pub sessions: Arc<Sessions>,
 }
 
 impl UiState {
-    pub fn new(gateway: Arc<Gateway>, authenticator: Arc<Authenticator>, limiter: Arc<RateLimiter>) -> Self {
+    pub fn new(
+        gateway: Arc<Gateway>,
+        authenticator: Arc<Authenticator>,
+        admission: Admission,
+        listener: Option<SocketAddr>,
+        request_timeout: Duration,
+    ) -> Self {
         Self {
             gateway,
             authenticator,
-            limiter,
+            admission,
+            listener,
+            request_timeout,
             sessions: Arc::new(Sessions::default()),
         }
     }
@@ -336,6 +349,9 @@ struct Visit {
     principal: Principal,
     /// A new session's cookie to set.
     cookie: Option<String>,
+    /// The request's seat in the process's admission, held while it is answered (none for
+    /// the sign-in form, which reads no data).
+    _seat: Option<Seat>,
 }
 
 fn cookie_value(headers: &HeaderMap) -> Option<String> {
@@ -358,28 +374,43 @@ fn set_cookie(id: &str) -> String {
 
 impl UiState {
     /// The visitor of a request: their session (a new one when they have none), authenticated
-    /// with the key it holds, their tenant's rate taken.
-    fn visit(&self, headers: &HeaderMap, peer: SocketAddr) -> Result<Visit, UiError> {
+    /// with the key it holds, admitted as every request of the process is (its tenant's rate
+    /// and a seat).
+    async fn visit(&self, headers: &HeaderMap, peer: SocketAddr) -> Result<Visit, UiError> {
         let (session, key, csrf, new) = self.sessions.open(cookie_value(headers).as_deref());
         let cookie = new.then(|| set_cookie(&session));
-        let principal = match self.authenticator.authenticate(key.as_deref(), Some(peer)) {
+        let origin = Origin::of(self.listener, Some(peer), headers);
+        let principal = match self.authenticator.authenticate(key.as_deref(), &origin) {
             Ok(principal) => principal,
             // The sign-in form needs the session's cookie for its CSRF token.
             Err(err) if err.code == ErrorCode::Unauthenticated => return Err(UiError::SignIn(cookie)),
             Err(err) => return Err(err.into()),
         };
-        self.limiter.check(&principal.tenant, principal.rate_per_second)?;
+        let limits = TenantLimits {
+            rate_per_second: principal.rate_per_second,
+            concurrency: principal.max_concurrency,
+        };
+        let seat = self
+            .admission
+            .admit(&principal.tenant, limits, Some(Instant::now() + self.request_timeout))
+            .await?;
         Ok(Visit {
             session,
             csrf,
             principal,
             cookie,
+            _seat: Some(seat),
         })
     }
 
     /// Like [`Self::visit`], and checks the form's CSRF token.
-    fn posted(&self, headers: &HeaderMap, peer: SocketAddr, form: &HashMap<String, String>) -> Result<Visit, UiError> {
-        let visit = self.visit(headers, peer)?;
+    async fn posted(
+        &self,
+        headers: &HeaderMap,
+        peer: SocketAddr,
+        form: &HashMap<String, String>,
+    ) -> Result<Visit, UiError> {
+        let visit = self.visit(headers, peer).await?;
         match form.get("csrf") {
             Some(token) if visit.cookie.is_none() && same_secret(token, &visit.csrf) => Ok(visit),
             _ => Err(UiError::Forbidden),
@@ -557,6 +588,7 @@ async fn login_form(State(state): State<UiState>, headers: HeaderMap) -> Respons
         csrf,
         principal: Principal::dev(),
         cookie: new.then(|| set_cookie(&session)),
+        _seat: None,
     };
     html_response(
         &visit,
@@ -576,7 +608,8 @@ async fn login(
         return UiError::Forbidden.into_response();
     }
     let key = form.get("key").map(|k| k.trim().to_string()).filter(|k| !k.is_empty());
-    match state.authenticator.authenticate(key.as_deref(), Some(peer)) {
+    let origin = Origin::of(state.listener, Some(peer), &headers);
+    match state.authenticator.authenticate(key.as_deref(), &origin) {
         Ok(_) => {
             state.sessions.set_key(&session, key);
             redirect("/")
@@ -592,7 +625,7 @@ async fn logout(
     body: Bytes,
 ) -> Response {
     let form = parse_form(&body);
-    match state.posted(&headers, peer, &form) {
+    match state.posted(&headers, peer, &form).await {
         Ok(visit) => {
             state.sessions.set_key(&visit.session, None);
             redirect("/login")
@@ -607,7 +640,7 @@ async fn home(
     headers: HeaderMap,
     Query(query): Query<PageQuery>,
 ) -> Response {
-    let visit = match state.visit(&headers, peer) {
+    let visit = match state.visit(&headers, peer).await {
         Ok(visit) => visit,
         Err(err) => return err.into_response(),
     };
@@ -648,7 +681,7 @@ async fn user_page(
     Path(user): Path<String>,
     Query(query): Query<PageQuery>,
 ) -> Response {
-    let visit = match state.visit(&headers, peer) {
+    let visit = match state.visit(&headers, peer).await {
         Ok(visit) => visit,
         Err(err) => return err.into_response(),
     };
@@ -712,7 +745,7 @@ async fn role_page(
     Path((user, role)): Path<(String, String)>,
     Query(query): Query<PageQuery>,
 ) -> Response {
-    let visit = match state.visit(&headers, peer) {
+    let visit = match state.visit(&headers, peer).await {
         Ok(visit) => visit,
         Err(err) => return err.into_response(),
     };
@@ -1338,7 +1371,7 @@ async fn memory_page(
     Path((user, id)): Path<(String, String)>,
     Query(query): Query<PageQuery>,
 ) -> Response {
-    let visit = match state.visit(&headers, peer) {
+    let visit = match state.visit(&headers, peer).await {
         Ok(visit) => visit,
         Err(err) => return err.into_response(),
     };
@@ -1560,7 +1593,7 @@ async fn trace_page(
     Path((user, id)): Path<(String, String)>,
     Query(query): Query<PageQuery>,
 ) -> Response {
-    let visit = match state.visit(&headers, peer) {
+    let visit = match state.visit(&headers, peer).await {
         Ok(visit) => visit,
         Err(err) => return err.into_response(),
     };
@@ -1690,7 +1723,7 @@ async fn export_page(
     Path(user): Path<String>,
     Query(query): Query<PageQuery>,
 ) -> Response {
-    let visit = match state.visit(&headers, peer) {
+    let visit = match state.visit(&headers, peer).await {
         Ok(visit) => visit,
         Err(err) => return err.into_response(),
     };
@@ -1754,7 +1787,7 @@ async fn export_archive(
     Path(user): Path<String>,
     Query(query): Query<PageQuery>,
 ) -> Response {
-    let visit = match state.visit(&headers, peer) {
+    let visit = match state.visit(&headers, peer).await {
         Ok(visit) => visit,
         Err(err) => return err.into_response(),
     };
@@ -1902,7 +1935,7 @@ async fn memory_action(
     body: Bytes,
 ) -> Response {
     let form = parse_form(&body);
-    let visit = match state.posted(&headers, peer, &form) {
+    let visit = match state.posted(&headers, peer, &form).await {
         Ok(visit) => visit,
         Err(err) => return err.into_response(),
     };
@@ -1986,7 +2019,7 @@ async fn candidate_action(
     body: Bytes,
 ) -> Response {
     let form = parse_form(&body);
-    let visit = match state.posted(&headers, peer, &form) {
+    let visit = match state.posted(&headers, peer, &form).await {
         Ok(visit) => visit,
         Err(err) => return err.into_response(),
     };
@@ -2039,7 +2072,7 @@ async fn conflict_action(
     body: Bytes,
 ) -> Response {
     let form = parse_form(&body);
-    let visit = match state.posted(&headers, peer, &form) {
+    let visit = match state.posted(&headers, peer, &form).await {
         Ok(visit) => visit,
         Err(err) => return err.into_response(),
     };

@@ -270,7 +270,7 @@ pub async fn run(
     config.server.data_dir = dir.clone();
     config.server.metrics_addr = None;
     config.knowledge.decay_interval_hours = 0;
-    config.gateway.rate_per_second = 0.0;
+    config.server.tenant_rate_per_second = 0.0;
     config.gateway.poll_interval_ms = 10;
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
     let services = ServiceKind::ALL.iter().copied().collect();

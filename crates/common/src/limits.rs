@@ -1,0 +1,485 @@
+//! Admission: who may start a request now, who waits, and who is told to come back later.
+//!
+//! One [`Admission`] per process guards every service it runs (gRPC and the REST facade);
+//! health and reflection stay outside it, so a liveness probe is never starved. A request is
+//! admitted when
+//! 1. its tenant is within its rate (a token bucket per tenant, refilled continuously),
+//! 2. a seat is free: the process serves at most `concurrency_limit` requests at once, and one
+//!    tenant at most `tenant_concurrency_limit` of them.
+//!
+//! When no seat is free the request waits in its tenant's queue, and seats freed by finished
+//! requests go to the waiting tenants in turn (round robin), so a tenant that floods the
+//! process waits behind its own requests, not in front of everyone else's. A request waits at
+//! most `queue_timeout` and never past its own deadline; then, or when its tenant's queue is
+//! full, it is shed at once with RESOURCE_EXHAUSTED and a Retry-After hint, instead of queueing
+//! until its caller has given up. Work that is shed for lack of capacity anywhere else (the
+//! embedding queue, say) answers the same way through [`overloaded`].
+
+use std::collections::{HashMap, VecDeque};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use parking_lot::Mutex;
+use tokio::sync::oneshot;
+
+use crate::config::ServerConfig;
+use crate::error::{ApiError, ErrorCode};
+
+/// The Retry-After hint of a request shed for lack of capacity.
+pub const BUSY_RETRY_AFTER: Duration = Duration::from_secs(1);
+
+/// RESOURCE_EXHAUSTED with a Retry-After hint: the one way every part of the process says
+/// "too busy now, try again in `retry_after`" (gRPC `retry-after` metadata, HTTP 429 with a
+/// `Retry-After` header). `what` says what is full, for the caller and the metrics.
+pub fn overloaded(what: &str, retry_after: Duration) -> ApiError {
+    crate::metrics::METRICS.shed.with_label_values(&[what]).inc();
+    ApiError::new(
+        ErrorCode::ResourceExhausted,
+        format!("the server is too busy ({what}); retry later"),
+    )
+    .with_retry_after(retry_after.max(Duration::from_millis(1)))
+}
+
+/// The limits of one process.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Limits {
+    /// Requests served at once by the process.
+    pub seats: usize,
+    /// Requests of one tenant served at once (unless its key says otherwise).
+    pub tenant_seats: usize,
+    /// Requests of one tenant waiting for a seat; more are shed at once.
+    pub tenant_queue: usize,
+    /// Requests per second per tenant (unless its key says otherwise); 0 turns rates off.
+    pub rate_per_second: f64,
+    /// Burst of the rate, in requests.
+    pub rate_burst: f64,
+    /// The longest a request waits for a seat.
+    pub queue_timeout: Duration,
+}
+
+impl Limits {
+    pub fn from_config(config: &ServerConfig) -> Self {
+        let seats = config.concurrency_limit.max(1);
+        Self {
+            seats,
+            tenant_seats: config.tenant_concurrency_limit.clamp(1, seats),
+            tenant_queue: config.tenant_queue_limit,
+            rate_per_second: config.tenant_rate_per_second.max(0.0),
+            rate_burst: config.tenant_rate_burst.max(1.0),
+            queue_timeout: Duration::from_millis(config.queue_timeout_ms),
+        }
+    }
+}
+
+/// What a tenant's key may override.
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct TenantLimits {
+    /// Requests per second; 0 for the process default.
+    pub rate_per_second: f64,
+    /// Requests at once; 0 for the process default.
+    pub concurrency: usize,
+}
+
+struct Waiter {
+    id: u64,
+    seat: oneshot::Sender<Seat>,
+}
+
+struct Tenant {
+    in_flight: usize,
+    seats: usize,
+    waiting: VecDeque<Waiter>,
+    tokens: f64,
+    refilled: Instant,
+}
+
+struct State {
+    free: usize,
+    tenants: HashMap<String, Tenant>,
+    /// Tenants with waiters, in the order their turn comes.
+    turns: VecDeque<String>,
+    next_waiter: u64,
+}
+
+/// Seats and rates of one process. Cheap to clone.
+#[derive(Clone)]
+pub struct Admission {
+    inner: Arc<Inner>,
+}
+
+struct Inner {
+    limits: Limits,
+    state: Mutex<State>,
+}
+
+impl std::fmt::Debug for Admission {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Admission").field("limits", &self.inner.limits).finish()
+    }
+}
+
+/// A seat held by an admitted request; dropping it gives the seat to the next waiter.
+#[must_use = "the request holds its seat until this is dropped"]
+pub struct Seat {
+    inner: Arc<Inner>,
+    tenant: String,
+    /// False for a seat that was never handed out (a waiter that had left).
+    armed: bool,
+}
+
+impl std::fmt::Debug for Seat {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Seat").field("tenant", &self.tenant).finish()
+    }
+}
+
+impl Drop for Seat {
+    fn drop(&mut self) {
+        if !self.armed {
+            return;
+        }
+        let mut state = self.inner.state.lock();
+        if let Some(tenant) = state.tenants.get_mut(&self.tenant) {
+            tenant.in_flight = tenant.in_flight.saturating_sub(1);
+        }
+        state.free += 1;
+        self.inner.dispatch(&mut state);
+    }
+}
+
+impl Inner {
+    /// Gives free seats to waiters, one tenant's turn at a time.
+    fn dispatch(self: &Arc<Self>, state: &mut State) {
+        let mut passes = state.turns.len();
+        while state.free > 0 && passes > 0 {
+            let Some(name) = state.turns.pop_front() else {
+                break;
+            };
+            let Some(tenant) = state.tenants.get_mut(&name) else {
+                passes -= 1;
+                continue;
+            };
+            if tenant.in_flight >= tenant.seats {
+                // This tenant is at its own limit: its waiters wait for its own requests.
+                if !tenant.waiting.is_empty() {
+                    state.turns.push_back(name);
+                }
+                passes -= 1;
+                continue;
+            }
+            let Some(waiter) = tenant.waiting.pop_front() else {
+                passes -= 1;
+                continue;
+            };
+            tenant.in_flight += 1;
+            let more = !tenant.waiting.is_empty();
+            state.free -= 1;
+            let seat = Seat {
+                inner: Arc::clone(self),
+                tenant: name.clone(),
+                armed: true,
+            };
+            if let Err(mut seat) = waiter.seat.send(seat) {
+                // The waiter gave up in the meantime: take the seat back without dropping it
+                // armed (that would lock the state again).
+                seat.armed = false;
+                state.free += 1;
+                if let Some(tenant) = state.tenants.get_mut(&name) {
+                    tenant.in_flight -= 1;
+                }
+            } else {
+                passes = state.turns.len() + 1;
+            }
+            if more {
+                state.turns.push_back(name);
+            }
+        }
+    }
+}
+
+impl Admission {
+    pub fn new(limits: Limits) -> Self {
+        let free = limits.seats;
+        Self {
+            inner: Arc::new(Inner {
+                limits,
+                state: Mutex::new(State {
+                    free,
+                    tenants: HashMap::new(),
+                    turns: VecDeque::new(),
+                    next_waiter: 0,
+                }),
+            }),
+        }
+    }
+
+    /// Admission of the configured limits.
+    pub fn from_config(config: &ServerConfig) -> Self {
+        Self::new(Limits::from_config(config))
+    }
+
+    pub fn limits(&self) -> &Limits {
+        &self.inner.limits
+    }
+
+    /// Admits one request of `tenant`: at once when its rate allows and a seat is free,
+    /// after a wait bounded by the queue timeout and by `deadline` otherwise, or never
+    /// (RESOURCE_EXHAUSTED with Retry-After).
+    pub async fn admit(
+        &self,
+        tenant: &str,
+        overrides: TenantLimits,
+        deadline: Option<Instant>,
+    ) -> Result<Seat, ApiError> {
+        let now = Instant::now();
+        let (id, receiver) = {
+            let mut state = self.inner.state.lock();
+            let limits = &self.inner.limits;
+            let free = state.free;
+            let seats = if overrides.concurrency > 0 {
+                overrides.concurrency.min(limits.seats)
+            } else {
+                limits.tenant_seats
+            };
+            let entry = state.tenants.entry(tenant.to_string()).or_insert_with(|| Tenant {
+                in_flight: 0,
+                seats,
+                waiting: VecDeque::new(),
+                tokens: limits.rate_burst,
+                refilled: now,
+            });
+            entry.seats = seats;
+            let rate = if overrides.rate_per_second > 0.0 {
+                overrides.rate_per_second
+            } else {
+                limits.rate_per_second
+            };
+            if rate > 0.0 {
+                let burst = limits.rate_burst.max(1.0);
+                let elapsed = now.saturating_duration_since(entry.refilled).as_secs_f64();
+                entry.tokens = (entry.tokens + elapsed * rate).min(burst);
+                entry.refilled = now;
+                if entry.tokens < 1.0 {
+                    let wait = Duration::from_secs_f64((1.0 - entry.tokens) / rate);
+                    crate::metrics::METRICS.shed.with_label_values(&["tenant rate"]).inc();
+                    return Err(ApiError::new(
+                        ErrorCode::ResourceExhausted,
+                        format!("tenant {tenant:?} is over its rate limit of {rate} requests per second"),
+                    )
+                    .with_retry_after(wait.max(Duration::from_millis(1))));
+                }
+                entry.tokens -= 1.0;
+            }
+            // Seats are handed to waiters as they are freed, so a free seat and a waiter
+            // coexist only while the waiter's tenant is at its own limit: a newcomer under its
+            // own limit takes a free seat without jumping anyone's turn.
+            if free > 0 && entry.in_flight < entry.seats {
+                entry.in_flight += 1;
+                state.free -= 1;
+                return Ok(Seat {
+                    inner: Arc::clone(&self.inner),
+                    tenant: tenant.to_string(),
+                    armed: true,
+                });
+            }
+            let at_own_limit = entry.in_flight >= entry.seats;
+            if entry.waiting.len() >= limits.tenant_queue {
+                let what = if at_own_limit {
+                    "tenant concurrency"
+                } else {
+                    "server concurrency"
+                };
+                return Err(overloaded(what, BUSY_RETRY_AFTER));
+            }
+            let (sender, receiver) = oneshot::channel();
+            let id = state.next_waiter;
+            state.next_waiter += 1;
+            let entry = state.tenants.get_mut(tenant).expect("inserted above");
+            let first = entry.waiting.is_empty();
+            entry.waiting.push_back(Waiter { id, seat: sender });
+            if first {
+                state.turns.push_back(tenant.to_string());
+            }
+            (id, receiver)
+        };
+        let mut wait = self.inner.limits.queue_timeout;
+        if let Some(deadline) = deadline {
+            wait = wait.min(deadline.saturating_duration_since(now));
+        }
+        match tokio::time::timeout(wait, receiver).await {
+            Ok(Ok(seat)) => Ok(seat),
+            _ => {
+                let mut state = self.inner.state.lock();
+                let at_own_limit = match state.tenants.get_mut(tenant) {
+                    Some(entry) => {
+                        entry.waiting.retain(|waiter| waiter.id != id);
+                        entry.in_flight >= entry.seats
+                    }
+                    None => false,
+                };
+                drop(state);
+                let what = if at_own_limit {
+                    "tenant concurrency"
+                } else {
+                    "server concurrency"
+                };
+                Err(overloaded(what, BUSY_RETRY_AFTER))
+            }
+        }
+    }
+
+    /// Requests in flight and waiting, for one tenant or the whole process.
+    pub fn load(&self, tenant: Option<&str>) -> (usize, usize) {
+        let state = self.inner.state.lock();
+        match tenant {
+            Some(name) => state
+                .tenants
+                .get(name)
+                .map_or((0, 0), |t| (t.in_flight, t.waiting.len())),
+            None => (
+                self.inner.limits.seats - state.free,
+                state.tenants.values().map(|t| t.waiting.len()).sum(),
+            ),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn limits(seats: usize, tenant_seats: usize) -> Limits {
+        Limits {
+            seats,
+            tenant_seats,
+            tenant_queue: 8,
+            rate_per_second: 0.0,
+            rate_burst: 1.0,
+            queue_timeout: Duration::from_millis(200),
+        }
+    }
+
+    #[tokio::test]
+    async fn a_tenant_over_its_rate_waits_and_others_do_not() {
+        let admission = Admission::new(Limits {
+            rate_per_second: 10.0,
+            rate_burst: 2.0,
+            ..limits(16, 16)
+        });
+        let none = TenantLimits::default();
+        let _a = admission.admit("acme", none, None).await.unwrap();
+        let _b = admission.admit("acme", none, None).await.unwrap();
+        let refused = admission.admit("acme", none, None).await.unwrap_err();
+        assert_eq!(refused.code, ErrorCode::ResourceExhausted);
+        let wait = refused.retry_after.unwrap();
+        assert!(wait > Duration::ZERO && wait <= Duration::from_millis(100), "{wait:?}");
+        assert!(admission.admit("globex", none, None).await.is_ok());
+        tokio::time::sleep(Duration::from_millis(110)).await;
+        assert!(admission.admit("acme", none, None).await.is_ok());
+        let custom = TenantLimits {
+            rate_per_second: 1000.0,
+            concurrency: 0,
+        };
+        for _ in 0..2 {
+            let _ = admission.admit("initech", custom, None).await.unwrap();
+        }
+    }
+
+    #[tokio::test]
+    async fn a_flooding_tenant_is_capped_and_others_get_seats_at_once() {
+        let admission = Admission::new(limits(4, 2));
+        let none = TenantLimits::default();
+        let held: Vec<Seat> = vec![
+            admission.admit("flood", none, None).await.unwrap(),
+            admission.admit("flood", none, None).await.unwrap(),
+        ];
+        // Its third request waits for one of its own, then is shed.
+        let started = Instant::now();
+        let err = admission.admit("flood", none, None).await.unwrap_err();
+        assert_eq!(err.code, ErrorCode::ResourceExhausted);
+        assert!(err.message.contains("tenant concurrency"), "{}", err.message);
+        assert_eq!(err.retry_after, Some(BUSY_RETRY_AFTER));
+        assert!(started.elapsed() >= Duration::from_millis(150), "it waited first");
+        // Another tenant is not held up by the flood.
+        let started = Instant::now();
+        let other = admission.admit("quiet", none, None).await.unwrap();
+        assert!(started.elapsed() < Duration::from_millis(50));
+        assert_eq!(admission.load(Some("flood")), (2, 0));
+        drop(held);
+        drop(other);
+        assert_eq!(admission.load(None), (0, 0));
+    }
+
+    #[tokio::test]
+    async fn freed_seats_go_to_waiting_tenants_in_turn() {
+        let admission = Admission::new(Limits {
+            queue_timeout: Duration::from_secs(5),
+            ..limits(2, 2)
+        });
+        let none = TenantLimits::default();
+        let mut flood = vec![
+            admission.admit("flood", none, None).await.unwrap(),
+            admission.admit("flood", none, None).await.unwrap(),
+        ];
+        // The flooding tenant queues more, then another tenant arrives.
+        let queued_flood = {
+            let admission = admission.clone();
+            tokio::spawn(async move { admission.admit("flood", none, None).await })
+        };
+        tokio::time::sleep(Duration::from_millis(20)).await;
+        let quiet = {
+            let admission = admission.clone();
+            tokio::spawn(async move { admission.admit("quiet", none, None).await })
+        };
+        tokio::time::sleep(Duration::from_millis(20)).await;
+        assert_eq!(admission.load(None), (2, 2));
+        // The first freed seat goes to the flood's waiter (its turn came first), the second
+        // to the quiet tenant, although the flood asked again in between.
+        drop(flood.pop());
+        let first = queued_flood.await.unwrap().unwrap();
+        let again = {
+            let admission = admission.clone();
+            tokio::spawn(async move { admission.admit("flood", none, None).await })
+        };
+        tokio::time::sleep(Duration::from_millis(20)).await;
+        drop(flood.pop());
+        let quiet = quiet.await.unwrap().unwrap();
+        assert_eq!(quiet.tenant, "quiet");
+        drop(first);
+        let again = again.await.unwrap().unwrap();
+        assert_eq!(again.tenant, "flood");
+    }
+
+    #[tokio::test]
+    async fn a_request_never_waits_past_its_deadline() {
+        let admission = Admission::new(Limits {
+            queue_timeout: Duration::from_secs(30),
+            ..limits(1, 1)
+        });
+        let none = TenantLimits::default();
+        let _held = admission.admit("a", none, None).await.unwrap();
+        let started = Instant::now();
+        let err = admission
+            .admit("b", none, Some(Instant::now() + Duration::from_millis(50)))
+            .await
+            .unwrap_err();
+        assert_eq!(err.code, ErrorCode::ResourceExhausted);
+        assert!(err.message.contains("server concurrency"), "{}", err.message);
+        assert!(started.elapsed() < Duration::from_secs(1));
+        assert_eq!(admission.load(None), (1, 0), "the waiter left the queue");
+    }
+
+    #[tokio::test]
+    async fn a_full_queue_sheds_at_once() {
+        let admission = Admission::new(Limits {
+            tenant_queue: 0,
+            queue_timeout: Duration::from_secs(30),
+            ..limits(1, 1)
+        });
+        let none = TenantLimits::default();
+        let _held = admission.admit("a", none, None).await.unwrap();
+        let started = Instant::now();
+        assert!(admission.admit("a", none, None).await.is_err());
+        assert!(started.elapsed() < Duration::from_millis(50));
+    }
+}
