@@ -38,6 +38,8 @@ fn main() {
         .build_server(true)
         // Servers answer UNIMPLEMENTED for any RPC a service does not override.
         .generate_default_stubs(true)
+        // A message that does not decode is the sender's error: INVALID_ARGUMENT, not INTERNAL.
+        .codec_path("crate::codec::ProtoCodec")
         // One module tree mirroring the proto packages, so cross-package paths resolve.
         .include_file("thinkus.rs")
         .compile_fds(descriptors)

@@ -8,6 +8,7 @@ mod conformance;
 mod degraded;
 mod embed_once;
 mod foundation;
+mod fuzz;
 mod gateway;
 mod hardening;
 mod knowledge;

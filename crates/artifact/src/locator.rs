@@ -24,6 +24,9 @@ pub const CONTEXT_LINES: u64 = 5;
 pub const MAX_HITS: usize = 100;
 /// The longest keyword and JSONPath accepted, in bytes.
 pub const MAX_QUERY_BYTES: usize = 1024;
+/// The most descendant segments (`..`) a JSONPath may hold, filters included: each one can
+/// multiply the nodes a query visits by the document's depth.
+pub const MAX_DESCENDANT_SEGMENTS: usize = 1;
 
 fn shown(text: &str) -> String {
     text.chars().take(60).collect()
@@ -110,6 +113,16 @@ pub fn parse_json_path(text: &str) -> Result<JsonPath, ApiError> {
         return Err(ApiError::invalid(
             "json_path",
             format!("longer than {MAX_QUERY_BYTES} bytes"),
+        ));
+    }
+    let descendants = text.matches("..").count();
+    if descendants > MAX_DESCENDANT_SEGMENTS {
+        return Err(ApiError::invalid(
+            "json_path",
+            format!(
+                "{:?} has {descendants} descendant segments (..); at most {MAX_DESCENDANT_SEGMENTS} is allowed",
+                shown(text)
+            ),
         ));
     }
     JsonPath::parse(text.trim()).map_err(|err| {
@@ -382,26 +395,90 @@ pub fn read_bytes(
     result
 }
 
-/// Evaluates a JSONPath on a JSON content; the matches come back as a JSON array.
+/// A writer that keeps at most `limit` bytes and refuses the rest, so that a serializer
+/// writing into it stops at the limit instead of rendering everything.
+#[derive(Debug)]
+pub(crate) struct Limited {
+    kept: Vec<u8>,
+    limit: usize,
+    /// Bytes offered, kept or not: at most one write past the limit.
+    offered: usize,
+}
+
+impl Limited {
+    pub(crate) fn new(limit: usize) -> Self {
+        Self {
+            kept: Vec::with_capacity(limit.min(64 * 1024)),
+            limit,
+            offered: 0,
+        }
+    }
+
+    fn is_full(&self) -> bool {
+        self.offered > self.limit
+    }
+}
+
+impl std::io::Write for Limited {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        self.offered += buf.len();
+        let room = self.limit - self.kept.len();
+        if buf.len() > room {
+            self.kept.extend_from_slice(&buf[..room]);
+            return Err(std::io::Error::new(
+                std::io::ErrorKind::WriteZero,
+                "the read's byte limit",
+            ));
+        }
+        self.kept.extend_from_slice(buf);
+        Ok(buf.len())
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+/// Evaluates a JSONPath on a JSON content; the matches come back as a JSON array, rendered
+/// one match at a time and only up to `max_bytes`: a `$..*` of a large document matches every
+/// node, and every node holds its whole subtree, so the full rendering can be many times the
+/// document's size.
 pub fn read_json_path(
     content: &[u8],
     path: &JsonPath,
     max_bytes: usize,
     language: Language,
 ) -> Result<ReadResult, ApiError> {
+    use std::io::Write as _;
+
     let value: serde_json::Value = serde_json::from_slice(content).map_err(|err| {
         ApiError::invalid(
             "json_path",
             format!("the artifact is not JSON ({err}); use lines, bytes or search"),
         )
     })?;
-    let nodes: Vec<&serde_json::Value> = path.query(&value).all();
-    let rendered = serde_json::to_string(&nodes).map_err(|err| ApiError::internal(err.to_string()))?;
-    let kept = char_prefix(rendered.as_bytes(), max_bytes);
-    let truncated = kept < rendered.len();
+    let nodes = path.query(&value);
     let matches = nodes.len() as u64;
+    let mut out = Limited::new(max_bytes);
+    let _ = out.write_all(b"[");
+    for (i, node) in nodes.iter().enumerate() {
+        if out.is_full() {
+            break;
+        }
+        if i > 0 {
+            let _ = out.write_all(b",");
+        }
+        // An error here is the limit: the serializer stops at the first refused write.
+        let _ = serde_json::to_writer(&mut out, node);
+    }
+    let _ = out.write_all(b"]");
+    let truncated = out.is_full();
+    let kept = char_prefix(&out.kept, max_bytes);
+    let mut rendered = out.kept;
+    rendered.truncate(kept);
+    let rendered = String::from_utf8(rendered).map_err(|err| ApiError::internal(err.to_string()))?;
     Ok(ReadResult {
-        content: rendered[..kept].to_string(),
+        content: rendered,
         truncated,
         matches,
         total_bytes: content.len() as u64,
@@ -612,12 +689,59 @@ mod tests {
         let r = read_json_path(doc, &path, 1024, Language::En).unwrap();
         assert_eq!(r.content, r#"["ann","bo"]"#);
         assert_eq!(r.matches, 2);
+        let r = read_json_path(doc, &path, 5, Language::En).unwrap();
+        assert_eq!(r.content, r#"["ann"#);
+        assert!(
+            r.truncated && r.note.contains("2 matches, cut at 5 bytes"),
+            "{}",
+            r.note
+        );
+        let r = read_json_path(doc, &path, 12, Language::En).unwrap();
+        assert_eq!((r.content.as_str(), r.truncated), (r#"["ann","bo"]"#, false));
         let err = read_json_path(b"not json", &path, 1024, Language::En).unwrap_err();
         assert!(
             err.message.starts_with("json_path: the artifact is not JSON"),
             "{}",
             err.message
         );
+    }
+
+    #[test]
+    fn a_json_path_read_stops_at_its_byte_limit() {
+        // 100 nested arrays around a 1 MB string: `$..*` matches 100 nodes that each hold
+        // the string, 100 MB in all. The read renders no more than it returns.
+        let depth = 100;
+        let doc = format!("{}\"{}\"{}", "[".repeat(depth), "x".repeat(1 << 20), "]".repeat(depth));
+        let path = parse_json_path("$..*").unwrap();
+        let r = read_json_path(doc.as_bytes(), &path, 4096, Language::En).unwrap();
+        assert_eq!(r.matches, depth as u64);
+        assert!(r.truncated && r.content.len() <= 4096);
+        assert!(
+            r.content.starts_with("[[[[") && r.content.ends_with("xxxx"),
+            "{}",
+            &r.content[..20]
+        );
+
+        let mut limited = Limited::new(4096);
+        let value: serde_json::Value = serde_json::from_str(&doc).unwrap();
+        let nodes = path.query(&value);
+        let _ = serde_json::to_writer(&mut limited, nodes.first().unwrap());
+        // The first node alone is the 1 MB string plus brackets; all of them would be 100 MB.
+        assert!(
+            limited.offered < 2 << 20,
+            "the serializer stopped at the limit: {} bytes offered",
+            limited.offered
+        );
+    }
+
+    #[test]
+    fn json_paths_with_several_descendant_segments_are_refused() {
+        for bad in ["$..a..b", "$..[?@..x]", "$[?count(@..*) > 1]..y"] {
+            let err = parse_json_path(bad).unwrap_err();
+            assert!(err.message.contains("descendant segments"), "{bad}: {}", err.message);
+        }
+        assert!(parse_json_path("$..*").is_ok());
+        assert!(parse_json_path("$[?count(@..*) > 1]").is_ok());
     }
 
     #[test]

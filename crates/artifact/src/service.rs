@@ -212,6 +212,15 @@ impl Ingest {
     }
 }
 
+/// The longest prefix of `bytes` that is UTF-8: the head may end inside a character when it
+/// was cut at the analysis limit.
+fn valid_prefix(bytes: &[u8]) -> &str {
+    match std::str::from_utf8(bytes) {
+        Ok(text) => text,
+        Err(err) => std::str::from_utf8(&bytes[..err.valid_up_to()]).unwrap_or_default(),
+    }
+}
+
 /// Cached contents by blob key, least recently used first, and the bytes they hold.
 type CacheEntries = (VecDeque<(String, Arc<Indexed>)>, usize);
 
@@ -435,54 +444,69 @@ impl ArtifactService {
         }
     }
 
+    /// The analysis and the compacts of a content, from its head. The analysis (up to
+    /// `artifact.analyze_max_bytes` of text) and the compacts run on the CPU pool
+    /// (`thinkus_common::work`), never on an async worker.
     async fn build_compacts(
         &self,
         id: &str,
         header: &NewArtifact,
-        ingest: &Ingest,
+        ingest: &mut Ingest,
         language: Language,
-    ) -> (Analysis, StoredCompacts) {
+    ) -> Result<(Analysis, StoredCompacts), ApiError> {
         let is_text = ingest.is_text();
-        let valid_head = match std::str::from_utf8(&ingest.head) {
-            Ok(text) => text,
-            // The head may end inside a character when it was cut at the analysis limit.
-            Err(err) => std::str::from_utf8(&ingest.head[..err.valid_up_to()]).unwrap_or_default(),
-        };
-        let partial = (ingest.size > ingest.head.len() as u64).then_some(ingest.head.len() as u64);
-        let analysis = compact::analyze(Content {
-            text: is_text.then_some(valid_head),
-            head: &ingest.head,
-            partial_bytes: partial,
-            path: header.path.as_deref(),
-            mime_type: header.mime_type.as_deref(),
-        });
+        let head = std::mem::take(&mut ingest.head);
+        let partial = (ingest.size > head.len() as u64).then_some(head.len() as u64);
+        let size = ingest.size;
+        let path = header.path.clone();
+        let mime_type = header.mime_type.clone();
+        let tokens = self.tokens;
+        let (head, analysis, content_tokens) = thinkus_common::work::cpu("artifact analysis", move || {
+            let valid_head = valid_prefix(&head);
+            let analysis = compact::analyze(Content {
+                text: is_text.then_some(valid_head),
+                head: &head,
+                partial_bytes: partial,
+                path: path.as_deref(),
+                mime_type: mime_type.as_deref(),
+            });
+            // The content's tokens: counted when it is small enough to be whole in the head,
+            // estimated at four bytes a token beyond (where the configured cap is a tenth or less).
+            let content_tokens = if is_text && partial.is_none() && size <= EXACT_COUNT_BYTES {
+                tokens.count(valid_head)
+            } else {
+                (size / 4) as usize
+            };
+            (head, analysis, content_tokens)
+        })
+        .await?;
         let line_count = if is_text { ingest.line_count() } else { 0 };
-        // The content's tokens: counted when it is small enough to be whole in the head,
-        // estimated at four bytes a token beyond (where the configured cap is a tenth or less).
-        let content_tokens = if is_text && partial.is_none() && ingest.size <= EXACT_COUNT_BYTES {
-            self.tokens.count(valid_head)
-        } else {
-            (ingest.size / 4) as usize
-        };
         let max_tokens = compact_cap(self.config.compact_max_tokens, content_tokens);
-        let meta = CompactMeta {
-            id,
-            path: header.path.as_deref(),
-            size_bytes: ingest.size,
-            line_count,
-        };
         let llm_summary = if is_text {
-            self.llm_summary(&analysis, valid_head, line_count, language).await
+            self.llm_summary(&analysis, valid_prefix(&head), line_count, language)
+                .await
         } else {
             None
         };
-        let mut compacts = StoredCompacts::new();
-        for candidate in [Language::En, Language::Zh] {
-            let summary = llm_summary.as_deref().filter(|_| candidate == language);
-            let built = compact::build(&analysis, meta, candidate, summary, &self.tokens, max_tokens);
-            compacts.insert(candidate.as_str().to_string(), built);
-        }
-        (analysis, compacts)
+        ingest.head = head;
+        let id = id.to_string();
+        let path = header.path.clone();
+        thinkus_common::work::cpu("artifact compacts", move || {
+            let meta = CompactMeta {
+                id: &id,
+                path: path.as_deref(),
+                size_bytes: size,
+                line_count,
+            };
+            let mut compacts = StoredCompacts::new();
+            for candidate in [Language::En, Language::Zh] {
+                let summary = llm_summary.as_deref().filter(|_| candidate == language);
+                let built = compact::build(&analysis, meta, candidate, summary, &tokens, max_tokens);
+                compacts.insert(candidate.as_str().to_string(), built);
+            }
+            (analysis, compacts)
+        })
+        .await
     }
 
     /// Streams a content into the blob store under a temporary key, learning its hash and
@@ -509,7 +533,7 @@ impl ArtifactService {
             .boxed();
         let temp_key = format!("tmp/{}", uuid::Uuid::now_v7().simple());
         let written = self.blobs.put_stream(&temp_key, stream, self.config.max_bytes).await;
-        let ingest = std::mem::replace(&mut *ingest.lock(), Ingest::new(0));
+        let mut ingest = std::mem::replace(&mut *ingest.lock(), Ingest::new(0));
         match written {
             Ok(_) => {}
             Err(BlobError::TooLarge { limit }) => {
@@ -551,7 +575,13 @@ impl ArtifactService {
             }
         });
         let id = new_id(IdKind::Artifact);
-        let (analysis, compacts) = self.build_compacts(&id, &header, &ingest, language).await;
+        let (analysis, compacts) = match self.build_compacts(&id, &header, &mut ingest, language).await {
+            Ok(built) => built,
+            Err(err) => {
+                self.discard(&temp_key).await;
+                return Err(err);
+            }
+        };
         let key = blob_key(&owner, &sha256);
         let expires_at = header.expires_at.or_else(|| {
             (self.config.default_ttl_hours > 0)
@@ -643,11 +673,7 @@ impl ArtifactService {
             return Ok(hit);
         }
         let bytes = self.blobs.get(&record.blob_key).await.map_err(blob_failure)?;
-        let indexed = Arc::new(
-            tokio::task::spawn_blocking(move || Indexed::new(bytes))
-                .await
-                .map_err(|err| ApiError::internal(err.to_string()))?,
-        );
+        let indexed = Arc::new(thinkus_common::work::cpu("artifact index", move || Indexed::new(bytes)).await?);
         self.cache.put(&record.blob_key, indexed.clone());
         Ok(indexed)
     }
@@ -792,16 +818,27 @@ impl ArtifactApi for ArtifactService {
                 let path = locator::parse_json_path(path)?;
                 let content = self.indexed(&record).await?;
                 let bytes = content.bytes.clone();
-                tokio::task::spawn_blocking(move || locator::read_json_path(&bytes, &path, max_bytes, language))
-                    .await
-                    .map_err(|err| ApiError::internal(err.to_string()))??
+                if bytes.len() > MAX_JSON_PATH_BYTES {
+                    return Err(ApiError::invalid(
+                        "json_path",
+                        format!(
+                            "the artifact is {} bytes, JSONPath reads take at most {MAX_JSON_PATH_BYTES}; use lines, bytes or search",
+                            bytes.len()
+                        ),
+                    ));
+                }
+                thinkus_common::work::cpu("json_path", move || {
+                    locator::read_json_path(&bytes, &path, max_bytes, language)
+                })
+                .await??
             }
             Locator::Search(keyword) => {
                 let keyword = locator::check_keyword(keyword)?;
                 let content = self.indexed(&record).await?;
-                tokio::task::spawn_blocking(move || locator::search(&content, &keyword, max_bytes, language))
-                    .await
-                    .map_err(|err| ApiError::internal(err.to_string()))?
+                thinkus_common::work::cpu("search", move || {
+                    locator::search(&content, &keyword, max_bytes, language)
+                })
+                .await?
             }
             Locator::Bytes { start, end } => {
                 if end.is_some_and(|end| end <= *start) {
@@ -877,6 +914,9 @@ impl ArtifactApi for ArtifactService {
 
 /// Contents up to this size have their tokens counted for the compact's cap (a few ms at most).
 const EXACT_COUNT_BYTES: u64 = 64 * 1024;
+/// The largest artifact a JSONPath read parses: the parsed document takes several times its
+/// size in memory.
+pub const MAX_JSON_PATH_BYTES: usize = 32 * 1024 * 1024;
 
 /// The fewest tokens a compact is cut to: the reference, the size and the locators with their
 /// examples, and a line of summary.

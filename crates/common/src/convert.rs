@@ -117,10 +117,25 @@ pub fn timestamp_opt(time: Option<DateTime<Utc>>) -> Option<Timestamp> {
     time.map(timestamp)
 }
 
+/// The range of `google.protobuf.Timestamp`: 0001-01-01T00:00:00Z to 9999-12-31T23:59:59Z.
+/// Times outside it are refused: arithmetic on them (a TTL added, a window subtracted)
+/// overflows chrono's range and panicked before this check.
+pub const MIN_TIMESTAMP_SECONDS: i64 = -62_135_596_800;
+pub const MAX_TIMESTAMP_SECONDS: i64 = 253_402_300_799;
+
 /// Converts a timestamp, INVALID_ARGUMENT naming `field` when out of range.
 pub fn datetime(ts: &Timestamp, field: &str) -> Result<DateTime<Utc>, ApiError> {
     if !(0..1_000_000_000).contains(&ts.nanos) {
         return Err(ApiError::invalid(field, "nanos must be within 0..1e9"));
+    }
+    if !(MIN_TIMESTAMP_SECONDS..=MAX_TIMESTAMP_SECONDS).contains(&ts.seconds) {
+        return Err(ApiError::invalid(
+            field,
+            format!(
+                "{} seconds is outside 0001-01-01T00:00:00Z..9999-12-31T23:59:59Z",
+                ts.seconds
+            ),
+        ));
     }
     Utc.timestamp_opt(ts.seconds, ts.nanos as u32)
         .single()
@@ -575,6 +590,28 @@ mod tests {
             let err = query_embedding_from_proto(Some(&bad), "query_embedding").unwrap_err();
             assert_eq!(err.message, message);
         }
+    }
+
+    #[test]
+    fn timestamps_outside_the_protobuf_range_are_refused() {
+        let at = |seconds| Timestamp { seconds, nanos: 0 };
+        assert!(datetime(&at(MIN_TIMESTAMP_SECONDS), "now").is_ok());
+        assert!(datetime(&at(MAX_TIMESTAMP_SECONDS), "now").is_ok());
+        for seconds in [
+            MIN_TIMESTAMP_SECONDS - 1,
+            MAX_TIMESTAMP_SECONDS + 1,
+            i64::MAX,
+            i64::MIN,
+            8_210_298_412_800,
+        ] {
+            let err = datetime(&at(seconds), "now").unwrap_err();
+            assert!(err.message.starts_with("now: "), "{}", err.message);
+        }
+        // What the range leaves room for: a window back and a long TTL forward.
+        let first = datetime(&at(MIN_TIMESTAMP_SECONDS), "now").unwrap();
+        let last = datetime(&at(MAX_TIMESTAMP_SECONDS), "now").unwrap();
+        let _ = first - chrono::Duration::days(36_500);
+        let _ = last + chrono::Duration::hours(1_000_000);
     }
 
     #[test]

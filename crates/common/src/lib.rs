@@ -19,5 +19,6 @@ pub mod telemetry;
 pub mod text;
 pub mod time;
 pub mod tokens;
+pub mod work;
 
 pub use error::{ApiError, ErrorCode, ServiceError, to_status};

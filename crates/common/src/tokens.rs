@@ -76,11 +76,27 @@ impl TokenCounter {
     }
 
     /// The number of tokens of `text` (special tokens are counted as plain text).
+    ///
+    /// The text is encoded in chunks of at most [`CHUNK_BYTES`], cut where the encoder's
+    /// pre-tokenizer cuts anyway (before a space that follows a non-space character), so the
+    /// count is the same as for the whole text. A run without such a place (a long run of
+    /// spaces, or of letters) is cut at a character boundary instead, which may change the
+    /// count by a token per cut: the encoder panics on long whitespace runs (its regex gives up
+    /// and the library unwraps the error) and takes quadratic time on long pieces.
     pub fn count(&self, text: &str) -> usize {
-        if text.is_empty() {
-            return 0;
+        chunks(text).map(|chunk| self.bpe.encode_ordinary(chunk).len()).sum()
+    }
+
+    /// Whether `text` has more than `limit` tokens, counting no further than needed.
+    pub fn exceeds(&self, text: &str, limit: usize) -> bool {
+        let mut counted = 0;
+        for chunk in chunks(text) {
+            counted += self.bpe.encode_ordinary(chunk).len();
+            if counted > limit {
+                return true;
+            }
         }
-        self.bpe.encode_ordinary(text).len()
+        false
     }
 
     /// The longest prefix of `text` that fits in `max_tokens`, cut at a character boundary,
@@ -111,6 +127,47 @@ impl TokenCounter {
     }
 }
 
+/// The largest piece of text encoded at once.
+pub const CHUNK_BYTES: usize = 2048;
+
+/// `text` cut into chunks of at most [`CHUNK_BYTES`] (more only for a character that does not
+/// fit), at pre-tokenizer boundaries where there are some.
+fn chunks(text: &str) -> impl Iterator<Item = &str> {
+    let mut rest = text;
+    std::iter::from_fn(move || {
+        if rest.is_empty() {
+            return None;
+        }
+        if rest.len() <= CHUNK_BYTES {
+            return Some(std::mem::take(&mut rest));
+        }
+        let cut = cut_point(rest, CHUNK_BYTES);
+        let (chunk, tail) = rest.split_at(cut);
+        rest = tail;
+        Some(chunk)
+    })
+}
+
+/// Where to end a chunk of `text` that is longer than `max` bytes: the last space within the
+/// first `max` bytes that follows a non-whitespace character (no pre-tokenizer piece spans
+/// it), else the last character boundary within them, else the end of the first character.
+fn cut_point(text: &str, max: usize) -> usize {
+    let bytes = text.as_bytes();
+    let mut at = max.min(bytes.len());
+    while at > 0 && !text.is_char_boundary(at) {
+        at -= 1;
+    }
+    let window = &bytes[..at];
+    let boundary = (1..window.len())
+        .rev()
+        .find(|&i| window[i] == b' ' && text[..i].chars().next_back().is_some_and(|c| !c.is_whitespace()));
+    match boundary {
+        Some(i) => i,
+        None if at > 0 => at,
+        None => text.chars().next().map_or(text.len(), char::len_utf8),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -132,6 +189,50 @@ mod tests {
         assert!(cut.ends_with('…'));
         assert!(text.starts_with(cut.trim_end_matches('…')));
         assert_eq!(counter.truncate("short", 10), "short");
+    }
+
+    #[test]
+    fn chunked_counts_equal_whole_counts_at_word_boundaries() {
+        let counter = TokenCounter::default();
+        let text = "The budget for the course platform is $800, not $500.  我们决定用Stripe。\n".repeat(200);
+        assert!(text.len() > 4 * CHUNK_BYTES);
+        let whole = counter.bpe.encode_ordinary(&text).len();
+        assert_eq!(counter.count(&text), whole);
+        for chunk in chunks(&text) {
+            assert!(chunk.len() <= CHUNK_BYTES);
+        }
+        assert_eq!(
+            chunks(&text).collect::<String>(),
+            text,
+            "chunks cover the text in order"
+        );
+        assert!(counter.exceeds(&text, whole - 1));
+        assert!(!counter.exceeds(&text, whole));
+    }
+
+    #[test]
+    fn long_runs_neither_panic_nor_take_long() {
+        let counter = TokenCounter::default();
+        // A long run of spaces before a word made the library's regex give up (its backtrack
+        // limit), and the library unwrapped the error: a panic. Long runs of one letter took
+        // quadratic time.
+        for text in [
+            " ".repeat(1 << 20),
+            format!("a{}b", " ".repeat(1 << 20)),
+            format!("{}b", " ".repeat(1 << 20)),
+            "\t \n".repeat(100_000),
+            "a".repeat(1 << 20),
+            "日".repeat(300_000),
+        ] {
+            let started = std::time::Instant::now();
+            let count = counter.count(&text);
+            assert!(count > 0 && count <= text.len());
+            assert!(
+                started.elapsed() < std::time::Duration::from_secs(20),
+                "{:?}",
+                started.elapsed()
+            );
+        }
     }
 
     #[test]

@@ -37,6 +37,10 @@ use crate::extras::{ArtifactPort, SummaryPort};
 
 /// The longest message a turn may carry.
 pub const MAX_MESSAGE_BYTES: usize = 32 * 1024;
+/// Tool outputs up to this size have their tokens counted exactly; larger ones are estimated.
+pub const EXACT_COUNT_BYTES: usize = 1024 * 1024;
+/// Tool outputs up to this size are counted inline: less than a millisecond of CPU.
+const INLINE_COUNT_BYTES: usize = 8 * 1024;
 /// The smallest and largest budgets a caller may ask for.
 pub const BUDGET_RANGE: std::ops::RangeInclusive<u32> = 100..=32_000;
 
@@ -592,6 +596,21 @@ impl Gateway {
             .collect())
     }
 
+    /// The tokens of a tool output: counted exactly up to [`EXACT_COUNT_BYTES`] on the CPU
+    /// pool (`thinkus_common::work`), estimated at four bytes a token beyond, where only the
+    /// decision to offload depends on it (a 15 MB output once took seconds of CPU to count).
+    async fn tool_output_tokens(&self, output: &str) -> Result<u32, ApiError> {
+        if output.len() > EXACT_COUNT_BYTES {
+            return Ok(u32::try_from(output.len() / 4).unwrap_or(u32::MAX));
+        }
+        if output.len() <= INLINE_COUNT_BYTES {
+            return Ok(self.tokens.count(output) as u32);
+        }
+        let tokens = self.tokens;
+        let output = output.to_string();
+        thinkus_common::work::cpu("token count", move || tokens.count(&output) as u32).await
+    }
+
     /// Completes a turn: offloads large tool outputs, queues learning and the summary update.
     pub async fn complete(&self, request: CompleteRequest) -> Result<Completed, ApiError> {
         check_scope(&request.scope)?;
@@ -614,7 +633,7 @@ impl Gateway {
 
         let mut results = Vec::with_capacity(request.tool_calls.len());
         for call in &request.tool_calls {
-            let original_tokens = self.tokens.count(&call.output) as u32;
+            let original_tokens = self.tool_output_tokens(&call.output).await?;
             let offload = original_tokens > self.config.offload_threshold_tokens;
             match (&self.upstreams.artifacts, offload) {
                 (Some(artifacts), true) => {

@@ -11,6 +11,8 @@
 
 include!(concat!(env!("OUT_DIR"), "/thinkus.rs"));
 
+pub mod codec;
+
 /// The artifact service (`thinkus.artifact.v1`).
 pub use thinkus::artifact::v1 as artifact;
 /// Messages shared by every service (`thinkus.common.v1`).

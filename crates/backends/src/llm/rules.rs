@@ -24,6 +24,19 @@ where
     }
 }
 
+/// Inputs with at most this much text run inline; larger ones on the CPU pool.
+pub const INLINE_INPUT_BYTES: usize = 16 * 1024;
+
+/// The bytes of text in a JSON value (strings and keys), counted without serialising it.
+fn text_bytes(value: &serde_json::Value) -> usize {
+    match value {
+        serde_json::Value::String(text) => text.len(),
+        serde_json::Value::Array(items) => items.iter().map(text_bytes).sum(),
+        serde_json::Value::Object(map) => map.iter().map(|(k, v)| k.len() + text_bytes(v)).sum(),
+        _ => 8,
+    }
+}
+
 /// The built-in engine. Tasks without registered rules answer `Unsupported`.
 #[derive(Default, Clone)]
 pub struct RuleEngine {
@@ -71,7 +84,22 @@ impl LanguageModel for RuleEngine {
             .get(&request.task)
             .cloned()
             .ok_or_else(|| LlmError::Unsupported(format!("the task {:?}", request.task.as_str())))?;
-        let text = handler.answer(&request.input)?;
+        // Rules are regular expressions and word lists over the input: microseconds for a
+        // message, seconds for megabytes of them. Large inputs take a CPU turn off the async
+        // workers (`thinkus_common::work`).
+        let text = if text_bytes(&request.input) <= INLINE_INPUT_BYTES {
+            handler.answer(&request.input)?
+        } else {
+            let input = request.input;
+            thinkus_common::work::cpu("rules", move || handler.answer(&input))
+                .await
+                .map_err(|err| match err.code {
+                    thinkus_common::ErrorCode::ResourceExhausted => LlmError::RateLimited {
+                        retry_after: err.retry_after,
+                    },
+                    _ => LlmError::Unavailable(err.message),
+                })??
+        };
         Ok(Completion {
             text,
             model: "rules".into(),
