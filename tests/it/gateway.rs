@@ -832,3 +832,69 @@ async fn a_session_an_hour_later_continues_the_last_one() {
     );
     node.shutdown().await.unwrap();
 }
+
+/// Issue 16: a session ended by its last turn is continued at once, and what the last session's
+/// summary says is not said again among the memories (the README's example).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_next_session_says_each_thing_once() {
+    let dir = tempfile::tempdir().unwrap();
+    let node = nodes::start(config(dir.path()), &ServiceKind::ALL, None).await;
+    let mut client = GatewayServiceClient::new(nodes::channel(&node).await);
+    for (n, (user, assistant, end)) in [
+        (
+            "The budget for the shop launch is $500.",
+            "Noted: the launch budget is $500.",
+            false,
+        ),
+        (
+            "We raised the launch budget from $500 to $800 after the review.",
+            "Got it: $800 from now on.",
+            true,
+        ),
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        client
+            .complete_turn(CompleteTurnRequest {
+                scope: Some(scope("lena", "s1")),
+                user_message: user.into(),
+                assistant_message: assistant.into(),
+                request_id: format!("lena-{n}"),
+                end_session: end,
+                ..Default::default()
+            })
+            .await
+            .unwrap();
+    }
+    drained(&mut client, "lena").await;
+    let prepared = client
+        .prepare_turn(PrepareTurnRequest {
+            scope: Some(scope("lena", "s2")),
+            message: "What budget did we set for the shop launch?".into(),
+            ..Default::default()
+        })
+        .await
+        .unwrap()
+        .into_inner();
+    let context = &prepared.context;
+    assert!(
+        prepared
+            .sections
+            .iter()
+            .any(|s| s.kind == thinkus_proto::gateway::SectionKind::LastSession as i32),
+        "{context}"
+    );
+    assert!(context.contains("$800"), "{context}");
+    assert_eq!(context.matches("We raised the launch budget").count(), 1, "{context}");
+    let trace = prepared.trace.unwrap();
+    assert!(
+        trace
+            .items
+            .iter()
+            .any(|i| !i.included && i.reason.contains("the last session's summary says it")),
+        "{:?}",
+        trace.items
+    );
+    node.shutdown().await.unwrap();
+}

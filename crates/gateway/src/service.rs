@@ -547,12 +547,24 @@ impl Gateway {
             }
         }
 
+        // What the last session's summary already says is not said twice.
+        let repeated = repeated_in_last_session(&entries);
+        for &trace in &repeated {
+            items[trace].reason = match language {
+                Language::Zh => format!("{}（上次会话摘要里已有，未重复放入）", items[trace].reason),
+                Language::En => format!("{} (left out: the last session's summary says it)", items[trace].reason),
+            };
+        }
+        entries.retain(|e| !repeated.contains(&e.trace));
         let packed = pack(&entries, budget, memory_budget, language, &self.tokens);
         for (trace, tokens) in &packed.included {
             items[*trace].included = true;
             items[*trace].tokens = *tokens;
         }
-        for item in items.iter_mut().filter(|i| !i.included) {
+        for (trace, item) in items.iter_mut().enumerate() {
+            if item.included || repeated.contains(&trace) {
+                continue;
+            }
             item.reason = match language {
                 Language::Zh => format!("{}（超出预算，未放入）", item.reason),
                 Language::En => format!("{} (left out: over budget)", item.reason),
@@ -1051,6 +1063,24 @@ fn memory_entries(
             ..Default::default()
         });
     }
+}
+
+/// The trace indices of the memory entries whose text the last session's summary already
+/// holds word for word (a decision of that session, learned from it as a memory too).
+fn repeated_in_last_session(entries: &[Entry]) -> std::collections::HashSet<usize> {
+    let Some(last) = entries.iter().find(|e| e.kind == SectionKind::LastSession) else {
+        return Default::default();
+    };
+    entries
+        .iter()
+        .filter(|e| !matches!(e.kind, SectionKind::LastSession | SectionKind::Artifacts))
+        .filter(|e| {
+            let said = e.text.trim_start_matches("- ").trim();
+            // Short lines ("- yes") are too common to be the same statement.
+            said.chars().count() >= 12 && last.text.contains(said)
+        })
+        .map(|e| e.trace)
+        .collect()
 }
 
 /// A rendered summary as the text of the context's last-session section: its own heading
