@@ -166,6 +166,7 @@ async fn remember(setup: &Setup, scope: &Scope, content: &str) {
             draft: MemoryDraft::new(MemoryType::ProjectDecision, content),
             request_id: None,
             skip_dedup: true,
+            admission_bypassed_by: None,
         })
         .await
         .expect("remember");

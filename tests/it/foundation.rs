@@ -128,6 +128,7 @@ async fn write_seeds(channel: Channel, run: &str) -> Vec<(&'static str, String)>
                 }),
                 request_id: format!("seed-{}", seed.name),
                 skip_dedup: true,
+                bypass_admission: false,
             })
             .await
             .unwrap_or_else(|err| panic!("remember {}: {err}", seed.name))

@@ -287,6 +287,7 @@ async fn queued_work_survives_a_restart_and_failures_stay_visible() {
         dedupe_key: None,
         created_at: now,
         updated_at: now,
+        result: None,
     };
     thinkus_backends::sql::JobStore::enqueue(store.as_ref(), &broken)
         .await

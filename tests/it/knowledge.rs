@@ -324,6 +324,7 @@ async fn near_duplicates_in_one_batch_merge(backend: Backend) {
                 }),
                 request_id: format!("batch-remember-{i}"),
                 skip_dedup: false,
+                bypass_admission: false,
             })
             .await
             .expect("remember")
@@ -488,6 +489,9 @@ async fn quota_cleans_up_then_refuses(backend: Backend) {
                 memory: Some(draft(&content, importance)),
                 request_id,
                 skip_dedup: true,
+                // Importance-1 fillers: below the admission threshold, written as a trusted
+                // caller's import would (dev mode may act for every user).
+                bypass_admission: importance < 3,
             })
             .await
         }
@@ -632,6 +636,7 @@ async fn corrections(backend: Backend) {
                 memory: Some(draft(content, 4)),
                 request_id: format!("correct-{i}"),
                 skip_dedup: true,
+                bypass_admission: false,
             })
             .await
             .unwrap()

@@ -22,3 +22,4 @@ mod support;
 mod tenancy;
 mod tracing;
 mod visibility;
+mod write_chain;

@@ -203,14 +203,20 @@ async fn the_page_is_safe_and_shows_what_is_remembered() {
         .memory
         .unwrap()
         .id;
-    km.remember(remember(
-        scope("alice", "cfo"),
-        MemoryType::Risk,
-        "供应商<script>alert(\"x\")</script>可能延期交货",
-        MemorySource::UserInput,
-    ))
-    .await
-    .unwrap();
+    // One tag: two or more are HTML noise, which admission keeps out of memory.
+    let risk = km
+        .remember(remember(
+            scope("alice", "cfo"),
+            MemoryType::Risk,
+            "供应商<script>alert(\"x\")可能延期交货",
+            MemorySource::UserInput,
+        ))
+        .await
+        .unwrap()
+        .into_inner()
+        .result
+        .unwrap();
+    assert!(risk.memory.is_some(), "{risk:?}");
     km.remember(remember(
         scope("alice", "cfo"),
         MemoryType::Constraint,
@@ -278,7 +284,7 @@ async fn the_page_is_safe_and_shows_what_is_remembered() {
     assert!(html.contains("cfo 对你的记忆"), "in the user's language: {html}");
     assert!(html.contains("这个项目的预算是$500"));
     assert!(
-        html.contains("供应商&lt;script&gt;alert(&quot;x&quot;)&lt;/script&gt;可能延期交货"),
+        html.contains("供应商&lt;script&gt;alert(&quot;x&quot;)可能延期交货"),
         "{html}"
     );
     assert!(!html.contains("<script>alert"), "data never becomes markup");

@@ -30,6 +30,8 @@ pub struct Metrics {
     pub sweep_changes: IntCounterVec,
     /// Failures of the LLM engines by task (decide, extract, summarize, ...).
     pub llm_failures: IntCounterVec,
+    /// Writes the quota refused, by plan (after its cleanup found no room).
+    pub quota_refusals: IntCounterVec,
     /// Latency of backend calls by backend and operation.
     pub backend_latency: HistogramVec,
     /// The gateway's catalog probes under the controller's "no", by outcome (hit, miss).
@@ -110,6 +112,17 @@ pub static METRICS: LazyLock<Metrics> = LazyLock::new(|| {
                     "LLM calls that failed or could not be parsed",
                 ),
                 &["task"],
+            )
+            .expect("valid metric"),
+        ),
+        quota_refusals: register(
+            &registry,
+            IntCounterVec::new(
+                Opts::new(
+                    "thinkus_quota_refusals_total",
+                    "memory writes refused by a full role's quota, by plan",
+                ),
+                &["plan"],
             )
             .expect("valid metric"),
         ),

@@ -108,6 +108,8 @@ pub struct CompleteRequest {
     pub injected_memory_ids: Vec<String>,
     /// The turn ends its session: its summary is completed once the exchange is recorded.
     pub end_session: bool,
+    /// Wait for the learning job (up to `gateway.learn_wait_ms`) and report it.
+    pub wait_for_learning: bool,
 }
 
 /// What completing a turn did.
@@ -115,4 +117,26 @@ pub struct CompleteRequest {
 pub struct Completed {
     pub tool_calls: Vec<ToolCallResult>,
     pub job_ids: Vec<String>,
+    /// With `wait_for_learning`: the learning job when the wait ended.
+    pub learning: Option<thinkus_backends::sql::JobRecord>,
+}
+
+/// What a learning job did (stored as the job's result).
+#[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct LearnReport {
+    pub candidates: u32,
+    pub written: u32,
+    pub reinforced: u32,
+    pub queued: u32,
+    pub rejected: u32,
+    pub refused: u32,
+    pub refusals: Vec<Refusal>,
+}
+
+/// A memory the quota refused.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct Refusal {
+    pub memory_type: thinkus_common::model::MemoryType,
+    pub summary: String,
+    pub reason: String,
 }

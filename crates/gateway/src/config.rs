@@ -35,6 +35,9 @@ pub struct GatewayConfig {
     pub poll_interval_ms: u64,
     /// How long a worker holds a job before another may take it, in seconds.
     pub lease_seconds: u64,
+    /// The longest a CompleteTurn with `wait_for_learning` waits for its learning job, in
+    /// milliseconds.
+    pub learn_wait_ms: u64,
     /// Runs of a job before it is failed for good.
     pub max_attempts: u32,
     /// The first retry's delay in milliseconds; each later one doubles, up to `retry_max_ms`.
@@ -68,6 +71,7 @@ impl Default for GatewayConfig {
             workers: 2,
             poll_interval_ms: 200,
             lease_seconds: 120,
+            learn_wait_ms: 10_000,
             max_attempts: 5,
             retry_base_ms: 2_000,
             retry_max_ms: 300_000,

@@ -17,7 +17,7 @@ use thinkus_proto::gateway as pb;
 use thinkus_proto::gateway::gateway_service_server::{GatewayService, GatewayServiceServer};
 use tonic::{Request, Response, Status};
 
-use crate::api::{CompleteRequest, Completed, PrepareRequest, Prepared, SectionKind, ToolCall, TraceKind};
+use crate::api::{CompleteRequest, Completed, LearnReport, PrepareRequest, Prepared, SectionKind, ToolCall, TraceKind};
 use crate::service::Gateway;
 
 /// Serves the [`Gateway`] over gRPC.
@@ -131,6 +131,7 @@ pub fn completed_to_proto(completed: &Completed) -> pb::CompleteTurnResponse {
             })
             .collect(),
         job_ids: completed.job_ids.clone(),
+        learning: completed.learning.as_ref().map(job_to_proto),
     }
 }
 
@@ -172,7 +173,30 @@ fn job_to_proto(job: &JobRecord) -> pb::Job {
             project_id: None,
             session_id: job.session_id.clone(),
         })),
+        learned: learn_report(job),
     }
+}
+
+/// The report a succeeded learn job stored.
+fn learn_report(job: &JobRecord) -> Option<pb::LearnReport> {
+    let report: LearnReport = serde_json::from_str(job.result.as_deref()?).ok()?;
+    Some(pb::LearnReport {
+        candidates: report.candidates as i32,
+        written: report.written as i32,
+        reinforced: report.reinforced as i32,
+        queued: report.queued as i32,
+        rejected: report.rejected as i32,
+        refused: report.refused as i32,
+        refusals: report
+            .refusals
+            .iter()
+            .map(|r| pb::Refusal {
+                r#type: thinkus_common::convert::memory_type_to_proto(r.memory_type),
+                summary: r.summary.clone(),
+                reason: r.reason.clone(),
+            })
+            .collect(),
+    })
 }
 
 #[tonic::async_trait]
@@ -237,6 +261,7 @@ impl GatewayService for GatewayGrpc {
                             occurred_at: datetime_opt(body.occurred_at.as_ref(), "occurred_at")?,
                             injected_memory_ids: body.injected_memory_ids,
                             end_session: body.end_session,
+                            wait_for_learning: body.wait_for_learning,
                         })
                         .await
                 },

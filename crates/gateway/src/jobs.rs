@@ -41,21 +41,21 @@ pub async fn run_once(gateway: &Gateway) -> anyhow::Result<bool> {
         return Ok(false);
     };
     let outcome = tokio::time::timeout(Duration::from_secs(config.lease_seconds), gateway.run_job(&job)).await;
-    let error = match outcome {
-        Ok(Ok(())) => None,
-        Ok(Err(err)) => Some(err.message),
-        Err(_) => Some(format!("timed out after {} s", config.lease_seconds)),
+    let (result, error) = match outcome {
+        Ok(Ok(result)) => (result, None),
+        Ok(Err(err)) => (None, Some(err.message)),
+        Err(_) => (None, Some(format!("timed out after {} s", config.lease_seconds))),
     };
-    finish(gateway, &job, error).await?;
+    finish(gateway, &job, result.as_deref(), error).await?;
     Ok(true)
 }
 
-async fn finish(gateway: &Gateway, job: &JobRecord, error: Option<String>) -> anyhow::Result<()> {
+async fn finish(gateway: &Gateway, job: &JobRecord, result: Option<&str>, error: Option<String>) -> anyhow::Result<()> {
     let config = gateway.config();
     let now = Utc::now();
     match error {
         None => {
-            gateway.jobs.complete_job(&job.id, now).await?;
+            gateway.jobs.complete_job(&job.id, now, result).await?;
             METRICS.job_runs.with_label_values(&[&job.kind, "succeeded"]).inc();
             tracing::debug!(job = %job.id, kind = %job.kind, "job done");
         }

@@ -602,6 +602,10 @@ struct CompleteBody {
     /// The turn ends the session (its summary is completed).
     #[serde(default)]
     end_session: bool,
+    #[serde(default)]
+    injected_memory_ids: Vec<String>,
+    #[serde(default)]
+    wait_for_learning: bool,
 }
 
 async fn complete(
@@ -640,6 +644,8 @@ async fn complete(
                 not_memorable: body.not_memorable,
                 request_id: body.request_id,
                 end_session: body.end_session,
+                injected_memory_ids: body.injected_memory_ids,
+                wait_for_learning: body.wait_for_learning,
                 ..Default::default()
             })
             .await
@@ -651,6 +657,7 @@ async fn complete(
             "replacement": r.replacement, "originalTokens": r.original_tokens,
         })).collect::<Vec<_>>(),
         "jobIds": completed.job_ids,
+        "learning": completed.learning.as_ref().map(job_json),
     })))
 }
 
@@ -676,11 +683,22 @@ async fn jobs(
     let limit = query.limit.unwrap_or(50).clamp(1, 500);
     let jobs = state.gateway.list_jobs(&scope, None, limit, 0).await?;
     Ok(Json(json!({
-        "jobs": jobs.iter().map(|j| json!({
-            "id": j.id, "kind": j.kind, "status": j.status.as_str(), "attempts": j.attempts,
-            "lastError": j.last_error, "runAfter": j.run_after, "createdAt": j.created_at,
-        })).collect::<Vec<_>>(),
+        "jobs": jobs.iter().map(job_json).collect::<Vec<_>>(),
     })))
+}
+
+/// A job as JSON; a learn job that succeeded carries what it did (`learned`: counts, and the
+/// memories the quota refused with why).
+fn job_json(job: &thinkus_backends::sql::JobRecord) -> Value {
+    let learned = job
+        .result
+        .as_deref()
+        .and_then(|result| serde_json::from_str::<crate::api::LearnReport>(result).ok());
+    json!({
+        "id": job.id, "kind": job.kind, "status": job.status.as_str(), "attempts": job.attempts,
+        "lastError": job.last_error, "runAfter": job.run_after, "createdAt": job.created_at,
+        "learned": learned,
+    })
 }
 
 #[cfg(test)]

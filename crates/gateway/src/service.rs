@@ -29,7 +29,8 @@ use thinkus_retriever::api::{CatalogEntry, RecallRequest, RecallResult, ScorePar
 use tracing::Instrument;
 
 use crate::api::{
-    CompleteRequest, Completed, PrepareRequest, Prepared, SectionKind, ToolCallResult, TraceItem, TraceKind,
+    CompleteRequest, Completed, LearnReport, PrepareRequest, Prepared, Refusal, SectionKind, ToolCallResult, TraceItem,
+    TraceKind,
 };
 use crate::config::GatewayConfig;
 use crate::context::{Day, Entry, pack};
@@ -696,7 +697,9 @@ impl Gateway {
             self.enqueue(LEARN_JOB, &request.scope, &learn, dedupe(LEARN_JOB))
                 .await?,
         );
-        if self.upstreams.summaries.is_some() {
+        // An exchange that must not be remembered is not summarised either: the summary offers
+        // its decisions to the knowledge manager, which would remember them.
+        if self.upstreams.summaries.is_some() && !request.not_memorable {
             let mut assistant = request.assistant_message.clone();
             for result in results.iter().filter(|r| r.offloaded) {
                 assistant.push_str("\n\n");
@@ -725,10 +728,34 @@ impl Gateway {
                     .await?,
             );
         }
+        let learning = if request.wait_for_learning {
+            Some(self.wait_for_job(&job_ids[0]).await?)
+        } else {
+            None
+        };
         Ok(Completed {
             tool_calls: results,
             job_ids,
+            learning,
         })
+    }
+
+    /// The job once it finished, or as it stands after `gateway.learn_wait_ms`.
+    async fn wait_for_job(&self, id: &str) -> Result<JobRecord, ApiError> {
+        let deadline = Instant::now() + std::time::Duration::from_millis(self.config.learn_wait_ms);
+        let pause = std::time::Duration::from_millis(self.config.poll_interval_ms.clamp(10, 200));
+        loop {
+            let job = self
+                .jobs
+                .get_job(id)
+                .await?
+                .ok_or_else(|| ApiError::internal(format!("the queued job {id} vanished")))?;
+            let finished = matches!(job.status, JobStatus::Succeeded | JobStatus::Failed);
+            if finished || Instant::now() >= deadline {
+                return Ok(job);
+            }
+            tokio::time::sleep(pause).await;
+        }
     }
 
     async fn enqueue<T: Serialize>(
@@ -770,6 +797,7 @@ impl Gateway {
             dedupe_key,
             created_at: now,
             updated_at: now,
+            result: None,
         };
         match self.jobs.enqueue(&job).await {
             Ok(queued) => Ok(queued),
@@ -782,7 +810,8 @@ impl Gateway {
     }
 
     /// Runs one job's work, in a span that continues the trace of the turn that queued it.
-    pub(crate) async fn run_job(&self, job: &JobRecord) -> Result<(), ApiError> {
+    /// Returns what it did, to store with the job (a learn job's [`LearnReport`]).
+    pub(crate) async fn run_job(&self, job: &JobRecord) -> Result<Option<String>, ApiError> {
         #[derive(Deserialize)]
         struct Traced {
             traceparent: Option<String>,
@@ -795,12 +824,15 @@ impl Gateway {
         self.run_job_inner(job).instrument(span).await
     }
 
-    async fn run_job_inner(&self, job: &JobRecord) -> Result<(), ApiError> {
+    async fn run_job_inner(&self, job: &JobRecord) -> Result<Option<String>, ApiError> {
         match job.kind.as_str() {
             LEARN_JOB => {
                 let input: LearnJob = serde_json::from_str(&job.payload)
                     .map_err(|err| ApiError::invalid("payload", format!("not a learn job: {err}")))?;
-                self.learn(input).await
+                let report = self.learn(input).await?;
+                Ok(Some(
+                    serde_json::to_string(&report).map_err(|err| ApiError::internal(err.to_string()))?,
+                ))
             }
             SUMMARIZE_JOB => {
                 let input: SummarizeJob = serde_json::from_str(&job.payload)
@@ -811,7 +843,7 @@ impl Gateway {
                         if input.end_session {
                             summaries.end(&input.scope).await?;
                         }
-                        Ok(())
+                        Ok(None)
                     }
                     None => Err(ApiError::failed_precondition(
                         "endpoints.summary: no summary service is reachable from the gateway",
@@ -827,9 +859,10 @@ impl Gateway {
     /// exchange taught a memory private to the role, is private to the role; otherwise it is
     /// shared with the project, like the project's decisions. Each turn names the memories
     /// learned from its exchange, so a context shows one or the other.
-    async fn learn(&self, input: LearnJob) -> Result<(), ApiError> {
+    /// Returns what the extraction did, refusals included.
+    async fn learn(&self, input: LearnJob) -> Result<LearnReport, ApiError> {
         if input.not_memorable {
-            return Ok(());
+            return Ok(LearnReport::default());
         }
         // The answer follows the question: one millisecond later, so that the two turns of an
         // exchange read in the order they were said.
@@ -851,6 +884,7 @@ impl Gateway {
                     message("assistant", &input.assistant_message, 1, answered_at),
                 ],
                 request_id: input.request_id.clone(),
+                // Ids: the knowledge manager reads them and compares the contents.
                 injected_memories: input.injected_memory_ids.clone(),
                 ..Default::default()
             })
@@ -886,7 +920,7 @@ impl Gateway {
                 visibility,
             })
             .await?;
-        Ok(())
+        Ok(learn_report(&learned))
     }
 
     /// Answers a message end to end with the configured LLM.
@@ -966,6 +1000,33 @@ pub(crate) fn turn_visibility(scope: &Scope, learned: impl IntoIterator<Item = V
         Visibility::Private
     } else {
         Visibility::Project
+    }
+}
+
+/// What learning did, as a job's result.
+fn learn_report(learned: &thinkus_knowledge_manager::api::LearnResult) -> LearnReport {
+    use thinkus_knowledge_manager::api::WriteOutcome;
+    LearnReport {
+        candidates: learned.candidates,
+        written: learned.count(WriteOutcome::Created) + learned.count(WriteOutcome::ReplacedOlder),
+        reinforced: learned.count(WriteOutcome::Reinforced),
+        queued: learned.count(WriteOutcome::Queued),
+        rejected: learned.count(WriteOutcome::Rejected),
+        refused: learned.count(WriteOutcome::Refused),
+        refusals: learned
+            .results
+            .iter()
+            .filter(|r| r.outcome == WriteOutcome::Refused)
+            .map(|r| Refusal {
+                memory_type: r
+                    .draft
+                    .as_ref()
+                    .map(|d| d.memory_type)
+                    .unwrap_or(thinkus_common::model::MemoryType::Fact),
+                summary: r.draft.as_ref().map(|d| d.summary.clone()).unwrap_or_default(),
+                reason: r.reason.clone(),
+            })
+            .collect(),
     }
 }
 

@@ -69,6 +69,8 @@ pub enum WriteOutcome {
     Queued,
     Rejected,
     DuplicateRequest,
+    /// Admitted but refused by the role's quota: the reason names the plan and the limit.
+    Refused,
 }
 
 impl WriteOutcome {
@@ -81,6 +83,7 @@ impl WriteOutcome {
             Self::Queued => "queued",
             Self::Rejected => "rejected",
             Self::DuplicateRequest => "duplicate request",
+            Self::Refused => "refused",
         }
     }
 }
@@ -94,6 +97,9 @@ pub struct WriteResult {
     pub candidate_id: Option<String>,
     pub reason: String,
     pub score: f64,
+    /// What the result is about when no memory was written (queued, rejected, refused).
+    #[serde(default)]
+    pub draft: Option<DraftBrief>,
 }
 
 impl WriteResult {
@@ -105,8 +111,30 @@ impl WriteResult {
             candidate_id: None,
             reason: reason.into(),
             score,
+            draft: None,
         }
     }
+
+    /// The result, naming the draft it is about.
+    pub fn about(mut self, draft: &MemoryDraft) -> Self {
+        self.draft = Some(DraftBrief {
+            memory_type: draft.memory_type,
+            summary: draft
+                .summary
+                .clone()
+                .filter(|s| !s.trim().is_empty())
+                .map(|s| thinkus_common::text::summarize_to(&s, 50))
+                .unwrap_or_else(|| thinkus_common::text::summarize_to(draft.content.trim(), 50)),
+        });
+        self
+    }
+}
+
+/// A draft's type and summary, for results that wrote no memory.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct DraftBrief {
+    pub memory_type: MemoryType,
+    pub summary: String,
 }
 
 /// An explicit memory write.
@@ -116,6 +144,9 @@ pub struct RememberRequest {
     pub draft: MemoryDraft,
     pub request_id: Option<String>,
     pub skip_dedup: bool,
+    /// A trusted caller writes the draft without admission; names it for the history (the
+    /// gRPC adapter allows it to keys that may act for every user).
+    pub admission_bypassed_by: Option<String>,
 }
 
 /// One raw conversation turn.
@@ -174,6 +205,13 @@ pub struct LearnResult {
     pub results: Vec<WriteResult>,
     pub engine: String,
     pub candidates: u32,
+}
+
+impl LearnResult {
+    /// How many candidates ended with `outcome`.
+    pub fn count(&self, outcome: WriteOutcome) -> u32 {
+        self.results.iter().filter(|r| r.outcome == outcome).count() as u32
+    }
 }
 
 /// A value replaced by another ("$500" by "$800"), as said in a turn or found when a newer

@@ -11,7 +11,7 @@ use thinkus_common::model::{Scope, Visibility};
 
 use crate::admission;
 use crate::api::{CandidateView, MemoryDraft, WriteResult};
-use crate::service::{KnowledgeManager, WriteOptions, actor_of};
+use crate::service::{Gate, KnowledgeManager, WriteOptions, actor_of};
 
 /// What a candidate row's `draft` column holds: the memory to write and, for a pending
 /// conflict, the memories whose value it contradicts.
@@ -137,6 +137,8 @@ pub(crate) async fn approve(
     decided.status = CandidateStatus::Approved;
     decided.decided_at = Some(Utc::now());
     let options = WriteOptions {
+        // A person approved it: admission still rejects noise, and no longer queues it.
+        gate: Gate::person(),
         actor: actor_of(&scope),
         candidate: Some(decided),
         ..Default::default()

@@ -78,6 +78,7 @@ impl KnowledgeApi for KnowledgeClient {
                         memory: Some(convert::draft_to_proto(&request.draft)),
                         request_id: request.request_id.unwrap_or_default(),
                         skip_dedup: request.skip_dedup,
+                        bypass_admission: request.admission_bypassed_by.is_some(),
                     })
                     .await?;
                 convert::write_result_from_proto(

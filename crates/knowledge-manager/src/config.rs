@@ -6,7 +6,8 @@ use serde::{Deserialize, Serialize};
 #[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct QuotaConfig {
-    /// The plan of users without one recorded.
+    /// The plan of users without one recorded (`SetPlan`). A self-hosted deployment has no
+    /// billing, so it is `unlimited` unless set.
     pub default_plan: String,
     pub seed: u64,
     pub growth: u64,
@@ -17,7 +18,7 @@ pub struct QuotaConfig {
 impl Default for QuotaConfig {
     fn default() -> Self {
         Self {
-            default_plan: "seed".into(),
+            default_plan: UNLIMITED.into(),
             seed: 50,
             growth: 200,
             scale: 500,
@@ -26,10 +27,17 @@ impl Default for QuotaConfig {
     }
 }
 
+/// The plan without a limit.
+pub const UNLIMITED: &str = "unlimited";
+
 impl QuotaConfig {
-    /// The limit of a plan; `None` for an unknown plan name.
+    /// The plans, as `SetPlan` and `default_plan` name them.
+    pub const PLANS: [&'static str; 5] = [UNLIMITED, "seed", "growth", "scale", "enterprise"];
+
+    /// The limit of a plan (0: unlimited); `None` for an unknown plan name.
     pub fn limit(&self, plan: &str) -> Option<u64> {
         match plan {
+            UNLIMITED => Some(0),
             "seed" => Some(self.seed),
             "growth" => Some(self.growth),
             "scale" => Some(self.scale),

@@ -17,7 +17,7 @@ use crate::admission;
 use crate::api::{Conflict, ConflictChoice, ConflictResolution, MemoryDraft, WriteOutcome, WriteResult};
 use crate::candidates::{StoredDraft, pending};
 use crate::config::KnowledgeConfig;
-use crate::service::{KnowledgeManager, WriteOptions, actor_of};
+use crate::service::{Gate, KnowledgeManager, WriteOptions, actor_of};
 use crate::subject;
 
 /// Why a new value is too unsure to replace what it contradicts, or `None` when it is sure.
@@ -120,6 +120,7 @@ pub(crate) async fn hold(
         candidate_id: Some(record.id.clone()),
         reason: format!("pending conflict: {reason}"),
         score: memory.confidence,
+        draft: None,
     };
     let batch = WriteBatch {
         candidates: vec![record],
@@ -287,6 +288,7 @@ pub(crate) async fn keep_proposed(
     decided.status = CandidateStatus::Approved;
     decided.decided_at = Some(Utc::now());
     let options = WriteOptions {
+        gate: Gate::person(),
         actor,
         candidate: Some(decided),
         replaces: current

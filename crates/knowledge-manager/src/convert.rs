@@ -80,6 +80,7 @@ fn outcome_to_proto(outcome: WriteOutcome) -> i32 {
         WriteOutcome::Queued => P::Queued,
         WriteOutcome::Rejected => P::Rejected,
         WriteOutcome::DuplicateRequest => P::DuplicateRequest,
+        WriteOutcome::Refused => P::Refused,
     }) as i32
 }
 
@@ -91,6 +92,7 @@ fn outcome_from_proto(value: i32) -> WriteOutcome {
         P::ReplacedOlder => WriteOutcome::ReplacedOlder,
         P::Queued => WriteOutcome::Queued,
         P::DuplicateRequest => WriteOutcome::DuplicateRequest,
+        P::Refused => WriteOutcome::Refused,
         P::Rejected | P::Unspecified => WriteOutcome::Rejected,
     }
 }
@@ -103,6 +105,12 @@ pub fn write_result_to_proto(result: &WriteResult) -> pb::WriteResult {
         candidate_id: result.candidate_id.clone().unwrap_or_default(),
         reason: result.reason.clone(),
         score: result.score,
+        draft_type: result
+            .draft
+            .as_ref()
+            .map(|d| thinkus_common::convert::memory_type_to_proto(d.memory_type))
+            .unwrap_or_default(),
+        draft_summary: result.draft.as_ref().map(|d| d.summary.clone()).unwrap_or_default(),
     }
 }
 
@@ -114,6 +122,12 @@ pub fn write_result_from_proto(result: &pb::WriteResult) -> Result<WriteResult, 
         candidate_id: (!result.candidate_id.is_empty()).then(|| result.candidate_id.clone()),
         reason: result.reason.clone(),
         score: result.score,
+        draft: thinkus_common::convert::memory_type_from_proto(result.draft_type, "draft_type")?.map(|memory_type| {
+            crate::api::DraftBrief {
+                memory_type,
+                summary: result.draft_summary.clone(),
+            }
+        }),
     })
 }
 
@@ -229,6 +243,7 @@ pub fn learn_to_proto(result: &LearnResult) -> pb::LearnFromConversationResponse
         results: result.results.iter().map(write_result_to_proto).collect(),
         engine: result.engine.clone(),
         candidates: result.candidates as i32,
+        refused: result.count(WriteOutcome::Refused) as i32,
     }
 }
 

@@ -226,8 +226,18 @@ impl KnowledgeManagerService for KnowledgeGrpc {
     }
 
     async fn remember(&self, request: Request<pb::RememberRequest>) -> Result<Response<pb::RememberResponse>, Status> {
-        let (_, scope) = scoped(&request, request.get_ref().scope.as_ref(), ScopeRules::USER_ROLE)?;
+        let (principal, scope) = scoped(&request, request.get_ref().scope.as_ref(), ScopeRules::USER_ROLE)?;
         let body = request.get_ref();
+        let admission_bypassed_by = if body.bypass_admission {
+            if !principal.is_admin() {
+                return Err(status(ApiError::permission_denied(
+                    "bypass_admission: only a key that may act for every user of its tenant may bypass admission",
+                )));
+            }
+            Some(format!("key {} of tenant {}", principal.key_id, principal.tenant))
+        } else {
+            None
+        };
         let draft = convert::draft_from_proto(body.memory.as_ref(), "memory").map_err(status)?;
         let result = self
             .api
@@ -236,6 +246,7 @@ impl KnowledgeManagerService for KnowledgeGrpc {
                 draft,
                 request_id: optional(&body.request_id),
                 skip_dedup: body.skip_dedup,
+                admission_bypassed_by,
             })
             .await
             .map_err(status)?;

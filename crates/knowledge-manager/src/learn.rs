@@ -6,9 +6,9 @@ use chrono::{DateTime, Utc};
 use serde_json::{Value, json};
 use thinkus_backends::llm::json::{extract_json, int_field, str_field, str_list};
 use thinkus_backends::llm::{CompletionRequest, LlmTask};
-use thinkus_backends::sql::{Candidate, CandidateStatus, IdempotencyRecord, WriteBatch};
+use thinkus_backends::sql::{IdempotencyRecord, WriteBatch};
 use thinkus_common::ApiError;
-use thinkus_common::ids::{IdKind, new_id};
+use thinkus_common::ids::{IdKind, check_id, new_id};
 use thinkus_common::model::{MemorySource, MemoryStatus, MemoryType, Message, Scope, Visibility};
 use thinkus_common::text::char_count;
 
@@ -16,7 +16,7 @@ use crate::admission;
 use crate::api::{LearnRequest, LearnResult, MemoryDraft, WriteOutcome, WriteResult};
 use crate::config::KnowledgeConfig;
 use crate::prompts;
-use crate::service::{KnowledgeManager, WriteOptions, actor_of, request_key};
+use crate::service::{Gate, KnowledgeManager, WriteOptions, actor_of, request_key};
 
 /// A candidate as an engine proposed it.
 #[derive(Debug, Clone, PartialEq)]
@@ -29,6 +29,23 @@ pub struct Extracted {
     pub relevant_role: Option<String>,
     pub project_specific: bool,
     pub confidence: f64,
+}
+
+impl Extracted {
+    /// A draft as admission sees it: the write chain admits every memory, explicit ones too,
+    /// with the draft's own importance and confidence (3 and 1.0 when unset).
+    pub fn of(scope: &Scope, draft: &MemoryDraft) -> Self {
+        Self {
+            memory_type: draft.memory_type,
+            content: draft.content.clone(),
+            summary: draft.summary.clone(),
+            importance: draft.importance.unwrap_or(3),
+            tags: draft.tags.clone(),
+            relevant_role: None,
+            project_specific: scope.project_id.is_some(),
+            confidence: draft.confidence.unwrap_or(1.0),
+        }
+    }
 }
 
 /// Reads an engine's answer: fenced or wrapped JSON, an array or `{"memories": [...]}`,
@@ -144,28 +161,11 @@ pub fn admit(config: &KnowledgeConfig, candidate: &Extracted, injected: &[String
     (Admission::Write, score)
 }
 
-/// Where an admitted candidate goes.
-enum Route {
-    Reject(String),
-    Queue(String),
-    Write { scope: Scope, draft: Box<MemoryDraft> },
-}
-
-/// Routes a candidate. `said_at` is when the conversation it was extracted from took place: the
-/// memory's `occurred_at` (a replayed or late-processed exchange keeps its own time).
-fn route(
-    km: &KnowledgeManager,
-    scope: &Scope,
-    candidate: &Extracted,
-    injected: &[String],
-    said_at: DateTime<Utc>,
-) -> (Route, f64) {
-    let (admission, score) = admit(&km.config, candidate, injected);
-    match admission {
-        Admission::Reject(reason) => return (Route::Reject(reason), score),
-        Admission::Queue(reason) => return (Route::Queue(reason), score),
-        Admission::Write => {}
-    }
+/// Where a candidate is written, and as what: the owner (its relevant role; no project for a
+/// cross-project fact) and the draft. `said_at` is when the conversation it was extracted from
+/// took place: the memory's `occurred_at` (a replayed or late-processed exchange keeps its own
+/// time).
+fn plan(scope: &Scope, candidate: &Extracted, said_at: DateTime<Utc>) -> (Scope, MemoryDraft) {
     let mut owner = scope.clone();
     if let Some(role) = &candidate.relevant_role {
         owner.role_id = role.clone();
@@ -189,16 +189,11 @@ fn route(
         occurred_at: Some(said_at),
         ..MemoryDraft::new(candidate.memory_type, candidate.content.clone())
     };
-    (
-        Route::Write {
-            scope: owner,
-            draft: Box::new(draft),
-        },
-        score,
-    )
+    (owner, draft)
 }
 
-/// Queues a candidate, counting a repeated observation on the pending one.
+/// Queues a candidate for a person's approval, counting a repeated observation on the pending
+/// one (the Markdown import queues what admission holds back).
 pub(crate) async fn queue(
     km: &KnowledgeManager,
     scope: &Scope,
@@ -207,61 +202,26 @@ pub(crate) async fn queue(
     score: f64,
     said_at: DateTime<Utc>,
 ) -> Result<WriteResult, ApiError> {
-    let key = admission::content_key(&candidate.content);
-    let now = Utc::now();
-    let existing = km.store.find_pending_candidate(&scope.owner(), &key).await?;
-    let record = match existing {
-        Some(mut pending) => {
-            pending.evidence_count += 1;
-            pending.score = pending.score.max(score);
-            pending
+    let (owner, draft) = plan(scope, candidate, said_at);
+    km.queue(&owner, &draft, reason, score, &None).await
+}
+
+/// The contents of the memories that were in a conversation's prompt: ids (as the gateway
+/// passes them) are read, so that admission compares what was said with what was injected;
+/// anything else is taken as the text itself.
+async fn injected_contents(km: &KnowledgeManager, scope: &Scope, injected: &[String]) -> Result<Vec<String>, ApiError> {
+    let (ids, mut texts): (Vec<String>, Vec<String>) = injected
+        .iter()
+        .take(500)
+        .cloned()
+        .partition(|entry| check_id(IdKind::Memory, "injected_memories", entry).is_ok());
+    for memory in km.store.get_memories(&scope.owner(), &ids).await? {
+        if !memory.summary.is_empty() && !memory.content.starts_with(memory.summary.trim_end_matches('…')) {
+            texts.push(memory.summary);
         }
-        None => {
-            let draft = MemoryDraft {
-                summary: candidate.summary.clone(),
-                importance: Some(candidate.importance),
-                tags: candidate.tags.clone(),
-                source: Some(MemorySource::Discussion),
-                confidence: Some(candidate.confidence),
-                occurred_at: Some(said_at),
-                ..MemoryDraft::new(candidate.memory_type, candidate.content.clone())
-            };
-            let mut owner = scope.clone();
-            if let Some(role) = &candidate.relevant_role {
-                owner.role_id = role.clone();
-            }
-            if admission::is_profile(candidate.memory_type) && !candidate.project_specific {
-                owner.project_id = None;
-            }
-            Candidate {
-                id: new_id(IdKind::Candidate),
-                scope: owner,
-                draft: serde_json::to_string(&draft).unwrap_or_default(),
-                reason: reason.to_string(),
-                score,
-                evidence_count: 1,
-                status: CandidateStatus::Pending,
-                content_key: key,
-                created_at: now,
-                decided_at: None,
-                memory_id: None,
-            }
-        }
-    };
-    km.store
-        .commit(WriteBatch {
-            candidates: vec![record.clone()],
-            ..Default::default()
-        })
-        .await?;
-    Ok(WriteResult {
-        outcome: WriteOutcome::Queued,
-        memory: None,
-        replaced_ids: Vec::new(),
-        candidate_id: Some(record.id),
-        reason: reason.to_string(),
-        score,
-    })
+        texts.push(memory.content);
+    }
+    Ok(texts)
 }
 
 /// A profile memory observed often and surely enough becomes long-term: shared with every
@@ -386,9 +346,16 @@ pub(crate) async fn learn(km: &KnowledgeManager, request: LearnRequest) -> Resul
         .map(|m| m.created_at)
         .max()
         .unwrap_or_else(Utc::now);
-    let routes: Vec<(Route, f64)> = candidates
+    let injected = injected_contents(km, &request.scope, &request.injected_memories).await?;
+    // Every candidate goes through the write chain, whose admission the plan below already
+    // knows (the same function): it says which candidates will be embedded and written.
+    let planned: Vec<(Scope, MemoryDraft, Admission, f64)> = candidates
         .iter()
-        .map(|candidate| route(km, &request.scope, candidate, &request.injected_memories, said_at))
+        .map(|candidate| {
+            let (owner, draft) = plan(&request.scope, candidate, said_at);
+            let (admission, score) = admit(&km.config, &Extracted::of(&owner, &draft), &injected);
+            (owner, draft, admission, score)
+        })
         .collect();
     // One embedding call for every candidate to write; the writes then run one by one, so each
     // one's duplicate and contradiction checks see the ones before it.
@@ -396,49 +363,53 @@ pub(crate) async fn learn(km: &KnowledgeManager, request: LearnRequest) -> Resul
         Vec::new()
     } else {
         let now = Utc::now();
-        let texts: Vec<String> = routes
+        let texts: Vec<String> = planned
             .iter()
-            .filter_map(|(route, _)| match route {
-                Route::Write { scope, draft } => Some(KnowledgeManager::index_text(&km.new_memory(scope, draft, now))),
-                _ => None,
-            })
+            .filter(|(_, _, admission, _)| *admission == Admission::Write)
+            .map(|(owner, draft, _, _)| KnowledgeManager::index_text(&km.new_memory(owner, draft, now)))
             .collect();
         km.embedder.embed_passages(&texts).await?
     }
     .into_iter();
-    let mut results = Vec::with_capacity(candidates.len());
-    for (candidate, (route, score)) in candidates.iter().zip(routes) {
-        let result = match route {
-            Route::Reject(reason) => WriteResult::rejected(reason, score),
-            Route::Queue(reason) if request.dry_run => WriteResult {
-                outcome: WriteOutcome::Queued,
-                reason: format!("dry run: {reason}"),
-                ..WriteResult::rejected("", score)
+    let mut results = Vec::with_capacity(planned.len());
+    for (owner, draft, admission, score) in planned {
+        if request.dry_run {
+            results.push(match admission {
+                Admission::Reject(reason) => WriteResult::rejected(reason, score).about(&draft),
+                Admission::Queue(reason) => WriteResult {
+                    outcome: WriteOutcome::Queued,
+                    reason: format!("dry run: {reason}"),
+                    ..WriteResult::rejected("", score)
+                },
+                Admission::Write => WriteResult {
+                    outcome: WriteOutcome::Created,
+                    reason: "dry run: would be written".into(),
+                    ..WriteResult::rejected("", score)
+                },
+            });
+            continue;
+        }
+        let options = WriteOptions {
+            gate: Gate::Check {
+                injected: injected.clone(),
+                by_person: false,
             },
-            Route::Queue(reason) => queue(km, &request.scope, candidate, &reason, score, said_at).await?,
-            Route::Write { .. } if request.dry_run => WriteResult {
-                outcome: WriteOutcome::Created,
-                reason: "dry run: would be written".into(),
-                ..WriteResult::rejected("", score)
-            },
-            Route::Write { scope, draft } => {
-                let options = WriteOptions {
-                    actor: actor_of(&request.scope),
-                    dense: embeddings.next(),
-                    ..Default::default()
-                };
-                match km.write(&scope, &draft, options).await {
-                    Ok(mut written) => {
-                        written.score = score;
-                        promote_profile(km, &mut written).await?;
-                        written
-                    }
-                    Err(err) if err.code == thinkus_common::ErrorCode::ResourceExhausted => {
-                        WriteResult::rejected(err.message, score)
-                    }
-                    Err(err) => return Err(err),
-                }
+            actor: actor_of(&request.scope),
+            dense: (admission == Admission::Write).then(|| embeddings.next()).flatten(),
+            ..Default::default()
+        };
+        let result = match km.write(&owner, &draft, options).await {
+            Ok(mut written) => {
+                written.score = score;
+                promote_profile(km, &mut written).await?;
+                written
             }
+            Err(err) if err.code == thinkus_common::ErrorCode::ResourceExhausted => WriteResult {
+                outcome: WriteOutcome::Refused,
+                reason: err.message,
+                ..WriteResult::rejected("", score).about(&draft)
+            },
+            Err(err) => return Err(err),
         };
         results.push(result);
     }
@@ -447,6 +418,15 @@ pub(crate) async fn learn(km: &KnowledgeManager, request: LearnRequest) -> Resul
         engine: engine_name.into(),
         candidates: candidates.len() as u32,
     };
+    let refused = learned.count(WriteOutcome::Refused);
+    if refused > 0 {
+        tracing::warn!(
+            owner = %request.scope.owner(),
+            role_id = %request.scope.role_id,
+            refused,
+            "learned memories were refused by the quota"
+        );
+    }
     if let (Some(key), false) = (key, request.dry_run) {
         let record = IdempotencyRecord {
             tenant_id: request.scope.tenant_id.clone(),

@@ -53,9 +53,44 @@ fn memory_json(memory: &Memory) -> String {
     serde_json::to_string(memory).unwrap_or_default()
 }
 
+/// How a write passes admission: every memory goes through [`KnowledgeManager::write`], and
+/// its admission (`crate::learn::admit`: noise, echoes of the prompt's memories, the length
+/// limit, the score threshold, the profile rules) unless a trusted caller bypasses it.
+#[derive(Debug, Clone)]
+pub(crate) enum Gate {
+    /// The draft is admitted first. `injected` holds the contents of the memories that were in
+    /// the prompt (a candidate echoing one is noise). `by_person`: a person made this write
+    /// (a correction, an approval, a merge, a promotion, an import), so what admission would
+    /// queue for a person's approval is written.
+    Check { injected: Vec<String>, by_person: bool },
+    /// A trusted caller writes the draft as is; `by` names it in the history.
+    Bypass { by: String },
+}
+
+impl Default for Gate {
+    fn default() -> Self {
+        Gate::Check {
+            injected: Vec::new(),
+            by_person: false,
+        }
+    }
+}
+
+impl Gate {
+    /// The gate of a write a person decided.
+    pub(crate) fn person() -> Self {
+        Gate::Check {
+            injected: Vec::new(),
+            by_person: true,
+        }
+    }
+}
+
 /// How a write should behave.
 #[derive(Debug, Clone, Default)]
 pub(crate) struct WriteOptions {
+    /// Admission (see [`Gate`]).
+    pub gate: Gate,
     pub skip_dedup: bool,
     /// The idempotency key ("remember:<request id>").
     pub request_key: Option<String>,
@@ -404,26 +439,57 @@ impl KnowledgeManager {
             .next())
     }
 
-    /// Checks the role's quota, forgetting low-value old memories before refusing.
-    async fn enforce_quota(&self, scope: &Scope, now: DateTime<Utc>) -> Result<(), ApiError> {
+    /// Makes room in a full role for a memory of `importance`, in the order of seed 002
+    /// section 6: first forgets old low-value memories (the forgetting sweep's rule, for this
+    /// role), then gives up the least valuable active memory (lowest importance, fewest reads,
+    /// oldest) when it is less important than the new one. Returns the memories to give up
+    /// with the write (forgotten in its batch); refuses (RESOURCE_EXHAUSTED naming the plan,
+    /// counted in `thinkus_quota_refusals_total{plan}`) when the role is full of memories at
+    /// least as important as the new one.
+    async fn enforce_quota(&self, scope: &Scope, importance: u8, now: DateTime<Utc>) -> Result<Vec<Memory>, ApiError> {
         if self.plan_limit(&scope.owner()).await?.1 == 0 {
             // Unlimited: nothing to count.
-            return Ok(());
+            return Ok(Vec::new());
         }
         let quota = self.quota_of(scope).await?;
         if quota.limit == 0 || quota.used < quota.limit {
-            return Ok(());
+            return Ok(Vec::new());
         }
         let forgotten = self.forget(&scope.owner(), Some(&scope.role_id), now).await?;
         let quota = self.quota_of(scope).await?;
         if quota.used < quota.limit {
             tracing::info!(owner = %scope.owner(), role_id = %scope.role_id, forgotten, "quota cleanup made room");
-            return Ok(());
+            return Ok(Vec::new());
         }
+        let excess = (quota.used + 1 - quota.limit) as usize;
+        let least_valuable = self
+            .store
+            .list_memories(&MemoryQuery {
+                owner_role: Some(scope.role_id.clone()),
+                exclude_types: vec![MemoryType::ConversationTurn],
+                order: MemoryOrder::LeastValuable,
+                limit: excess,
+                ..MemoryQuery::of(MemoryFilter::user(&scope.owner()))
+            })
+            .await?;
+        if least_valuable.len() == excess && least_valuable.iter().all(|m| m.importance < importance) {
+            tracing::info!(
+                owner = %scope.owner(),
+                role_id = %scope.role_id,
+                evicted = excess,
+                "quota cleanup gives up the least valuable memories"
+            );
+            return Ok(least_valuable);
+        }
+        thinkus_common::metrics::METRICS
+            .quota_refusals
+            .with_label_values(&[quota.plan.as_str()])
+            .inc();
         Err(ApiError::new(
             ErrorCode::ResourceExhausted,
             format!(
-                "the {} plan allows {} memories per role and role {:?} has {}: delete or merge memories, or upgrade the plan",
+                "quota: the {} plan allows {} memories per role and role {:?} has {}, none old and unread enough to \
+                 forget nor less important than this one: delete or merge memories, or upgrade the plan",
                 quota.plan, quota.limit, scope.role_id, quota.used
             ),
         ))
@@ -465,6 +531,23 @@ impl KnowledgeManager {
         if let Some(stored) = self.replay(&scope.owner(), &options.request_key).await? {
             return duplicate(&stored);
         }
+        if let Gate::Check { injected, by_person } = &options.gate {
+            let (admission, score) =
+                crate::learn::admit(&self.config, &crate::learn::Extracted::of(scope, draft), injected);
+            match admission {
+                crate::learn::Admission::Write => {}
+                crate::learn::Admission::Queue(_) if *by_person => {}
+                crate::learn::Admission::Queue(reason) => {
+                    return self.queue(scope, draft, &reason, score, &options.request_key).await;
+                }
+                crate::learn::Admission::Reject(reason) => {
+                    let result = WriteResult::rejected(reason, score).about(draft);
+                    self.commit(WriteBatch::default(), &scope.owner(), &options.request_key, &result)
+                        .await?;
+                    return Ok(result);
+                }
+            }
+        }
         let mut memory = self.new_memory(scope, draft, now);
         if let Some(evidence) = options.evidence_count {
             memory.evidence_count = evidence.max(1);
@@ -477,8 +560,27 @@ impl KnowledgeManager {
         // From the checks to the index: one write of this user at a time.
         let _user = self.lock_user(&scope.owner()).await;
         let mut replaces = options.replaces.clone();
+        // A statement processed after a later one about the same subject (two turns learned
+        // by two workers at once, a late import) does not undo it: it is written already
+        // replaced by the value said later.
+        let mut outdated_by: Option<String> = None;
         if !options.skip_dedup {
             let contradicted = self.contradicted(&memory).await?;
+            let (later, contradicted): (Vec<Memory>, Vec<Memory>) = contradicted.into_iter().partition(|old| {
+                old.status == MemoryStatus::Active
+                    && old.memory_type != MemoryType::ConversationTurn
+                    && old.occurred_at > memory.occurred_at
+            });
+            if let Some(latest) = later.iter().max_by_key(|m| m.occurred_at) {
+                memory.status = MemoryStatus::Replaced;
+                memory.superseded_by = Some(latest.id.clone());
+                outdated_by = Some(latest.id.clone());
+            }
+            let contradicted = if outdated_by.is_some() {
+                Vec::new()
+            } else {
+                contradicted
+            };
             // An unsure new value does not replace a sure old one: both are kept as a pending
             // conflict a person resolves (seed 001 section 3.5.4; `crate::conflicts`).
             if !contradicted.is_empty()
@@ -497,14 +599,21 @@ impl KnowledgeManager {
                 ));
             }
             if replaces.is_empty()
+                && outdated_by.is_none()
                 && let Some((existing, similarity)) = self.similar(&memory, &dense).await?
             {
                 return self.reinforce(existing, similarity, &options, now).await;
             }
         }
-        if !options.skip_quota && replaces.is_empty() && memory.memory_type != MemoryType::ConversationTurn {
-            self.enforce_quota(scope, now).await?;
-        }
+        let evicted = if !options.skip_quota
+            && replaces.is_empty()
+            && outdated_by.is_none()
+            && memory.memory_type != MemoryType::ConversationTurn
+        {
+            self.enforce_quota(scope, memory.importance, now).await?
+        } else {
+            Vec::new()
+        };
 
         let outcome = if replaces.is_empty() {
             WriteOutcome::Created
@@ -535,11 +644,52 @@ impl KnowledgeManager {
             replaced_ids.push(old.id.clone());
             batch.updates.push(updated);
         }
-        let reason = if replaced_ids.is_empty() {
+        for old in &evicted {
+            let mut updated = old.clone();
+            updated.status = MemoryStatus::Forgotten;
+            updated.updated_at = now;
+            batch.changes.push(Change {
+                id: new_id(IdKind::Change),
+                tenant_id: scope.tenant_id.clone(),
+                user_id: scope.user_id.clone(),
+                memory_id: old.id.clone(),
+                kind: ChangeKind::Forget,
+                actor: "system:quota".into(),
+                reason: format!(
+                    "quota cleanup: importance {} with {} reads, the least valuable of role {:?}, makes room for {}",
+                    old.importance, old.access_count, scope.role_id, memory.id
+                ),
+                before: Some(memory_json(old)),
+                after: Some(memory_json(&updated)),
+                at: now,
+            });
+            status_changes.push((old.id.clone(), MemoryStatus::Forgotten));
+            batch.updates.push(updated);
+        }
+        if !evicted.is_empty() {
+            thinkus_common::metrics::METRICS
+                .sweep_changes
+                .with_label_values(&["quota"])
+                .inc_by(evicted.len() as u64);
+        }
+        let mut reason = if replaced_ids.is_empty() {
             "written".to_string()
         } else {
             format!("replaces {}", replaced_ids.join(", "))
         };
+        if let Some(latest) = &outdated_by {
+            reason = format!(
+                "written as replaced: {latest} states a later value of {:?}",
+                memory.subject
+            );
+        }
+        if let Gate::Bypass { by } = &options.gate {
+            reason.push_str(&format!(" (admission bypassed by {by})"));
+        }
+        if !evicted.is_empty() {
+            let ids: Vec<&str> = evicted.iter().map(|m| m.id.as_str()).collect();
+            reason.push_str(&format!(" (the quota gave up {})", ids.join(", ")));
+        }
         batch.changes.push(Change {
             id: new_id(IdKind::Change),
             tenant_id: scope.tenant_id.clone(),
@@ -573,11 +723,61 @@ impl KnowledgeManager {
             candidate_id: None,
             reason,
             score: 1.0,
+            draft: None,
         };
         self.commit(batch, &scope.owner(), &options.request_key, &result)
             .await?;
         let point = self.point(&memory, dense);
         self.index(vec![point], status_changes, Vec::new()).await;
+        Ok(result)
+    }
+
+    /// Sends a draft admission holds back to the candidate queue, counting a repeated
+    /// observation on the pending candidate of the same content.
+    pub(crate) async fn queue(
+        &self,
+        scope: &Scope,
+        draft: &MemoryDraft,
+        reason: &str,
+        score: f64,
+        request_key: &Option<String>,
+    ) -> Result<WriteResult, ApiError> {
+        let key = crate::admission::content_key(&draft.content);
+        let record = match self.store.find_pending_candidate(&scope.owner(), &key).await? {
+            Some(mut pending) => {
+                pending.evidence_count += 1;
+                pending.score = pending.score.max(score);
+                pending
+            }
+            None => thinkus_backends::sql::Candidate {
+                id: new_id(IdKind::Candidate),
+                scope: scope.clone(),
+                draft: serde_json::to_string(draft).unwrap_or_default(),
+                reason: reason.to_string(),
+                score,
+                evidence_count: 1,
+                status: thinkus_backends::sql::CandidateStatus::Pending,
+                content_key: key,
+                created_at: Utc::now(),
+                decided_at: None,
+                memory_id: None,
+            },
+        };
+        let result = WriteResult {
+            outcome: WriteOutcome::Queued,
+            memory: None,
+            replaced_ids: Vec::new(),
+            candidate_id: Some(record.id.clone()),
+            reason: reason.to_string(),
+            score,
+            draft: None,
+        }
+        .about(draft);
+        let batch = WriteBatch {
+            candidates: vec![record],
+            ..Default::default()
+        };
+        self.commit(batch, &scope.owner(), request_key, &result).await?;
         Ok(result)
     }
 
@@ -649,6 +849,7 @@ impl KnowledgeManager {
             candidate_id: None,
             reason,
             score: similarity,
+            draft: None,
         };
         self.commit(batch, &existing.scope.owner(), &options.request_key, &result)
             .await?;
@@ -909,6 +1110,10 @@ impl KnowledgeApi for KnowledgeManager {
     async fn remember(&self, request: RememberRequest) -> Result<WriteResult, ApiError> {
         self.validate_draft(&request.draft, "memory")?;
         let options = WriteOptions {
+            gate: match request.admission_bypassed_by {
+                Some(by) => Gate::Bypass { by },
+                None => Gate::default(),
+            },
             skip_dedup: request.skip_dedup,
             request_key: request_key("remember", &request.request_id)?,
             actor: actor_of(&request.scope),
@@ -1048,7 +1253,7 @@ impl KnowledgeApi for KnowledgeManager {
         if self.config.quotas.limit(&plan).is_none() {
             return Err(ApiError::invalid(
                 "plan",
-                format!("unknown plan {plan:?} (seed, growth, scale or enterprise)"),
+                format!("unknown plan {plan:?} (unlimited, seed, growth, scale or enterprise)"),
             ));
         }
         Ok(self.store.set_plan(&owner, &plan).await?)

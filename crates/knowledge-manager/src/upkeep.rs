@@ -13,7 +13,19 @@ use thinkus_common::text::summarize_to;
 
 use crate::api::{CorrectRequest, CorrectResult, CorrectionAction, FinalizeResult, MemoryDraft};
 use crate::prompts;
-use crate::service::{KnowledgeManager, WriteOptions, actor_of, request_key};
+use crate::service::{Gate, KnowledgeManager, WriteOptions, actor_of, request_key};
+
+/// The memory a write chain wrote for a person's correction, merge or promotion; a draft that
+/// admission rejects (noise, a temporary state) is FAILED_PRECONDITION naming `field`.
+fn admitted(result: crate::api::WriteResult, field: &str) -> Result<Memory, ApiError> {
+    match result.memory {
+        Some(memory) => Ok(memory),
+        None => Err(ApiError::failed_precondition(format!(
+            "{field}: not admitted as a memory: {}",
+            result.reason
+        ))),
+    }
+}
 
 fn json_of(memory: &Memory) -> String {
     serde_json::to_string(memory).unwrap_or_default()
@@ -79,6 +91,7 @@ pub(crate) async fn correct_as(
         }
         let draft = successor_draft(&memory, content, request.new_summary.clone());
         let options = WriteOptions {
+            gate: Gate::person(),
             skip_dedup: true,
             skip_quota: true,
             request_key: None,
@@ -88,9 +101,7 @@ pub(crate) async fn correct_as(
         };
         // The successor belongs to the memory's owner, whoever corrects it.
         let written = km.write(&memory.scope, &draft, options).await?;
-        let replacement = written
-            .memory
-            .ok_or_else(|| ApiError::internal("the replacement was not written"))?;
+        let replacement = admitted(written, "new_content")?;
         let old = km
             .store
             .get_memory(&memory.scope.owner(), &memory.id)
@@ -298,6 +309,7 @@ pub(crate) async fn merge(
     };
     let evidence: u32 = memories.iter().map(|m| m.evidence_count).sum();
     let options = WriteOptions {
+        gate: Gate::person(),
         skip_dedup: true,
         skip_quota: true,
         request_key: key,
@@ -316,9 +328,7 @@ pub(crate) async fn merge(
         ..Default::default()
     };
     let written = km.write(&first.scope, &draft, options).await?;
-    written
-        .memory
-        .ok_or_else(|| ApiError::internal("the merged memory was not written"))
+    admitted(written, "memory_ids")
 }
 
 fn promotion_target(source: MemoryType, target: Option<MemoryType>) -> Result<MemoryType, ApiError> {
@@ -426,6 +436,7 @@ async fn promote_memory(
     }
     marked.updated_at = now;
     let options = WriteOptions {
+        gate: Gate::person(),
         skip_dedup: true,
         actor: actor_of(scope),
         extra_changes: vec![Change {
@@ -442,16 +453,14 @@ async fn promote_memory(
         }],
         ..Default::default()
     };
-    let written = km.write(&owner, &draft, options).await?;
+    let written = admitted(km.write(&owner, &draft, options).await?, "memory_id")?;
     km.store
         .commit(WriteBatch {
             updates: vec![marked],
             ..Default::default()
         })
         .await?;
-    written
-        .memory
-        .ok_or_else(|| ApiError::internal("the promoted memory was not written"))
+    Ok(written)
 }
 
 /// Promotes the critical (importance 5) insights of an iteration to project decisions.

@@ -68,6 +68,10 @@ pub struct RememberArgs {
     /// A summary (derived from the content when omitted).
     #[arg(long)]
     pub summary: Option<String>,
+    /// Write without admission (noise filters, score threshold); needs a key that may act for
+    /// every user, and the memory's history records it.
+    #[arg(long)]
+    pub bypass_admission: bool,
     /// The content.
     pub content: String,
 }
@@ -171,6 +175,8 @@ pub async fn remember(args: RememberArgs) -> anyhow::Result<()> {
             draft,
             request_id: None,
             skip_dedup: false,
+            // The server names the key in the history; the client only asks.
+            admission_bypassed_by: args.bypass_admission.then(|| "the CLI".to_string()),
         })
         .await?;
     let id = result.memory.as_ref().map(|m| m.id.as_str()).unwrap_or("-");

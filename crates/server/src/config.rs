@@ -157,7 +157,7 @@ impl Config {
         {
             return Err(ConfigError::invalid(
                 "knowledge.quotas.default_plan",
-                "use seed, growth, scale or enterprise",
+                "use unlimited, seed, growth, scale or enterprise",
             ));
         }
         self.summary

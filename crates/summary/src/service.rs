@@ -515,6 +515,8 @@ impl Summarizer {
                 draft,
                 request_id: Some(decision_request_id(&summary.scope.user_id, &session_id, decision)),
                 skip_dedup: false,
+                // A summary's decisions pass the admission every memory passes.
+                admission_bypassed_by: None,
             };
             match knowledge.remember(request).await {
                 Ok(result) => tracing::debug!(outcome = ?result.outcome, "decision offered to the knowledge manager"),

@@ -897,6 +897,7 @@ fn job(owner: &Owner, kind: &str, dedupe: Option<&str>) -> JobRecord {
         run_after: now - Duration::seconds(1),
         lease_until: None,
         dedupe_key: dedupe.map(str::to_string),
+        result: None,
         created_at: now,
         updated_at: now,
     }
@@ -950,10 +951,16 @@ pub async fn job_store_suite(store: &dyn JobStore) {
     assert_eq!(claimed_ids.len(), count, "no job claimed twice");
     assert_eq!(count, 5);
 
-    store.complete_job(&a.id, Utc::now()).await.unwrap();
+    store
+        .complete_job(&a.id, Utc::now(), Some("{\"written\":1}"))
+        .await
+        .unwrap();
+    let done = store.get_job(&a.id).await.unwrap().unwrap();
+    assert_eq!(done.status, JobStatus::Succeeded);
     assert_eq!(
-        store.get_job(&a.id).await.unwrap().unwrap().status,
-        JobStatus::Succeeded
+        done.result.as_deref(),
+        Some("{\"written\":1}"),
+        "what the job did is kept"
     );
 
     // Failures retry later, then fail for good.
@@ -1034,7 +1041,7 @@ pub async fn job_store_suite(store: &dyn JobStore) {
             .any(|(k, s, n)| k == &kind_learn && *s == JobStatus::Succeeded && *n == 1)
     );
     assert!(matches!(
-        store.complete_job("job_missing", Utc::now()).await,
+        store.complete_job("job_missing", Utc::now(), None).await,
         Err(StoreError::NotFound(_))
     ));
 }

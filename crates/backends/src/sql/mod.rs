@@ -293,7 +293,8 @@ pub trait JobStore: Send + Sync {
         lease_until: DateTime<Utc>,
     ) -> Result<Option<JobRecord>, StoreError>;
 
-    async fn complete_job(&self, id: &str, now: DateTime<Utc>) -> Result<(), StoreError>;
+    /// Marks a job succeeded, with what it did (`result`, serialised by its producer).
+    async fn complete_job(&self, id: &str, now: DateTime<Utc>, result: Option<&str>) -> Result<(), StoreError>;
 
     /// Records a failure: retried at `retry_at`, or failed for good when `None`.
     async fn fail_job(

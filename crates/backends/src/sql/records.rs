@@ -227,6 +227,8 @@ pub struct JobRecord {
     pub lease_until: Option<DateTime<Utc>>,
     /// At most one queued job per dedupe key.
     pub dedupe_key: Option<String>,
+    /// What the job did once it succeeded, serialised by its producer.
+    pub result: Option<String>,
     pub created_at: DateTime<Utc>,
     pub updated_at: DateTime<Utc>,
 }

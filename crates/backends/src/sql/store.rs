@@ -392,6 +392,7 @@ fn job_from_row(row: &AnyRow) -> Result<JobRecord, StoreError> {
             .map_err(backend_error)?
             .map(from_ms),
         dedupe_key: row.try_get("dedupe_key").map_err(backend_error)?,
+        result: row.try_get("result").map_err(backend_error)?,
         created_at: from_ms(row.try_get("created_at").map_err(backend_error)?),
         updated_at: from_ms(row.try_get("updated_at").map_err(backend_error)?),
     })
@@ -1617,7 +1618,7 @@ impl SessionStore for SqlStore {
 }
 
 const JOB_COLUMNS: &str = "id, kind, tenant_id, user_id, session_id, payload, status, attempts, max_attempts, last_error, \
-    run_after, lease_until, dedupe_key, created_at, updated_at";
+    run_after, lease_until, dedupe_key, created_at, updated_at, result";
 
 #[async_trait]
 impl JobStore for SqlStore {
@@ -1631,7 +1632,7 @@ impl JobStore for SqlStore {
         }
         let mut q = Query::new(&format!(
             "INSERT INTO jobs ({JOB_COLUMNS}) VALUES ({})",
-            vec!["?"; 15].join(", ")
+            vec!["?"; 16].join(", ")
         ));
         q.text(job.id.clone())
             .text(job.kind.clone())
@@ -1647,7 +1648,8 @@ impl JobStore for SqlStore {
             .arg(Arg::OptInt(job.lease_until.map(ms)))
             .arg(Arg::OptText(job.dedupe_key.clone()))
             .int(ms(job.created_at))
-            .int(ms(job.updated_at));
+            .int(ms(job.updated_at))
+            .arg(Arg::OptText(job.result.clone()));
         match self.execute(&q).await {
             Ok(_) => Ok(job.id.clone()),
             // Lost a race on the dedupe key: the winner's job does the work.
@@ -1689,11 +1691,11 @@ impl JobStore for SqlStore {
         row.as_ref().map(job_from_row).transpose()
     }
 
-    async fn complete_job(&self, id: &str, now: DateTime<Utc>) -> Result<(), StoreError> {
+    async fn complete_job(&self, id: &str, now: DateTime<Utc>, result: Option<&str>) -> Result<(), StoreError> {
         let mut q = Query::new(
-            "UPDATE jobs SET status = 'succeeded', lease_until = NULL, last_error = NULL, updated_at = ? WHERE id = ?",
+            "UPDATE jobs SET status = 'succeeded', lease_until = NULL, last_error = NULL, updated_at = ?, result = ? WHERE id = ?",
         );
-        q.int(ms(now)).text(id);
+        q.int(ms(now)).arg(Arg::OptText(result.map(str::to_string))).text(id);
         if self.execute(&q).await? == 0 {
             return Err(StoreError::NotFound(format!("job {id:?}")));
         }

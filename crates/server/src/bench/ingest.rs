@@ -175,6 +175,7 @@ pub async fn run(mut config: Config, n: usize, data_dir: Option<PathBuf>) -> any
         draft: MemoryDraft::new(MemoryType::Fact, "warm-up statement for the embedder"),
         request_id: None,
         skip_dedup: true,
+        admission_bypassed_by: None,
     })
     .await?;
 
@@ -202,6 +203,7 @@ pub async fn run(mut config: Config, n: usize, data_dir: Option<PathBuf>) -> any
                     draft: MemoryDraft::new(memory_type, content),
                     request_id: Some(format!("bench-{i}")),
                     skip_dedup: false,
+                    admission_bypassed_by: None,
                 };
                 let sent = Instant::now();
                 let result = km.remember(request).await?;

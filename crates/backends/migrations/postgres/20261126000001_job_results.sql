@@ -1,0 +1,3 @@
+-- What a finished job did, as JSON written by its producer (a learn job: counts per outcome and
+-- the memories the quota refused). NULL until it succeeds. Keep in step with ../sqlite.
+ALTER TABLE jobs ADD COLUMN result TEXT;
