@@ -5,6 +5,7 @@ mod artifact;
 mod browser;
 mod conflicts;
 mod conformance;
+mod data_rights;
 mod degraded;
 mod embed_once;
 mod foundation;

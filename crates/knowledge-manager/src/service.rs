@@ -1184,7 +1184,8 @@ impl KnowledgeApi for KnowledgeManager {
                 kind: ChangeKind::Delete,
                 actor: actor_of(&scope),
                 reason: if reason.is_empty() { "deleted".into() } else { reason },
-                before: Some(memory_json(&memory)),
+                // The store drops every image of a deleted memory's content from its history.
+                before: None,
                 after: None,
                 at: now,
             }],

@@ -414,15 +414,97 @@ pub async fn memory_store_suite(store: &dyn MemoryStore) {
             .is_empty()
     );
 
-    // Deletes.
+    // Deletes: the history stays, its content goes (the deletion's own image too); the same
+    // memory id's history under another owner (here: the same user id in another tenant) and
+    // other memories' histories keep theirs.
+    let start = Utc::now();
+    let image = |owner: &Owner, memory_id: &str, kind: ChangeKind, before: Option<&str>, after: Option<&str>| Change {
+        id: new_id(IdKind::Change),
+        tenant_id: owner.tenant_id.clone(),
+        user_id: owner.user_id.clone(),
+        memory_id: memory_id.to_string(),
+        kind,
+        actor: "user:carol".into(),
+        reason: "edited".into(),
+        before: before.map(str::to_string),
+        after: after.map(str::to_string),
+        // One millisecond apart per kind, so the history's order is the order written.
+        at: start + Duration::milliseconds(kind as i64),
+    };
+    let user_twin = Owner::new(twin.tenant_id.clone(), user.user_id.clone());
+    store
+        .commit(WriteBatch {
+            changes: vec![
+                image(
+                    &user,
+                    &other_project.id,
+                    ChangeKind::Create,
+                    None,
+                    Some("{\"content\":\"secret A\"}"),
+                ),
+                image(
+                    &user,
+                    &other_project.id,
+                    ChangeKind::Correction,
+                    Some("{\"content\":\"secret A\"}"),
+                    Some("{\"content\":\"secret B\"}"),
+                ),
+                image(&user, &own.id, ChangeKind::Create, None, Some("{\"content\":\"kept\"}")),
+                image(
+                    &user_twin,
+                    &other_project.id,
+                    ChangeKind::Create,
+                    None,
+                    Some("{\"content\":\"twin\"}"),
+                ),
+            ],
+            ..Default::default()
+        })
+        .await
+        .unwrap();
     store
         .commit(WriteBatch {
             deletes: vec![(user.clone(), other_project.id.clone())],
+            changes: vec![image(
+                &user,
+                &other_project.id,
+                ChangeKind::Delete,
+                Some("{\"content\":\"secret B\"}"),
+                None,
+            )],
             ..Default::default()
         })
         .await
         .unwrap();
     assert!(store.get_memory(&user, &other_project.id).await.unwrap().is_none());
+    let scrubbed = store.changes(&user, &other_project.id).await.unwrap();
+    assert_eq!(
+        scrubbed.iter().map(|c| c.kind).collect::<Vec<_>>(),
+        vec![ChangeKind::Create, ChangeKind::Correction, ChangeKind::Delete],
+        "a deleted memory's history keeps its records"
+    );
+    for change in &scrubbed {
+        assert_eq!(
+            (&change.before, &change.after),
+            (&None, &None),
+            "content left: {change:?}"
+        );
+        assert_eq!(
+            (change.actor.as_str(), change.reason.as_str()),
+            ("user:carol", "edited")
+        );
+    }
+    assert_eq!(
+        store.changes(&user, &own.id).await.unwrap()[0].after.as_deref(),
+        Some("{\"content\":\"kept\"}")
+    );
+    assert_eq!(
+        store.changes(&user_twin, &other_project.id).await.unwrap()[0]
+            .after
+            .as_deref(),
+        Some("{\"content\":\"twin\"}"),
+        "another tenant's history is not touched"
+    );
 
     // Candidates.
     let candidate = Candidate {

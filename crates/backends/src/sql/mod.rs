@@ -86,7 +86,8 @@ pub struct WriteBatch {
     pub inserts: Vec<Memory>,
     /// Full rows; each must carry the version it was read at (it is stored bumped by one).
     pub updates: Vec<Memory>,
-    /// (owner, memory_id)
+    /// (owner, memory_id); the memory's history keeps its records, without their before and
+    /// after images (its content), including those of `changes` in the same batch.
     pub deletes: Vec<(Owner, String)>,
     pub changes: Vec<Change>,
     /// Inserted or replaced.
@@ -135,7 +136,7 @@ pub trait MemoryStore: Send + Sync {
         cap: f64,
     ) -> Result<Vec<(String, f64)>, StoreError>;
 
-    /// The history of a memory, oldest first.
+    /// The history of a memory, oldest first (a deleted memory's without its content).
     async fn changes(&self, owner: &Owner, memory_id: &str) -> Result<Vec<Change>, StoreError>;
 
     /// The stored response of an earlier request with this key.

@@ -787,6 +787,16 @@ impl SqlStore {
                 .int(ms(change.at));
             self.tx_execute(tx, &q).await?;
         }
+        // A deleted memory's history keeps its records (who changed what, when, why) but none
+        // of its content: every before/after image of it is dropped, the deletion's own too.
+        for (owner, id) in &batch.deletes {
+            let mut q = Query::new(
+                "UPDATE memory_changes SET before_json = NULL, after_json = NULL \
+                 WHERE tenant_id = ? AND user_id = ? AND memory_id = ?",
+            );
+            q.owner(owner).text(id.clone());
+            self.tx_execute(tx, &q).await?;
+        }
         for candidate in &batch.candidates {
             let mut q = Query::new(
                 "INSERT INTO candidates (id, tenant_id, user_id, role_id, project_id, session_id, draft, reason, score, evidence_count, status, content_key, created_at, decided_at, memory_id) \
