@@ -1,6 +1,10 @@
 //! Data rights (issue 17) over gRPC on SQLite and PostgreSQL: deleting a memory removes its
-//! content from its history too (the records of who changed what, when and why stay).
+//! content from its history too (the records of who changed what, when and why stay); a node
+//! runs the retention sweep on its schedule.
 
+use chrono::{Duration, Utc};
+use thinkus_backends::sql::{IdempotencyRecord, MemoryStore, WriteBatch};
+use thinkus_common::model::{DEFAULT_TENANT, Owner};
 use thinkus_proto::common::{MemoryType, Scope};
 use thinkus_proto::knowledge::{
     ChangeKind, CorrectMemoryRequest, CorrectionAction, DeleteMemoryRequest, GetMemoryHistoryRequest, GetMemoryRequest,
@@ -143,6 +147,83 @@ async fn deleting_a_memory_scrubs_its_history(backend: Backend) {
     node.stop().await;
 }
 
+/// A node sweeps on `storage.retention.sweep_interval_secs`: an idempotency record older than
+/// `idempotency_days` goes, a recent one (a Remember's) stays and still answers its retry.
+async fn the_node_sweeps_old_records(backend: Backend) {
+    let Some(node) = start(backend, |config| {
+        config.storage.retention.idempotency_days = 1;
+        config.storage.retention.sweep_interval_secs = 1;
+    })
+    .await
+    else {
+        return;
+    };
+    let store = node.handle.backends.store.clone().expect("the node opens the database");
+    let me = scope("rights-retention");
+    let owner = Owner::new(DEFAULT_TENANT, "rights-retention");
+    store
+        .commit(WriteBatch {
+            idempotency: Some(IdempotencyRecord {
+                tenant_id: owner.tenant_id.clone(),
+                user_id: owner.user_id.clone(),
+                key: "remember:two-days-ago".into(),
+                response: "{}".into(),
+                created_at: Utc::now() - Duration::days(2),
+            }),
+            ..Default::default()
+        })
+        .await
+        .unwrap();
+    let remember = || RememberRequest {
+        scope: Some(me.clone()),
+        memory: Some(MemoryDraft {
+            r#type: MemoryType::ProjectDecision as i32,
+            content: "We ship the beta to ten customers first".into(),
+            importance: 4,
+            ..Default::default()
+        }),
+        request_id: "today".into(),
+        skip_dedup: true,
+        ..Default::default()
+    };
+    let first = node
+        .km()
+        .remember(remember())
+        .await
+        .unwrap()
+        .into_inner()
+        .result
+        .unwrap();
+    let mut swept = false;
+    for _ in 0..100 {
+        if store
+            .get_idempotent(&owner, "remember:two-days-ago")
+            .await
+            .unwrap()
+            .is_none()
+        {
+            swept = true;
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
+    assert!(swept, "the old idempotency record is still there after 10 s");
+    let retried = node
+        .km()
+        .remember(remember())
+        .await
+        .unwrap()
+        .into_inner()
+        .result
+        .unwrap();
+    assert_eq!(
+        retried.memory.map(|m| m.id),
+        first.memory.map(|m| m.id),
+        "a recent request id still answers its retry"
+    );
+    node.stop().await;
+}
+
 macro_rules! on_both_backends {
     ($($name:ident),* $(,)?) => {
         mod sqlite {
@@ -164,4 +245,4 @@ macro_rules! on_both_backends {
     };
 }
 
-on_both_backends!(deleting_a_memory_scrubs_its_history);
+on_both_backends!(deleting_a_memory_scrubs_its_history, the_node_sweeps_old_records);

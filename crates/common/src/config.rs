@@ -230,6 +230,36 @@ pub struct StorageConfig {
     pub vectors: Option<String>,
     /// `file://path/to/dir` or `s3://bucket/prefix?endpoint=http://host:9000&region=us-east-1`.
     pub blobs: Option<String>,
+    /// How long records kept only for operations stay in the database.
+    pub retention: RetentionConfig,
+}
+
+/// Retention of the records the database keeps only for operations (docs/runbook.md,
+/// "Retention"); a sweep of every node that opens the database purges what is older. 0 keeps
+/// them for good.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct RetentionConfig {
+    /// Days a session message is kept once the session's summary covers it (0: kept; a
+    /// summary regenerated from message 0 then sees only the messages kept).
+    pub session_messages_days: u32,
+    /// Days the input (payload) of a finished job is kept; the job's status and result stay.
+    pub job_payload_days: u32,
+    /// Days a request id is remembered: a retry after that is a new request.
+    pub idempotency_days: u32,
+    /// Seconds between sweeps (0: no sweep).
+    pub sweep_interval_secs: u64,
+}
+
+impl Default for RetentionConfig {
+    fn default() -> Self {
+        Self {
+            session_messages_days: 0,
+            job_payload_days: 7,
+            idempotency_days: 7,
+            sweep_interval_secs: 3600,
+        }
+    }
 }
 
 impl StorageConfig {

@@ -376,6 +376,15 @@ pub async fn start(
     {
         tasks.push(tokio::spawn(publish_memory_counts(store, shutdown.clone())));
     }
+    if let Some(store) = backends.store.clone()
+        && config.storage.retention.sweep_interval_secs > 0
+    {
+        tasks.push(tokio::spawn(retention(
+            store,
+            config.storage.retention.clone(),
+            shutdown.clone(),
+        )));
+    }
     if let Some(km) = &manager {
         tasks.push(tokio::spawn(maintenance(
             km.clone(),
@@ -517,6 +526,32 @@ async fn publish_memory_counts(store: Arc<thinkus_backends::sql::SqlStore>, shut
         tokio::select! {
             _ = shutdown.cancelled() => return,
             _ = tokio::time::sleep(Duration::from_secs(10)) => {}
+        }
+    }
+}
+
+/// Purges, on schedule, the records the retention settings no longer keep (idempotency
+/// records, summarised session messages, finished jobs' payloads). Every node that opens the
+/// database runs it; the purges are idempotent, so several nodes may.
+async fn retention(
+    store: Arc<thinkus_backends::sql::SqlStore>,
+    config: thinkus_common::config::RetentionConfig,
+    shutdown: CancellationToken,
+) {
+    let interval = Duration::from_secs(config.sweep_interval_secs);
+    loop {
+        match thinkus_backends::sql::sweep_retention(store.as_ref(), &config, chrono::Utc::now()).await {
+            Ok(report) => tracing::info!(
+                idempotency = report.idempotency,
+                session_messages = report.session_messages,
+                job_payloads = report.job_payloads,
+                "retention sweep"
+            ),
+            Err(err) => tracing::error!(%err, "retention sweep failed"),
+        }
+        tokio::select! {
+            _ = shutdown.cancelled() => return,
+            _ = tokio::time::sleep(interval) => {}
         }
     }
 }

@@ -11,8 +11,8 @@ use thinkus_common::model::{
 use crate::filter::{Layers, MemoryFilter, Reader};
 use crate::sql::{
     ArtifactRecord, ArtifactStore, Candidate, CandidateStatus, Change, ChangeKind, IdempotencyRecord, JobRecord,
-    JobStatus, JobStore, MemoryOrder, MemoryQuery, MemoryStore, SessionKey, SessionStore, StoreError, SummaryRecord,
-    WriteBatch,
+    JobStatus, JobStore, MemoryOrder, MemoryQuery, MemoryStore, RetentionReport, RetentionStore, SessionKey,
+    SessionStore, StoreError, SummaryRecord, WriteBatch, sweep_retention,
 };
 
 /// Now, at the millisecond precision the store keeps.
@@ -1126,4 +1126,158 @@ pub async fn job_store_suite(store: &dyn JobStore) {
         store.complete_job("job_missing", Utc::now(), None).await,
         Err(StoreError::NotFound(_))
     ));
+}
+
+/// The suite of [`RetentionStore`] and [`sweep_retention`]: each setting purges what is older
+/// than it, and only that (a summarised message, never one still to be summarised; a finished
+/// job's payload, never a queued one's), in every tenant; 0 keeps everything.
+pub async fn retention_suite<S: MemoryStore + SessionStore + JobStore + RetentionStore>(store: &S) {
+    let run = uuid::Uuid::now_v7().simple().to_string();
+    let now = now();
+    let days = |n: i64| now - Duration::days(n);
+    let alice = Owner::new(format!("acme-{run}"), format!("alice-{run}"));
+    let twin = Owner::new(format!("globex-{run}"), alice.user_id.clone());
+
+    // Idempotency records: two older than 7 days (two tenants), one recent.
+    let record = |owner: &Owner, key: &str, at: DateTime<Utc>| IdempotencyRecord {
+        tenant_id: owner.tenant_id.clone(),
+        user_id: owner.user_id.clone(),
+        key: key.into(),
+        response: "{}".into(),
+        created_at: at,
+    };
+    for (owner, key, at) in [
+        (&alice, "remember:old", days(10)),
+        (&twin, "remember:old", days(8)),
+        (&alice, "remember:new", now - Duration::hours(1)),
+    ] {
+        store
+            .commit(WriteBatch {
+                idempotency: Some(record(owner, key, at)),
+                ..Default::default()
+            })
+            .await
+            .unwrap();
+    }
+
+    // Session messages: four in one session, the first three 40 days old, the summary covering
+    // the first two; another tenant's session of old messages, never summarised.
+    let key = SessionKey {
+        tenant_id: alice.tenant_id.clone(),
+        user_id: alice.user_id.clone(),
+        session_id: "s1".into(),
+        role_id: "cto".into(),
+        project_id: None,
+    };
+    let at = |m: Message, when: DateTime<Utc>| Message { created_at: when, ..m };
+    store
+        .append_messages(
+            &key,
+            &[
+                at(message("user", "预算是$500"), days(40)),
+                at(message("assistant", "好的"), days(40)),
+                at(message("user", "还没总结的一句"), days(40)),
+                at(message("user", "today"), now),
+            ],
+        )
+        .await
+        .unwrap();
+    store.put_summary(&summary(&key, 1), Some(-1)).await.unwrap();
+    let twin_key = SessionKey {
+        tenant_id: twin.tenant_id.clone(),
+        user_id: twin.user_id.clone(),
+        ..key.clone()
+    };
+    store
+        .append_messages(&twin_key, &[at(message("user", "never summarised"), days(40))])
+        .await
+        .unwrap();
+
+    // Jobs: finished 10 days ago (succeeded, failed for good), queued 10 days ago, finished today.
+    let queued = |payload: &str| JobRecord {
+        payload: payload.into(),
+        created_at: days(10),
+        updated_at: days(10),
+        ..job(&alice, &format!("learn-{run}"), None)
+    };
+    let succeeded = queued("{\"messages\":[\"secret a\"]}");
+    let failed = queued("{\"messages\":[\"secret b\"]}");
+    let pending = JobRecord {
+        run_after: now + Duration::days(1),
+        ..queued("{\"messages\":[\"waiting\"]}")
+    };
+    let recent = queued("{\"messages\":[\"recent\"]}");
+    for job in [&succeeded, &failed, &pending, &recent] {
+        store.enqueue(job).await.unwrap();
+    }
+    store
+        .complete_job(&succeeded.id, days(10), Some("{\"written\":1}"))
+        .await
+        .unwrap();
+    store.fail_job(&failed.id, "model down", days(10), None).await.unwrap();
+    store.complete_job(&recent.id, now, None).await.unwrap();
+
+    // 0 keeps everything.
+    let keep = thinkus_common::config::RetentionConfig {
+        session_messages_days: 0,
+        job_payload_days: 0,
+        idempotency_days: 0,
+        sweep_interval_secs: 60,
+    };
+    assert_eq!(
+        sweep_retention(store, &keep, now).await.unwrap(),
+        RetentionReport::default(),
+        "0 keeps the records"
+    );
+
+    let config = thinkus_common::config::RetentionConfig {
+        session_messages_days: 30,
+        job_payload_days: 7,
+        idempotency_days: 7,
+        sweep_interval_secs: 60,
+    };
+    let report = sweep_retention(store, &config, now).await.unwrap();
+    assert_eq!(
+        report,
+        RetentionReport {
+            idempotency: 2,
+            session_messages: 2,
+            job_payloads: 2,
+        }
+    );
+    assert!(store.get_idempotent(&alice, "remember:old").await.unwrap().is_none());
+    assert!(store.get_idempotent(&twin, "remember:old").await.unwrap().is_none());
+    assert!(store.get_idempotent(&alice, "remember:new").await.unwrap().is_some());
+
+    let kept: Vec<String> = store
+        .get_messages(&alice, "s1", 0, 10)
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|m| m.content)
+        .collect();
+    assert_eq!(kept, vec!["还没总结的一句", "today"], "only summarised old messages go");
+    assert_eq!(store.get_messages(&twin, "s1", 0, 10).await.unwrap().len(), 1);
+    let (first, _) = store.append_messages(&key, &[message("user", "next")]).await.unwrap();
+    assert_eq!(first, 4, "indexes continue after a purge");
+
+    for (job, payload_kept) in [(&succeeded, false), (&failed, false), (&pending, true), (&recent, true)] {
+        let stored = store.get_job(&job.id).await.unwrap().unwrap();
+        let expected = if payload_kept { job.payload.as_str() } else { "" };
+        assert_eq!(stored.payload, expected, "{:?}", stored.status);
+    }
+    let done = store.get_job(&succeeded.id).await.unwrap().unwrap();
+    assert_eq!(
+        (done.status, done.result.as_deref()),
+        (JobStatus::Succeeded, Some("{\"written\":1}")),
+        "the job's status and result stay"
+    );
+    let failed_job = store.get_job(&failed.id).await.unwrap().unwrap();
+    assert_eq!(failed_job.last_error.as_deref(), Some("model down"));
+
+    assert_eq!(
+        sweep_retention(store, &config, now).await.unwrap(),
+        RetentionReport::default(),
+        "a second sweep finds nothing"
+    );
 }

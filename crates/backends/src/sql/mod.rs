@@ -280,6 +280,61 @@ pub trait SessionStore: Send + Sync {
     ) -> Result<Vec<SummaryRecord>, StoreError>;
 }
 
+/// What the retention sweep purges (`thinkus_common::config::RetentionConfig`). Each call
+/// returns how many records it purged.
+#[async_trait]
+pub trait RetentionStore: Send + Sync {
+    /// Deletes the idempotency records written before `before`, in every tenant.
+    async fn purge_idempotency(&self, before: DateTime<Utc>) -> Result<u64, StoreError>;
+
+    /// Deletes the session messages sent before `before` that their session's summary already
+    /// covers (never one still to be summarised), in every tenant.
+    async fn purge_session_messages(&self, before: DateTime<Utc>) -> Result<u64, StoreError>;
+
+    /// Empties the payload of the jobs that finished (succeeded, or failed for good) before
+    /// `before`, in every tenant; their status, error and result stay.
+    async fn purge_job_payloads(&self, before: DateTime<Utc>) -> Result<u64, StoreError>;
+}
+
+/// What one retention sweep purged.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct RetentionReport {
+    pub idempotency: u64,
+    pub session_messages: u64,
+    pub job_payloads: u64,
+}
+
+/// Purges what `config` no longer keeps at `now` (a setting of 0 keeps its records), and
+/// counts it in `thinkus_sweeps_total{kind="retention"}` and
+/// `thinkus_sweep_changes_total{kind="idempotency"|"session_messages"|"job_payloads"}`.
+pub async fn sweep_retention(
+    store: &dyn RetentionStore,
+    config: &thinkus_common::config::RetentionConfig,
+    now: DateTime<Utc>,
+) -> Result<RetentionReport, StoreError> {
+    let before = |days: u32| (days > 0).then(|| now - chrono::Duration::days(i64::from(days)));
+    let mut report = RetentionReport::default();
+    if let Some(at) = before(config.idempotency_days) {
+        report.idempotency = store.purge_idempotency(at).await?;
+    }
+    if let Some(at) = before(config.session_messages_days) {
+        report.session_messages = store.purge_session_messages(at).await?;
+    }
+    if let Some(at) = before(config.job_payload_days) {
+        report.job_payloads = store.purge_job_payloads(at).await?;
+    }
+    let metrics = &thinkus_common::metrics::METRICS;
+    metrics.sweeps.with_label_values(&["retention"]).inc();
+    for (kind, count) in [
+        ("idempotency", report.idempotency),
+        ("session_messages", report.session_messages),
+        ("job_payloads", report.job_payloads),
+    ] {
+        metrics.sweep_changes.with_label_values(&[kind]).inc_by(count);
+    }
+    Ok(report)
+}
+
 /// The durable job queue.
 #[async_trait]
 pub trait JobStore: Send + Sync {
