@@ -22,5 +22,6 @@ mod summary;
 mod support;
 mod tenancy;
 mod tracing;
+mod upkeep;
 mod visibility;
 mod write_chain;

@@ -1,0 +1,369 @@
+//! Paths of the knowledge manager no scenario covered before (issue 17), over gRPC on SQLite
+//! and PostgreSQL: the candidate queue's scope checks, MergeMemories, promotion, RESTORE
+//! corrections and RunMaintenance (decay and forgetting at a given time).
+
+use thinkus_common::convert::timestamp;
+use thinkus_proto::common::{Engine, MemoryStatus, MemoryType, Scope};
+use thinkus_proto::knowledge::{
+    ApproveCandidateRequest, CandidateStatus, CorrectMemoryRequest, CorrectionAction, GetMemoryRequest,
+    ListCandidatesRequest, MemoryDraft, MergeMemoriesRequest, PromoteMemoryRequest, RejectCandidateRequest,
+    RememberRequest, RunMaintenanceRequest, WriteOutcome, WriteResult,
+};
+use tonic::Code;
+
+use crate::knowledge::{Backend, Node, start};
+
+fn scope(user: &str, role: &str) -> Scope {
+    Scope {
+        project_id: "shop".into(),
+        ..cross_project(user, role)
+    }
+}
+
+/// A scope without a project: where profile facts live (and wait in the queue).
+fn cross_project(user: &str, role: &str) -> Scope {
+    Scope {
+        user_id: user.into(),
+        role_id: role.into(),
+        ..Default::default()
+    }
+}
+
+/// Writes a draft as is (dev mode may bypass admission), without dedup.
+async fn write(node: &Node, scope: &Scope, memory_type: MemoryType, content: &str, importance: i32) -> String {
+    let result = remember(node, scope, memory_type, content, importance, true).await;
+    assert_eq!(result.outcome, WriteOutcome::Created as i32, "{result:?}");
+    result.memory.unwrap().id
+}
+
+async fn remember(
+    node: &Node,
+    scope: &Scope,
+    memory_type: MemoryType,
+    content: &str,
+    importance: i32,
+    bypass: bool,
+) -> WriteResult {
+    node.km()
+        .remember(RememberRequest {
+            scope: Some(scope.clone()),
+            memory: Some(MemoryDraft {
+                r#type: memory_type as i32,
+                content: content.into(),
+                importance,
+                ..Default::default()
+            }),
+            bypass_admission: bypass,
+            skip_dedup: true,
+            ..Default::default()
+        })
+        .await
+        .unwrap()
+        .into_inner()
+        .result
+        .unwrap()
+}
+
+async fn memory(node: &Node, scope: &Scope, id: &str) -> thinkus_proto::common::Memory {
+    node.km()
+        .get_memory(GetMemoryRequest {
+            scope: Some(scope.clone()),
+            memory_id: id.into(),
+        })
+        .await
+        .unwrap()
+        .into_inner()
+        .memory
+        .unwrap()
+}
+
+async fn candidates(node: &Node, scope: &Scope, status: CandidateStatus) -> Vec<thinkus_proto::knowledge::Candidate> {
+    node.km()
+        .list_candidates(ListCandidatesRequest {
+            scope: Some(scope.clone()),
+            status: status as i32,
+            ..Default::default()
+        })
+        .await
+        .unwrap()
+        .into_inner()
+        .candidates
+}
+
+/// A queued candidate is the user's and its role's: another user does not find it, another
+/// role may not decide it, and a decided one cannot be decided again.
+async fn the_candidate_queue_checks_its_scope(backend: Backend) {
+    let Some(node) = start(backend, |_| {}).await else {
+        return;
+    };
+    let cto = cross_project("queue-alice", "cto");
+    let queued = remember(
+        &node,
+        &cto,
+        MemoryType::UserPreference,
+        "For now I prefer short answers",
+        3,
+        false,
+    )
+    .await;
+    assert_eq!(queued.outcome, WriteOutcome::Queued as i32, "{queued:?}");
+    let second = remember(
+        &node,
+        &cto,
+        MemoryType::UserPreference,
+        "For now I prefer meetings after lunch",
+        3,
+        false,
+    )
+    .await;
+    assert_eq!(second.outcome, WriteOutcome::Queued as i32, "{second:?}");
+    let (first_id, second_id) = (queued.candidate_id, second.candidate_id);
+
+    assert_eq!(candidates(&node, &cto, CandidateStatus::Pending).await.len(), 2);
+    let cfo = cross_project("queue-alice", "cfo");
+    assert!(
+        candidates(&node, &cfo, CandidateStatus::Pending).await.is_empty(),
+        "another role's queue"
+    );
+    let bob = cross_project("queue-bob", "cto");
+    assert!(candidates(&node, &bob, CandidateStatus::Pending).await.is_empty());
+
+    let approve = |scope: &Scope, id: &str, content: &str| ApproveCandidateRequest {
+        scope: Some(scope.clone()),
+        candidate_id: id.into(),
+        edited_content: content.into(),
+    };
+    let err = node
+        .km()
+        .approve_candidate(approve(&bob, &first_id, ""))
+        .await
+        .expect_err("another user's candidate");
+    assert_eq!(err.code(), Code::NotFound, "{err:?}");
+    let err = node
+        .km()
+        .approve_candidate(approve(&cfo, &first_id, ""))
+        .await
+        .expect_err("another role's candidate");
+    assert_eq!(err.code(), Code::PermissionDenied, "{err:?}");
+
+    let approved = node
+        .km()
+        .approve_candidate(approve(&cto, &first_id, "I prefer short answers"))
+        .await
+        .unwrap()
+        .into_inner()
+        .result
+        .unwrap();
+    assert_eq!(approved.outcome, WriteOutcome::Created as i32, "{approved:?}");
+    let written = approved.memory.unwrap();
+    assert_eq!(
+        written.content, "I prefer short answers",
+        "the edited content is written"
+    );
+    node.km()
+        .reject_candidate(RejectCandidateRequest {
+            scope: Some(cto.clone()),
+            candidate_id: second_id.clone(),
+            reason: "one-off".into(),
+        })
+        .await
+        .unwrap();
+    for id in [&first_id, &second_id] {
+        let err = node
+            .km()
+            .approve_candidate(approve(&cto, id, ""))
+            .await
+            .expect_err("decided already");
+        assert_eq!(err.code(), Code::FailedPrecondition, "{err:?}");
+    }
+    assert!(candidates(&node, &cto, CandidateStatus::Pending).await.is_empty());
+    let rejected = candidates(&node, &cto, CandidateStatus::Rejected).await;
+    assert_eq!(rejected.len(), 1);
+    assert!(
+        rejected[0].reason.contains("rejected: one-off"),
+        "{}",
+        rejected[0].reason
+    );
+    assert_eq!(candidates(&node, &cto, CandidateStatus::Approved).await.len(), 1);
+    node.stop().await;
+}
+
+/// MergeMemories writes one memory and marks the sources replaced by it; a RESTORE undoes a
+/// suppression; an insight is promoted to a decision once per title.
+async fn merge_restore_and_promote(backend: Backend) {
+    let Some(node) = start(backend, |_| {}).await else {
+        return;
+    };
+    let me = scope("upkeep-merge", "cto");
+    let a = write(&node, &me, MemoryType::ProjectDecision, "We use Stripe for payments", 4).await;
+    let b = write(
+        &node,
+        &me,
+        MemoryType::ProjectDecision,
+        "Payments go through Stripe checkout",
+        4,
+    )
+    .await;
+    let merged = node
+        .km()
+        .merge_memories(MergeMemoriesRequest {
+            scope: Some(me.clone()),
+            memory_ids: vec![a.clone(), b.clone()],
+            engine: Engine::Rules as i32,
+            ..Default::default()
+        })
+        .await
+        .unwrap()
+        .into_inner()
+        .memory
+        .unwrap();
+    assert_eq!(merged.status, MemoryStatus::Active as i32);
+    assert!(merged.content.contains("Stripe"), "{}", merged.content);
+    for source in [&a, &b] {
+        let source = memory(&node, &me, source).await;
+        assert_eq!(source.status, MemoryStatus::Replaced as i32, "{source:?}");
+        assert_eq!(source.superseded_by, merged.id);
+    }
+    let err = node
+        .km()
+        .merge_memories(MergeMemoriesRequest {
+            scope: Some(me.clone()),
+            memory_ids: vec![a.clone(), merged.id.clone()],
+            engine: Engine::Rules as i32,
+            ..Default::default()
+        })
+        .await
+        .expect_err("a replaced memory is not merged again");
+    assert!(
+        matches!(err.code(), Code::FailedPrecondition | Code::InvalidArgument),
+        "{err:?}"
+    );
+
+    let correct = |action: CorrectionAction| CorrectMemoryRequest {
+        scope: Some(me.clone()),
+        memory_id: merged.id.clone(),
+        action: action as i32,
+        evidence: "the boss said so".into(),
+        ..Default::default()
+    };
+    node.km()
+        .correct_memory(correct(CorrectionAction::Suppress))
+        .await
+        .unwrap();
+    assert_eq!(
+        memory(&node, &me, &merged.id).await.status,
+        MemoryStatus::Suppressed as i32
+    );
+    let restored = node
+        .km()
+        .correct_memory(correct(CorrectionAction::Restore))
+        .await
+        .unwrap()
+        .into_inner()
+        .memory
+        .unwrap();
+    assert_eq!(restored.status, MemoryStatus::Active as i32, "{restored:?}");
+
+    let insight = write(
+        &node,
+        &me,
+        MemoryType::Insight,
+        "Most buyers convert on the second visit",
+        3,
+    )
+    .await;
+    let promote = || PromoteMemoryRequest {
+        scope: Some(me.clone()),
+        memory_id: insight.clone(),
+        title: "Retarget second visits".into(),
+        ..Default::default()
+    };
+    let decision = node
+        .km()
+        .promote_memory(promote())
+        .await
+        .unwrap()
+        .into_inner()
+        .memory
+        .unwrap();
+    assert_eq!(decision.r#type, MemoryType::ProjectDecision as i32, "{decision:?}");
+    assert!(decision.importance >= 4, "{decision:?}");
+    assert!(decision.tags.iter().any(|t| t == "promoted"), "{decision:?}");
+    assert!(
+        memory(&node, &me, &insight).await.tags.iter().any(|t| t == "promoted"),
+        "the insight says it was promoted"
+    );
+    let err = node
+        .km()
+        .promote_memory(promote())
+        .await
+        .expect_err("the same title twice");
+    assert_eq!(err.code(), Code::AlreadyExists, "{err:?}");
+    node.stop().await;
+}
+
+/// RunMaintenance at a given time: freshness decays, and old low-value memories are forgotten
+/// while important ones stay; only the asked user's memories are touched.
+async fn maintenance_decays_and_forgets(backend: Backend) {
+    let Some(node) = start(backend, |_| {}).await else {
+        return;
+    };
+    let me = scope("upkeep-sweep", "cto");
+    let other = scope("upkeep-other", "cto");
+    let minor = write(&node, &me, MemoryType::ActionItem, "Order coffee beans", 2).await;
+    let major = write(&node, &me, MemoryType::Constraint, "The budget must stay under $500", 5).await;
+    let others = write(&node, &other, MemoryType::ActionItem, "Order tea", 2).await;
+    let fresh = memory(&node, &me, &major).await.freshness;
+
+    let later = chrono::Utc::now() + chrono::Duration::days(400);
+    let report = node
+        .km()
+        .run_maintenance(RunMaintenanceRequest {
+            scope: Some(Scope {
+                user_id: me.user_id.clone(),
+                ..Default::default()
+            }),
+            decay: true,
+            forget: true,
+            now: Some(timestamp(later)),
+        })
+        .await
+        .unwrap()
+        .into_inner();
+    assert_eq!(report.forgotten, 1, "{report:?}");
+    assert!(report.decayed >= 1, "{report:?}");
+    assert_eq!(memory(&node, &me, &minor).await.status, MemoryStatus::Forgotten as i32);
+    let kept = memory(&node, &me, &major).await;
+    assert_eq!(kept.status, MemoryStatus::Active as i32);
+    assert!(kept.freshness < fresh / 2.0, "{} -> {}", fresh, kept.freshness);
+    let untouched = memory(&node, &other, &others).await;
+    assert_eq!(untouched.status, MemoryStatus::Active as i32, "another user's memory");
+    node.stop().await;
+}
+
+macro_rules! on_both_backends {
+    ($($name:ident),* $(,)?) => {
+        mod sqlite {
+            $(
+                #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+                async fn $name() {
+                    super::$name(super::Backend::Sqlite).await;
+                }
+            )*
+        }
+        mod postgres {
+            $(
+                #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+                async fn $name() {
+                    super::$name(super::Backend::Postgres).await;
+                }
+            )*
+        }
+    };
+}
+
+on_both_backends!(
+    the_candidate_queue_checks_its_scope,
+    merge_restore_and_promote,
+    maintenance_decays_and_forgets,
+);
