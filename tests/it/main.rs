@@ -14,6 +14,7 @@ mod gateway;
 mod hardening;
 mod knowledge;
 mod learned;
+mod llm_learning;
 mod markdown;
 mod memory_page;
 mod nodes;
