@@ -1,6 +1,6 @@
 //! Data rights (issue 17) over gRPC on SQLite and PostgreSQL: deleting a memory removes its
 //! content from its history too (the records of who changed what, when and why stay); a node
-//! runs the retention sweep on its schedule.
+//! runs the retention sweep on its schedule, and says NOT_SERVING while a backend is lost.
 
 use chrono::{Duration, Utc};
 use thinkus_backends::sql::{IdempotencyRecord, MemoryStore, WriteBatch};
@@ -246,3 +246,55 @@ macro_rules! on_both_backends {
 }
 
 on_both_backends!(deleting_a_memory_scrubs_its_history, the_node_sweeps_old_records);
+
+/// Whether the node's health says `want` for the whole server ("") and the knowledge manager
+/// within 15 s.
+async fn health_becomes(node: &Node, want: tonic_health::pb::health_check_response::ServingStatus) -> bool {
+    use tonic_health::pb::HealthCheckRequest;
+    use tonic_health::pb::health_client::HealthClient;
+    let mut health = HealthClient::new(node.channel.clone());
+    for _ in 0..150 {
+        let mut all = true;
+        for service in ["", "thinkus.knowledge.v1.KnowledgeManagerService"] {
+            let status = health
+                .check(HealthCheckRequest {
+                    service: service.into(),
+                })
+                .await
+                .unwrap()
+                .into_inner()
+                .status;
+            all &= status == want as i32;
+        }
+        if all {
+            return true;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
+    false
+}
+
+/// A node reports NOT_SERVING (gRPC health) while a backend does not answer, here its artifact
+/// folder (replaced by a file), and SERVING again once it does.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_lost_backend_is_not_serving() {
+    use tonic_health::pb::health_check_response::ServingStatus;
+
+    let Some(node) = start(Backend::Sqlite, |_| {}).await else {
+        return;
+    };
+    let folder = node.data_dir().join("artifacts");
+    assert!(health_becomes(&node, ServingStatus::Serving).await, "serving at start");
+    std::fs::remove_dir_all(&folder).unwrap();
+    std::fs::write(&folder, b"not a folder").unwrap();
+    assert!(
+        health_becomes(&node, ServingStatus::NotServing).await,
+        "NOT_SERVING within 15 s of losing the artifact folder"
+    );
+    std::fs::remove_file(&folder).unwrap();
+    assert!(
+        health_becomes(&node, ServingStatus::Serving).await,
+        "SERVING again once the folder can be written"
+    );
+    node.stop().await;
+}

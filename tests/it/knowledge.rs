@@ -53,6 +53,11 @@ impl Node {
         KnowledgeManagerServiceClient::new(self.channel.clone())
     }
 
+    /// The node's `server.data_dir` (its SQLite database, vectors and artifacts by default).
+    pub(crate) fn data_dir(&self) -> &std::path::Path {
+        self._dir.path()
+    }
+
     pub(crate) async fn stop(self) {
         self.handle.shutdown().await.unwrap();
     }
