@@ -556,6 +556,23 @@ async fn retention(
     }
 }
 
+/// One scheduled run of the decay and forgetting sweeps over every user. The knowledge
+/// manager counts them itself (`thinkus_sweeps_total`, `thinkus_sweep_changes_total`), as it
+/// does for RunMaintenance; this only logs what they changed.
+async fn scheduled_sweep(km: &dyn KnowledgeApi) {
+    match km
+        .run_maintenance(thinkus_knowledge_manager::api::Owners::All, true, true, None)
+        .await
+    {
+        Ok(report) => tracing::info!(
+            decayed = report.decayed,
+            forgotten = report.forgotten,
+            "maintenance sweep"
+        ),
+        Err(err) => tracing::error!(%err, "maintenance sweep failed"),
+    }
+}
+
 /// Reconciles the vector index with the store at start (writes acknowledged just before a
 /// crash are in the store, maybe not yet in the index), then runs the decay and forgetting
 /// sweeps on schedule.
@@ -573,23 +590,66 @@ async fn maintenance(km: Arc<KnowledgeManager>, interval: Duration, shutdown: Ca
             _ = shutdown.cancelled() => return,
             _ = tokio::time::sleep(interval) => {}
         }
-        match km
-            .run_maintenance(thinkus_knowledge_manager::api::Owners::All, true, true, None)
+        scheduled_sweep(km.as_ref()).await;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The scheduled sweep counted each sweep and its changes twice (once in the knowledge
+    /// manager, once here): one run is one sweep of each kind, and one memory decayed and
+    /// forgotten is one change of each.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_scheduled_sweep_is_counted_once() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut config = Config::default();
+        config.server.data_dir = dir.path().to_path_buf();
+        config.server.metrics_addr = None;
+        config.embedder.uri = "hash://384".into();
+        config.knowledge.decay_interval_hours = 0;
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let services: BTreeSet<ServiceKind> = [ServiceKind::KnowledgeManager].into_iter().collect();
+        let node = start(config, services, listener, None, CancellationToken::new())
             .await
-        {
-            Ok(report) => {
-                let metrics = &thinkus_common::metrics::METRICS;
-                for (kind, changed) in [("decay", report.decayed), ("forget", report.forgotten)] {
-                    metrics.sweeps.with_label_values(&[kind]).inc();
-                    metrics.sweep_changes.with_label_values(&[kind]).inc_by(changed);
-                }
-                tracing::info!(
-                    decayed = report.decayed,
-                    forgotten = report.forgotten,
-                    "maintenance sweep"
+            .expect("the node starts");
+        let km = node.apis.knowledge.clone().expect("the knowledge manager runs here");
+        // One old memory of little value: the sweep decays it, then forgets it.
+        let then = chrono::Utc::now() - chrono::Duration::days(400);
+        let mut old = thinkus_common::model::Memory::new(
+            thinkus_common::model::Scope::new("sweep-once", "cto").with_tenant(thinkus_common::model::DEFAULT_TENANT),
+            thinkus_common::model::MemoryType::ActionItem,
+            "Order coffee beans".into(),
+            thinkus_common::model::MemorySource::UserInput,
+            then,
+        );
+        old.importance = 1;
+        thinkus_backends::sql::MemoryStore::commit(
+            node.backends.store.as_ref().expect("the database").as_ref(),
+            thinkus_backends::sql::WriteBatch {
+                inserts: vec![old],
+                ..Default::default()
+            },
+        )
+        .await
+        .unwrap();
+        let metrics = &thinkus_common::metrics::METRICS;
+        let counts = || {
+            ["decay", "forget"].map(|kind| {
+                (
+                    metrics.sweeps.with_label_values(&[kind]).get(),
+                    metrics.sweep_changes.with_label_values(&[kind]).get(),
                 )
-            }
-            Err(err) => tracing::error!(%err, "maintenance sweep failed"),
+            })
+        };
+        let before = counts();
+        scheduled_sweep(km.as_ref()).await;
+        let after = counts();
+        for (kind, (b, a)) in ["decay", "forget"].iter().zip(before.iter().zip(after.iter())) {
+            assert_eq!(a.0 - b.0, 1, "{kind} sweeps counted");
+            assert_eq!(a.1 - b.1, 1, "{kind} changes counted");
         }
+        node.shutdown().await.unwrap();
     }
 }
