@@ -369,3 +369,62 @@ async fn a_turn_that_ends_the_session_completes_its_summary() {
     assert_eq!(summary.trajectory_end, 1, "both messages are in it");
     setup.node.shutdown().await.unwrap();
 }
+
+/// Issue 19 (seed 004 section 10.4): the user's standing rules come in every context, first,
+/// even when the controller says no memory is needed, and a standing rule recalled again is
+/// shown once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn standing_rules_come_in_every_context() {
+    let dir = tempfile::tempdir().unwrap();
+    let setup = setup(dir.path(), false).await;
+    let scope = Scope::new("lou", "cfo").with_project("shop").with_session("s1");
+    let everywhere = Scope::new("lou", "cfo").with_session("s0");
+    setup
+        .node
+        .apis
+        .knowledge
+        .clone()
+        .unwrap()
+        .remember(RememberRequest {
+            scope: everywhere,
+            draft: MemoryDraft::new(
+                MemoryType::Constraint,
+                "Always report figures in 万元 with one decimal.",
+            ),
+            request_id: None,
+            skip_dedup: true,
+            admission_bypassed_by: None,
+        })
+        .await
+        .expect("remember a standing rule");
+    remember(&setup, &scope, "The marketing budget of the shop launch is $800.").await;
+
+    // The controller says "no" to everything here: the rule comes anyway, first.
+    let thanks = setup.gateway.prepare(ask(&scope, "Thanks!")).await.expect("prepared");
+    assert!(
+        thanks.context.starts_with("## Standing rules and profile"),
+        "{}",
+        thanks.context
+    );
+    assert!(thanks.context.contains("万元 with one decimal"), "{}", thanks.context);
+    assert!(thanks.tokens_used <= thanks.budget_tokens);
+    let asked = setup
+        .gateway
+        .prepare(ask(
+            &scope,
+            "How should you report the figures of the marketing budget?",
+        ))
+        .await
+        .expect("prepared");
+    assert_eq!(
+        asked.context.matches("万元 with one decimal").count(),
+        1,
+        "{}",
+        asked.context
+    );
+    // Another user has none of it.
+    let other = Scope::new("max", "cfo").with_project("shop").with_session("s1");
+    let theirs = setup.gateway.prepare(ask(&other, "Thanks!")).await.expect("prepared");
+    assert!(theirs.context.is_empty(), "{}", theirs.context);
+    setup.node.shutdown().await.unwrap();
+}

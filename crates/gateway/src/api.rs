@@ -19,6 +19,9 @@ pub struct PrepareRequest {
 /// The sections of a prepared context, in the order they appear (seed 002 section 4.2).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub enum SectionKind {
+    /// The user's standing rules and profile, and the conflicts waiting for the user: in every
+    /// context, first (seed 004 section 10.4).
+    Standing,
     Decisions,
     Preferences,
     Conclusions,

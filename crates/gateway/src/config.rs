@@ -14,6 +14,11 @@ pub struct GatewayConfig {
     pub artifacts_share: f64,
     /// The largest share of the budget the last session's summary may take.
     pub last_session_share: f64,
+    /// The largest share of the budget the standing rules, profile and pending conflicts may
+    /// take (they come in every context).
+    pub standing_share: f64,
+    /// How many standing rules and profile facts are read per turn.
+    pub standing_considered: usize,
     /// How many of the session's artifacts are considered for a turn.
     pub artifacts_considered: usize,
     /// How many of the reader's value changes (old value -> new value) are read per turn to
@@ -62,6 +67,8 @@ impl Default for GatewayConfig {
             max_budget_tokens: 32_000,
             artifacts_share: 0.25,
             last_session_share: 0.3,
+            standing_share: 0.2,
+            standing_considered: 20,
             artifacts_considered: 20,
             value_changes_considered: 200,
             probe_entries: 3,
@@ -94,6 +101,7 @@ impl GatewayConfig {
         for (key, share) in [
             ("gateway.artifacts_share", self.artifacts_share),
             ("gateway.last_session_share", self.last_session_share),
+            ("gateway.standing_share", self.standing_share),
         ] {
             if !(0.0..=1.0).contains(&share) {
                 return Err(format!("{key}: must be between 0 and 1"));

@@ -32,6 +32,8 @@ impl SectionKind {
     /// The section's heading in the user's language.
     pub fn title(self, language: Language) -> &'static str {
         match (self, language) {
+            (Self::Standing, Language::Zh) => "长期规则与偏好",
+            (Self::Standing, Language::En) => "Standing rules and profile",
             (Self::Decisions, Language::Zh) => "相关决策",
             (Self::Decisions, Language::En) => "Related decisions",
             (Self::Preferences, Language::Zh) => "用户偏好",
@@ -110,7 +112,7 @@ impl Entry {
 impl SectionKind {
     /// Whether the section holds recalled memories (they share the memory budget).
     pub fn is_memory(self) -> bool {
-        !matches!(self, Self::Artifacts | Self::LastSession)
+        !matches!(self, Self::Standing | Self::Artifacts | Self::LastSession)
     }
 }
 

@@ -63,6 +63,7 @@ impl GatewayGrpc {
 
 fn section_kind(kind: SectionKind) -> pb::SectionKind {
     match kind {
+        SectionKind::Standing => pb::SectionKind::Standing,
         SectionKind::Decisions => pb::SectionKind::Decisions,
         SectionKind::Preferences => pb::SectionKind::Preferences,
         SectionKind::Conclusions => pb::SectionKind::Conclusions,

@@ -372,12 +372,27 @@ impl Gateway {
                 .map_err(|err| upstream_error("knowledge-manager", &addresses.knowledge, err))?;
             Ok::<_, ApiError>((changes, millis(started)))
         };
+        // The standing rules, profile and pending conflicts: in every context.
+        let standing = async {
+            if self.config.standing_share <= 0.0 {
+                return Ok::<_, ApiError>(None);
+            }
+            let started = Instant::now();
+            let standing = self
+                .upstreams
+                .knowledge
+                .standing(request.scope.clone(), self.config.standing_considered.max(1))
+                .await
+                .map_err(|err| upstream_error("knowledge-manager", &addresses.knowledge, err))?;
+            Ok(Some((standing, millis(started))))
+        };
         let (
             (embedding, embedded, mut decision, decided, controller_note),
             (last_session, summary_note),
             (artifacts, artifacts_note),
             (changes, changes_took),
-        ) = tokio::try_join!(understand, last_session, artifacts, changes)?;
+            standing,
+        ) = tokio::try_join!(understand, last_session, artifacts, changes, standing)?;
         let degraded: Vec<String> = [controller_note, summary_note, artifacts_note]
             .into_iter()
             .flatten()
@@ -391,6 +406,75 @@ impl Gateway {
         let mut items: Vec<TraceItem> = Vec::new();
         let mut entries: Vec<Entry> = Vec::new();
         let mut reserved = 0u32;
+        let mut standing_ids: std::collections::HashSet<String> = Default::default();
+        if let Some((standing, took)) = standing {
+            let cap = (budget as f64 * self.config.standing_share) as u32;
+            let mut used = 0u32;
+            let (rule, profile) = match language {
+                Language::Zh => ("长期规则（每次都带上）", "用户画像（每次都带上）"),
+                Language::En => ("standing rule (in every context)", "profile (in every context)"),
+            };
+            let memories = standing
+                .rules
+                .iter()
+                .map(|m| (m, rule))
+                .chain(standing.profile.iter().map(|m| (m, profile)));
+            for (memory, reason) in memories {
+                let text = strike(
+                    &memory_line(None, memory.content.trim()),
+                    memory.occurred_at,
+                    &changes,
+                    language,
+                );
+                let tokens = self.tokens.count(&text) as u32;
+                used += tokens;
+                standing_ids.insert(memory.id.clone());
+                items.push(TraceItem {
+                    kind: TraceKind::Memory,
+                    id: memory.id.clone(),
+                    score: 0.0,
+                    confidence: memory.confidence,
+                    reason: reason.to_string(),
+                    included: false,
+                    parts: None,
+                    tokens,
+                });
+                entries.push(Entry {
+                    kind: SectionKind::Standing,
+                    text,
+                    trace: items.len() - 1,
+                    section_cap: Some(cap),
+                    ..Default::default()
+                });
+            }
+            for conflict in &standing.conflicts {
+                let text = format!("- {}", conflict.question);
+                let tokens = self.tokens.count(&text) as u32;
+                used += tokens;
+                items.push(TraceItem {
+                    kind: TraceKind::Memory,
+                    id: conflict.id.clone(),
+                    score: 0.0,
+                    confidence: 0.0,
+                    reason: match language {
+                        Language::Zh => "待用户确认的冲突".to_string(),
+                        Language::En => "a conflict waiting for the user".to_string(),
+                    },
+                    included: false,
+                    parts: None,
+                    tokens,
+                });
+                entries.push(Entry {
+                    kind: SectionKind::Standing,
+                    text,
+                    trace: items.len() - 1,
+                    section_cap: Some(cap),
+                    ..Default::default()
+                });
+            }
+            reserved += used.min(cap);
+            timings.insert("standing".to_string(), took);
+        }
         if let Some((last, took)) = last_session {
             if let Some(mut last) = last {
                 last.text = strike(&as_section_text(&last.text), last.at, &changes, language);
@@ -556,7 +640,11 @@ impl Gateway {
                 Language::En => format!("{} (left out: the last session's summary says it)", items[trace].reason),
             };
         }
-        entries.retain(|e| !repeated.contains(&e.trace));
+        // A standing memory recalled again is shown once, among the standing ones.
+        entries.retain(|e| {
+            !repeated.contains(&e.trace)
+                && (e.kind == SectionKind::Standing || !standing_ids.contains(&items[e.trace].id))
+        });
         let packed = pack(&entries, budget, memory_budget, language, &self.tokens);
         for (trace, tokens) in &packed.included {
             items[*trace].included = true;
