@@ -7,6 +7,7 @@ mod conflicts;
 mod conformance;
 mod data_rights;
 mod degraded;
+mod durability;
 mod embed_once;
 mod foundation;
 mod fuzz;

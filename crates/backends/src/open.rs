@@ -248,9 +248,14 @@ fn open_model(config: &EmbedderConfig, models_dir: &std::path::Path) -> Result<A
 /// Opens the vector index named by `storage.vectors`.
 pub async fn open_vectors(uri: &str) -> Result<Arc<dyn VectorIndex>, OpenError> {
     let map = |err: crate::vector::VectorError| OpenError::new("storage.vectors", err);
-    if let Some(path) = uri.strip_prefix("edge://") {
+    if let Some(rest) = uri.strip_prefix("edge://") {
+        let (path, query) = match rest.split_once('?') {
+            Some((path, query)) => (path, Some(query)),
+            None => (rest, None),
+        };
+        let flush = crate::vector::edge::Flush::from_query(query).map_err(map)?;
         return Ok(Arc::new(
-            crate::vector::edge::EdgeIndex::open(std::path::Path::new(path)).map_err(map)?,
+            crate::vector::edge::EdgeIndex::open_with(std::path::Path::new(path), flush).map_err(map)?,
         ));
     }
     if uri.starts_with("qdrant://") || uri.starts_with("qdrants://") {

@@ -38,6 +38,8 @@ pub struct Metrics {
     pub catalog_probes: IntCounterVec,
     /// Requests refused with RESOURCE_EXHAUSTED before any work, by what was full.
     pub shed: IntCounterVec,
+    /// Vector index points repaired from the database, by when (start, rebuild).
+    pub index_repaired: IntCounterVec,
 }
 
 fn register<T: prometheus::core::Collector + Clone + 'static>(registry: &Registry, metric: T) -> T {
@@ -153,6 +155,17 @@ pub static METRICS: LazyLock<Metrics> = LazyLock::new(|| {
                     "requests refused with RESOURCE_EXHAUSTED before any work, by what was full",
                 ),
                 &["reason"],
+            )
+            .expect("valid metric"),
+        ),
+        index_repaired: register(
+            &registry,
+            IntCounterVec::new(
+                Opts::new(
+                    "thinkus_index_repaired_points_total",
+                    "vector index points added or removed to agree with the database",
+                ),
+                &["when"],
             )
             .expect("valid metric"),
         ),

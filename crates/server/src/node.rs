@@ -328,7 +328,16 @@ pub async fn start(
     ));
 
     let mut tasks = Vec::new();
-    tasks.push(tokio::spawn(watch_health(backends.clone(), health, shutdown.clone())));
+    // A node that runs the knowledge manager reconciles the vector index with the database
+    // before it reports SERVING: writes acknowledged before a crash are in the database, and
+    // searches must not miss them.
+    let (reconciled, reconciled_watch) = tokio::sync::watch::channel(manager.is_none());
+    tasks.push(tokio::spawn(watch_health(
+        backends.clone(),
+        health,
+        reconciled_watch,
+        shutdown.clone(),
+    )));
     let reloaded = authenticator.clone();
     thinkus_common::shutdown::on_sighup(shutdown.clone(), move || match reloaded.reload() {
         Ok(count) => tracing::info!(count, "api keys reloaded"),
@@ -390,6 +399,7 @@ pub async fn start(
             km.clone(),
             Duration::from_secs(config.knowledge.decay_interval_hours * 3600),
             shutdown.clone(),
+            reconciled,
         )));
     }
     if let Some(summarizer) = &summarizer
@@ -477,12 +487,20 @@ fn gateway_local(
     }))
 }
 
-/// Reports SERVING while the backends answer, NOT_SERVING while they do not.
-async fn watch_health(backends: Backends, health: Health, shutdown: CancellationToken) {
+/// Reports SERVING while the backends answer and the index has been reconciled, NOT_SERVING
+/// otherwise.
+async fn watch_health(
+    backends: Backends,
+    health: Health,
+    mut reconciled: tokio::sync::watch::Receiver<bool>,
+    shutdown: CancellationToken,
+) {
     let mut serving = None;
+    // Set when the reconciliation task ended without saying so (it failed hard): serve anyway.
+    let mut gave_up = false;
     loop {
         let ok = match backends.check().await {
-            Ok(()) => true,
+            Ok(()) => *reconciled.borrow_and_update() || gave_up,
             Err(err) => {
                 tracing::warn!(%err, "a backend does not answer");
                 false
@@ -504,6 +522,10 @@ async fn watch_health(backends: Backends, health: Health, shutdown: Cancellation
         tokio::select! {
             _ = shutdown.cancelled() => return,
             _ = tokio::time::sleep(pause) => {}
+            // Reconciliation finished: check at once.
+            changed = reconciled.changed(), if !*reconciled.borrow() && !gave_up => {
+                gave_up = changed.is_err();
+            }
         }
     }
 }
@@ -574,14 +596,39 @@ async fn scheduled_sweep(km: &dyn KnowledgeApi) {
 }
 
 /// Reconciles the vector index with the store at start (writes acknowledged just before a
-/// crash are in the store, maybe not yet in the index), then runs the decay and forgetting
-/// sweeps on schedule.
-async fn maintenance(km: Arc<KnowledgeManager>, interval: Duration, shutdown: CancellationToken) {
+/// crash are in the store, maybe not yet in the index), says so on `reconciled` so that health
+/// turns SERVING, then runs the decay and forgetting sweeps on schedule.
+async fn maintenance(
+    km: Arc<KnowledgeManager>,
+    interval: Duration,
+    shutdown: CancellationToken,
+    reconciled: tokio::sync::watch::Sender<bool>,
+) {
+    let started = std::time::Instant::now();
     match km.reconcile_all().await {
-        Ok(0) => {}
-        Ok(repaired) => tracing::warn!(repaired, "the vector index was behind the store and was repaired"),
-        Err(err) => tracing::error!(%err, "index reconciliation failed"),
+        Ok(repaired) => {
+            thinkus_common::metrics::METRICS
+                .index_repaired
+                .with_label_values(&["start"])
+                .inc_by(repaired);
+            if repaired > 0 {
+                tracing::warn!(
+                    repaired,
+                    elapsed_ms = started.elapsed().as_millis() as u64,
+                    "the vector index was behind the store and was repaired"
+                );
+            } else {
+                tracing::info!(
+                    elapsed_ms = started.elapsed().as_millis() as u64,
+                    "the vector index agrees with the store"
+                );
+            }
+        }
+        // Serving with an index that may miss recent writes beats not serving at all; the
+        // error says to rebuild.
+        Err(err) => tracing::error!(%err, "index reconciliation failed; run `thinkus admin rebuild-index`"),
     }
+    let _ = reconciled.send(true);
     if interval.is_zero() {
         return;
     }

@@ -8,6 +8,7 @@
 pub mod bm25;
 pub mod edge;
 pub mod qdrant;
+mod wal;
 
 use std::fmt::Debug;
 
