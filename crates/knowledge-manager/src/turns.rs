@@ -201,6 +201,11 @@ pub(crate) async fn value_changes(
         let Some(new) = old.superseded_by.as_ref().and_then(|id| successors.get(id)) else {
             continue;
         };
+        // A value said before the one it replaced (learned out of order) is no change of
+        // value: what was said last stands, and the earlier one is not shown as its successor.
+        if new.occurred_at < old.occurred_at {
+            continue;
+        }
         out.extend(
             replaced_values(&old.content, &new.content)
                 .into_iter()
