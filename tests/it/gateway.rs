@@ -56,6 +56,14 @@ async fn drained(client: &mut GatewayServiceClient<Channel>, user: &str) -> Vec<
     panic!("the jobs of {user} did not finish within 30 s");
 }
 
+/// The context's last-session section, when it has one.
+fn last_session(prepared: &PrepareTurnResponse) -> Option<&thinkus_proto::gateway::ContextSection> {
+    prepared
+        .sections
+        .iter()
+        .find(|s| s.kind == thinkus_proto::gateway::SectionKind::LastSession as i32)
+}
+
 async fn prepare(
     client: &mut GatewayServiceClient<Channel>,
     user: &str,
@@ -538,11 +546,7 @@ async fn a_new_session_starts_from_the_last_summary() {
         .await
         .unwrap()
         .into_inner();
-    let last = prepared
-        .sections
-        .iter()
-        .find(|s| s.kind == thinkus_proto::gateway::SectionKind::LastSession as i32)
-        .unwrap_or_else(|| panic!("no last-session section in {:?}", prepared.sections));
+    let last = last_session(&prepared).unwrap_or_else(|| panic!("no last-session section in {:?}", prepared.sections));
     assert!(last.text.contains("积分"), "{}", last.text);
     assert!(prepared.tokens_used <= prepared.budget_tokens);
     node.shutdown().await.unwrap();
@@ -805,11 +809,7 @@ async fn a_session_an_hour_later_continues_the_last_one() {
         .await
         .unwrap()
         .into_inner();
-    let last = prepared
-        .sections
-        .iter()
-        .find(|s| s.kind == thinkus_proto::gateway::SectionKind::LastSession as i32)
-        .unwrap_or_else(|| panic!("no last-session section in {:?}", prepared.sections));
+    let last = last_session(&prepared).unwrap_or_else(|| panic!("no last-session section in {:?}", prepared.sections));
     assert!(last.text.contains("point"), "{}", last.text);
     assert!(!last.text.contains("## "), "a section, not a document: {}", last.text);
     // Before that session was held, there was nothing to continue.
@@ -823,14 +823,7 @@ async fn a_session_an_hour_later_continues_the_last_one() {
         .await
         .unwrap()
         .into_inner();
-    assert!(
-        earlier
-            .sections
-            .iter()
-            .all(|s| s.kind != thinkus_proto::gateway::SectionKind::LastSession as i32),
-        "{:?}",
-        earlier.sections
-    );
+    assert!(last_session(&earlier).is_none(), "{:?}", earlier.sections);
     node.shutdown().await.unwrap();
 }
 
@@ -879,13 +872,7 @@ async fn the_next_session_says_each_thing_once() {
         .unwrap()
         .into_inner();
     let context = &prepared.context;
-    assert!(
-        prepared
-            .sections
-            .iter()
-            .any(|s| s.kind == thinkus_proto::gateway::SectionKind::LastSession as i32),
-        "{context}"
-    );
+    assert!(last_session(&prepared).is_some(), "{context}");
     assert!(context.contains("$800"), "{context}");
     assert_eq!(context.matches("We raised the launch budget").count(), 1, "{context}");
     let trace = prepared.trace.unwrap();

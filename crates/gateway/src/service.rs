@@ -112,9 +112,26 @@ fn is_outage(error: &ApiError) -> bool {
     )
 }
 
-/// The trace's note for an optional upstream PrepareTurn went without.
-fn degraded_note(name: &str, address: &str, error: &ApiError, instead: &str) -> String {
-    format!("{name} ({address}) failed: {}; {instead}", error.message)
+/// The answer of an optional upstream: its value, or, when the upstream itself failed, none
+/// and the trace's note naming it, where it answers, what failed and what the turn does
+/// without it (`instead`). An error of the request stays an error, naming the upstream.
+fn optional<T>(
+    name: &str,
+    address: &str,
+    answer: Result<T, ApiError>,
+    instead: &str,
+) -> Result<(Option<T>, Option<String>), ApiError> {
+    match answer {
+        Ok(value) => Ok((Some(value), None)),
+        Err(err) if is_outage(&err) => {
+            tracing::warn!(%err, upstream = name, address, "an optional upstream failed: {instead}");
+            Ok((
+                None,
+                Some(format!("{name} ({address}) failed: {}; {instead}", err.message)),
+            ))
+        }
+        Err(err) => Err(upstream_error(name, address, err)),
+    }
 }
 
 /// The gateway.
@@ -300,19 +317,15 @@ impl Gateway {
                 ..Default::default()
             };
             // The controller is optional: while it is down, the built-in rules decide.
-            let (decision, note) = match self.upstreams.controller.decide(ask.clone()).await {
-                Ok(decision) => (decision, None),
-                Err(err) if is_outage(&err) => {
-                    tracing::warn!(%err, address = %addresses.controller, "the memory controller failed; the rules decide");
-                    let note = degraded_note(
-                        "memory-controller",
-                        &addresses.controller,
-                        &err,
-                        "decided by the built-in rules",
-                    );
-                    (self.fallback.decide(ask).await?, Some(note))
-                }
-                Err(err) => return Err(upstream_error("memory-controller", &addresses.controller, err)),
+            let (decision, note) = optional(
+                "memory-controller",
+                &addresses.controller,
+                self.upstreams.controller.decide(ask.clone()).await,
+                "decided by the built-in rules",
+            )?;
+            let decision = match decision {
+                Some(decision) => decision,
+                None => self.fallback.decide(ask).await?,
             };
             Ok::<_, ApiError>((embedding, embedded, decision, millis(started), note))
         };
@@ -324,15 +337,13 @@ impl Gateway {
             match &self.upstreams.summaries {
                 Some(summaries) if session_start => {
                     let started = Instant::now();
-                    match summaries.last_summary(&request.scope, last_cap, language, now).await {
-                        Ok(last) => Ok((Some((last, millis(started))), None)),
-                        Err(err) if is_outage(&err) => {
-                            tracing::warn!(%err, address = %addresses.summaries, "the summary service failed");
-                            let note = degraded_note("summary", &addresses.summaries, &err, "no last-session section");
-                            Ok((None, Some(note)))
-                        }
-                        Err(err) => Err(upstream_error("summary", &addresses.summaries, err)),
-                    }
+                    let last = summaries.last_summary(&request.scope, last_cap, language, now).await;
+                    optional(
+                        "summary",
+                        &addresses.summaries,
+                        last.map(|last| (last, millis(started))),
+                        "no last-session section",
+                    )
                 }
                 _ => Ok::<_, ApiError>((None, None)),
             }
@@ -350,15 +361,12 @@ impl Gateway {
                             language,
                         )
                         .await;
-                    match relevant {
-                        Ok(relevant) => Ok((Some((relevant, millis(started))), None)),
-                        Err(err) if is_outage(&err) => {
-                            tracing::warn!(%err, address = %addresses.artifacts, "the artifact service failed");
-                            let note = degraded_note("artifact", &addresses.artifacts, &err, "no artifact section");
-                            Ok((None, Some(note)))
-                        }
-                        Err(err) => Err(upstream_error("artifact", &addresses.artifacts, err)),
-                    }
+                    optional(
+                        "artifact",
+                        &addresses.artifacts,
+                        relevant.map(|relevant| (relevant, millis(started))),
+                        "no artifact section",
+                    )
                 }
                 None => Ok::<_, ApiError>((None, None)),
             }
@@ -632,31 +640,34 @@ impl Gateway {
             }
         }
 
-        // What the last session's summary already says is not said twice.
-        let repeated = repeated_in_last_session(&entries);
-        for &trace in &repeated {
-            items[trace].reason = match language {
-                Language::Zh => format!("{}（上次会话摘要里已有，未重复放入）", items[trace].reason),
-                Language::En => format!("{} (left out: the last session's summary says it)", items[trace].reason),
-            };
+        // Each thing is said once: what the last session's summary already says, and a standing
+        // memory recalled again (it stands among the standing ones), are left out, with why.
+        let mut said_elsewhere: BTreeMap<usize, (&str, &str)> = repeated_in_last_session(&entries)
+            .into_iter()
+            .map(|trace| (trace, ("上次会话摘要里已有", "the last session's summary says it")))
+            .collect();
+        for entry in entries.iter().filter(|e| e.kind != SectionKind::Standing) {
+            if standing_ids.contains(&items[entry.trace].id) {
+                said_elsewhere.insert(
+                    entry.trace,
+                    ("已在长期规则与偏好中", "it stands among the standing rules"),
+                );
+            }
         }
-        // A standing memory recalled again is shown once, among the standing ones.
-        entries.retain(|e| {
-            !repeated.contains(&e.trace)
-                && (e.kind == SectionKind::Standing || !standing_ids.contains(&items[e.trace].id))
-        });
+        entries.retain(|e| !said_elsewhere.contains_key(&e.trace));
         let packed = pack(&entries, budget, memory_budget, language, &self.tokens);
         for (trace, tokens) in &packed.included {
             items[*trace].included = true;
             items[*trace].tokens = *tokens;
         }
-        for (trace, item) in items.iter_mut().enumerate() {
-            if item.included || repeated.contains(&trace) {
-                continue;
-            }
+        for (trace, item) in items.iter_mut().enumerate().filter(|(_, i)| !i.included) {
+            let (zh, en) = said_elsewhere
+                .get(&trace)
+                .copied()
+                .unwrap_or(("超出预算", "over budget"));
             item.reason = match language {
-                Language::Zh => format!("{}（超出预算，未放入）", item.reason),
-                Language::En => format!("{} (left out: over budget)", item.reason),
+                Language::Zh => format!("{}（{zh}，未放入）", item.reason),
+                Language::En => format!("{} (left out: {en})", item.reason),
             };
         }
         Ok(Prepared {

@@ -899,42 +899,19 @@ mod tests {
 
     #[test]
     fn changes_stated_with_both_values() {
-        assert_eq!(
-            pairs(stated_changes("刚跟装修队谈完，总价从35万加到42万。")),
-            vec![some("35万", "42万")]
-        );
-        assert_eq!(
-            pairs(stated_changes("租金我说错了，是3.2万不是2.8万")),
-            vec![some("2.8万", "3.2万")]
-        );
-        assert_eq!(
-            pairs(stated_changes("开业从12月8日推到12月20日")),
-            vec![some("12月8日", "12月20日")]
-        );
-        assert_eq!(
-            pairs(stated_changes("Sorry, Pro is $39, not $49.")),
-            vec![some("$49", "$39")]
-        );
-        assert_eq!(
-            pairs(stated_changes("We pushed the launch from Oct 15 to Oct 29.")),
-            vec![some("Oct 15", "Oct 29")]
-        );
-        assert_eq!(
-            pairs(stated_changes("Use PostHog instead of Mixpanel")),
-            vec![some("Mixpanel", "PostHog")]
-        );
-        assert_eq!(
-            pairs(stated_changes("目标库 TiDB -> PostgreSQL 16")),
-            vec![some("TiDB", "PostgreSQL 16")]
-        );
-        assert_eq!(
-            pairs(stated_changes("薪资从25k-30k上调到30k-35k")),
-            vec![some("25k-30k", "30k-35k")]
-        );
-        assert_eq!(
-            pairs(stated_changes("收银系统从客如云换成二维火，会员能通用")),
-            vec![some("客如云", "二维火")]
-        );
+        for (text, old, new) in [
+            ("刚跟装修队谈完，总价从35万加到42万。", "35万", "42万"),
+            ("租金我说错了，是3.2万不是2.8万", "2.8万", "3.2万"),
+            ("开业从12月8日推到12月20日", "12月8日", "12月20日"),
+            ("Sorry, Pro is $39, not $49.", "$49", "$39"),
+            ("We pushed the launch from Oct 15 to Oct 29.", "Oct 15", "Oct 29"),
+            ("Use PostHog instead of Mixpanel", "Mixpanel", "PostHog"),
+            ("目标库 TiDB -> PostgreSQL 16", "TiDB", "PostgreSQL 16"),
+            ("薪资从25k-30k上调到30k-35k", "25k-30k", "30k-35k"),
+            ("收银系统从客如云换成二维火，会员能通用", "客如云", "二维火"),
+        ] {
+            assert_eq!(pairs(stated_changes(text)), vec![some(old, new)], "{text}");
+        }
         assert_eq!(
             pairs(stated_changes("收银系统换掉吧，不用客如云了。")),
             vec![("客如云".to_string(), None)]
