@@ -3,6 +3,7 @@
 
 mod artifact;
 mod browser;
+mod capacity;
 mod conflicts;
 mod conformance;
 mod data_rights;

@@ -273,7 +273,12 @@ where
                 rate_per_second: principal.rate_per_second,
                 concurrency: principal.max_concurrency,
             };
-            let seat = match gate.admission.admit(&principal.tenant, limits, Some(deadline)).await {
+            let work = request.uri().path().to_string();
+            let seat = match gate
+                .admission
+                .admit(&principal.tenant, limits, &work, Some(deadline))
+                .await
+            {
                 Ok(seat) => seat,
                 Err(err) => return Ok(to_status(&err).into_http()),
             };

@@ -10,10 +10,18 @@
 //! When no seat is free the request waits in its tenant's queue, and seats freed by finished
 //! requests go to the waiting tenants in turn (round robin), so a tenant that floods the
 //! process waits behind its own requests, not in front of everyone else's. A request waits at
-//! most `queue_timeout` and never past its own deadline; then, or when its tenant's queue is
-//! full, it is shed at once with RESOURCE_EXHAUSTED and a Retry-After hint, instead of queueing
-//! until its caller has given up. Work that is shed for lack of capacity anywhere else (the
-//! embedding queue, say) answers the same way through [`overloaded`].
+//! most `queue_timeout`; then, or when its tenant's queue is full, it is shed with
+//! RESOURCE_EXHAUSTED and a Retry-After hint, instead of queueing until its caller has given
+//! up. Work that is shed for lack of capacity anywhere else (the embedding queue, say) answers
+//! the same way through [`overloaded`].
+//!
+//! Capacity shedding keeps the deadline: admission learns how long requests hold their seat
+//! (a moving average and deviation per kind of work, the gRPC method or the REST facade), so it
+//! can tell how long a newcomer would wait (seats turn over every `hold / seats`, and the
+//! waiters ahead go first) and how long its own work takes. A request whose wait and work
+//! would pass its deadline is shed on arrival, told to come back after that wait, instead of
+//! queueing for a seat it could not use; one that waits gives up at the latest moment its work
+//! could still finish in time. Until a kind of work has been timed, nothing is shed early.
 
 use std::collections::{HashMap, VecDeque};
 use std::sync::Arc;
@@ -25,19 +33,103 @@ use tokio::sync::oneshot;
 use crate::config::ServerConfig;
 use crate::error::{ApiError, ErrorCode};
 
-/// The Retry-After hint of a request shed for lack of capacity.
+/// The Retry-After hint of a request shed for lack of capacity (the least one: a longer
+/// expected wait is told as it is).
 pub const BUSY_RETRY_AFTER: Duration = Duration::from_secs(1);
+
+/// Kinds of work timed apart; others share the process-wide figure (a client can send any
+/// method name, so the table must not grow with them).
+const MAX_KINDS_TIMED: usize = 64;
 
 /// RESOURCE_EXHAUSTED with a Retry-After hint: the one way every part of the process says
 /// "too busy now, try again in `retry_after`" (gRPC `retry-after` metadata, HTTP 429 with a
 /// `Retry-After` header). `what` says what is full, for the caller and the metrics.
 pub fn overloaded(what: &str, retry_after: Duration) -> ApiError {
+    overloaded_because(what, None, retry_after)
+}
+
+/// [`overloaded`] with the reason spelled out for the caller (`what` stays the metric's label).
+fn overloaded_because(what: &str, why: Option<&str>, retry_after: Duration) -> ApiError {
     crate::metrics::METRICS.shed.with_label_values(&[what]).inc();
-    ApiError::new(
-        ErrorCode::ResourceExhausted,
-        format!("the server is too busy ({what}); retry later"),
-    )
-    .with_retry_after(retry_after.max(Duration::from_millis(1)))
+    let message = match why {
+        Some(why) => format!("the server is too busy ({what}: {why}); retry later"),
+        None => format!("the server is too busy ({what}); retry later"),
+    };
+    ApiError::new(ErrorCode::ResourceExhausted, message).with_retry_after(retry_after.max(Duration::from_millis(1)))
+}
+
+/// How long seats are held: a moving average and mean deviation (weights 1/8 and 1/4, as TCP
+/// estimates its round trip), in seconds.
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+struct Hold {
+    mean: f64,
+    deviation: f64,
+    samples: u64,
+}
+
+impl Hold {
+    fn record(&mut self, seconds: f64) {
+        if self.samples == 0 {
+            self.mean = seconds;
+            self.deviation = seconds / 2.0;
+        } else {
+            self.deviation += ((seconds - self.mean).abs() - self.deviation) / 4.0;
+            self.mean += (seconds - self.mean) / 8.0;
+        }
+        self.samples += 1;
+    }
+
+    /// The time to reserve for one more such request: most finish within it.
+    fn budget(&self) -> Duration {
+        Duration::from_secs_f64(self.mean + 2.0 * self.deviation)
+    }
+
+    fn mean(&self) -> Duration {
+        Duration::from_secs_f64(self.mean)
+    }
+}
+
+/// Hold times of the process's requests, all together and by kind of work.
+#[derive(Default)]
+struct Holds {
+    all: Hold,
+    by_work: HashMap<String, Hold>,
+}
+
+impl Holds {
+    fn record(&mut self, work: &str, held: Duration) {
+        let seconds = held.as_secs_f64();
+        self.all.record(seconds);
+        if let Some(hold) = self.by_work.get_mut(work) {
+            hold.record(seconds);
+        } else if self.by_work.len() < MAX_KINDS_TIMED {
+            self.by_work.entry(work.to_string()).or_default().record(seconds);
+        }
+    }
+
+    /// The time to reserve for `work`, None before any request was timed.
+    fn budget(&self, work: &str) -> Option<Duration> {
+        match self.by_work.get(work) {
+            Some(hold) => Some(hold.budget()),
+            None if self.all.samples > 0 => Some(self.all.budget()),
+            None => None,
+        }
+    }
+}
+
+/// The kind of work of an HTTP request, for [`Admission::admit`]: its method and the leading
+/// words of its path, up to three; a segment that is not a word (an id) ends it, so the kinds
+/// are the routes, not the resources.
+pub fn http_work(method: &http::Method, path: &str) -> String {
+    let mut work = format!("{method} ");
+    for segment in path.split('/').filter(|s| !s.is_empty()).take(3) {
+        if !segment.bytes().all(|b| b.is_ascii_lowercase() || b == b'_') {
+            break;
+        }
+        work.push('/');
+        work.push_str(segment);
+    }
+    work
 }
 
 /// The limits of one process.
@@ -82,6 +174,7 @@ pub struct TenantLimits {
 
 struct Waiter {
     id: u64,
+    work: String,
     seat: oneshot::Sender<Seat>,
 }
 
@@ -99,6 +192,7 @@ struct State {
     /// Tenants with waiters, in the order their turn comes.
     turns: VecDeque<String>,
     next_waiter: u64,
+    holds: Holds,
 }
 
 /// Seats and rates of one process. Cheap to clone.
@@ -123,6 +217,9 @@ impl std::fmt::Debug for Admission {
 pub struct Seat {
     inner: Arc<Inner>,
     tenant: String,
+    /// The kind of work it was taken for, and when: its hold time is learned when it is freed.
+    work: String,
+    taken: Instant,
     /// False for a seat that was never handed out (a waiter that had left).
     armed: bool,
 }
@@ -138,11 +235,13 @@ impl Drop for Seat {
         if !self.armed {
             return;
         }
+        let held = self.taken.elapsed();
         let mut state = self.inner.state.lock();
         if let Some(tenant) = state.tenants.get_mut(&self.tenant) {
             tenant.in_flight = tenant.in_flight.saturating_sub(1);
         }
         state.free += 1;
+        state.holds.record(&self.work, held);
         self.inner.dispatch(&mut state);
     }
 }
@@ -177,6 +276,8 @@ impl Inner {
             let seat = Seat {
                 inner: Arc::clone(self),
                 tenant: name.clone(),
+                work: waiter.work,
+                taken: Instant::now(),
                 armed: true,
             };
             if let Err(mut seat) = waiter.seat.send(seat) {
@@ -208,6 +309,7 @@ impl Admission {
                     tenants: HashMap::new(),
                     turns: VecDeque::new(),
                     next_waiter: 0,
+                    holds: Holds::default(),
                 }),
             }),
         }
@@ -222,17 +324,21 @@ impl Admission {
         &self.inner.limits
     }
 
-    /// Admits one request of `tenant`: at once when its rate allows and a seat is free,
-    /// after a wait bounded by the queue timeout and by `deadline` otherwise, or never
-    /// (RESOURCE_EXHAUSTED with Retry-After).
+    /// Admits one request of `tenant` doing `work` (the gRPC method's path, or one name for a
+    /// facade: requests of one kind are timed together): at once when its rate allows and a
+    /// seat is free; after a wait when it can still be done by `deadline` once seated, giving
+    /// up at the queue timeout or the latest moment its work could start; or never
+    /// (RESOURCE_EXHAUSTED with Retry-After), at once when the expected wait and work would
+    /// pass the deadline.
     pub async fn admit(
         &self,
         tenant: &str,
         overrides: TenantLimits,
+        work: &str,
         deadline: Option<Instant>,
     ) -> Result<Seat, ApiError> {
         let now = Instant::now();
-        let (id, receiver) = {
+        let (id, receiver, budget) = {
             let mut state = self.inner.state.lock();
             let limits = &self.inner.limits;
             let free = state.free;
@@ -279,32 +385,71 @@ impl Admission {
                 return Ok(Seat {
                     inner: Arc::clone(&self.inner),
                     tenant: tenant.to_string(),
+                    work: work.to_string(),
+                    taken: now,
                     armed: true,
                 });
             }
             let at_own_limit = entry.in_flight >= entry.seats;
-            if entry.waiting.len() >= limits.tenant_queue {
-                let what = if at_own_limit {
-                    "tenant concurrency"
-                } else {
-                    "server concurrency"
-                };
-                return Err(overloaded(what, BUSY_RETRY_AFTER));
+            let what = if at_own_limit {
+                "tenant concurrency"
+            } else {
+                "server concurrency"
+            };
+            // How long it would wait: seats turn over every `hold / seats`, and the waiters
+            // ahead of it (its tenant's when the tenant is at its own limit, everyone's when
+            // the process is full) are seated first.
+            let (own_waiting, own_seats) = (entry.waiting.len(), entry.seats.max(1));
+            let hold = state.holds.all.mean();
+            let own_wait = if at_own_limit {
+                hold.mul_f64((own_waiting + 1) as f64 / own_seats as f64)
+            } else {
+                Duration::ZERO
+            };
+            let queued_wait = if free == 0 {
+                let waiting: usize = state.tenants.values().map(|t| t.waiting.len()).sum();
+                hold.mul_f64((waiting + 1) as f64 / limits.seats as f64)
+            } else {
+                Duration::ZERO
+            };
+            let expected_wait = own_wait.max(queued_wait);
+            let retry_after = expected_wait.max(BUSY_RETRY_AFTER);
+            if own_waiting >= limits.tenant_queue {
+                return Err(overloaded(what, retry_after));
+            }
+            let budget = state.holds.budget(work);
+            if let (Some(deadline), Some(budget)) = (deadline, budget)
+                && now + expected_wait + budget > deadline
+            {
+                let why = format!(
+                    "a wait of about {} ms and {} ms of work would pass the deadline in {} ms",
+                    expected_wait.as_millis(),
+                    budget.as_millis(),
+                    deadline.saturating_duration_since(now).as_millis()
+                );
+                return Err(overloaded_because(what, Some(&why), retry_after));
             }
             let (sender, receiver) = oneshot::channel();
             let id = state.next_waiter;
             state.next_waiter += 1;
             let entry = state.tenants.get_mut(tenant).expect("inserted above");
             let first = entry.waiting.is_empty();
-            entry.waiting.push_back(Waiter { id, seat: sender });
+            entry.waiting.push_back(Waiter {
+                id,
+                work: work.to_string(),
+                seat: sender,
+            });
             if first {
                 state.turns.push_back(tenant.to_string());
             }
-            (id, receiver)
+            (id, receiver, budget)
         };
+        // It waits no longer than the queue timeout, nor past the latest moment its work can
+        // start and still be done by its deadline.
         let mut wait = self.inner.limits.queue_timeout;
         if let Some(deadline) = deadline {
-            wait = wait.min(deadline.saturating_duration_since(now));
+            let latest_start = deadline.checked_sub(budget.unwrap_or(Duration::ZERO)).unwrap_or(now);
+            wait = wait.min(latest_start.saturating_duration_since(now));
         }
         match tokio::time::timeout(wait, receiver).await {
             Ok(Ok(seat)) => Ok(seat),
@@ -328,6 +473,12 @@ impl Admission {
         }
     }
 
+    /// Folds one hold time of `work` into what admission has learned, as a freed seat does.
+    #[cfg(test)]
+    fn learn(&self, work: &str, held: Duration) {
+        self.inner.state.lock().holds.record(work, held);
+    }
+
     /// Requests in flight and waiting, for one tenant or the whole process.
     pub fn load(&self, tenant: Option<&str>) -> (usize, usize) {
         let state = self.inner.state.lock();
@@ -348,6 +499,8 @@ impl Admission {
 mod tests {
     use super::*;
 
+    const WORK: &str = "/test.v1.Test/Work";
+
     fn limits(seats: usize, tenant_seats: usize) -> Limits {
         Limits {
             seats,
@@ -367,21 +520,21 @@ mod tests {
             ..limits(16, 16)
         });
         let none = TenantLimits::default();
-        let _a = admission.admit("acme", none, None).await.unwrap();
-        let _b = admission.admit("acme", none, None).await.unwrap();
-        let refused = admission.admit("acme", none, None).await.unwrap_err();
+        let _a = admission.admit("acme", none, WORK, None).await.unwrap();
+        let _b = admission.admit("acme", none, WORK, None).await.unwrap();
+        let refused = admission.admit("acme", none, WORK, None).await.unwrap_err();
         assert_eq!(refused.code, ErrorCode::ResourceExhausted);
         let wait = refused.retry_after.unwrap();
         assert!(wait > Duration::ZERO && wait <= Duration::from_millis(100), "{wait:?}");
-        assert!(admission.admit("globex", none, None).await.is_ok());
+        assert!(admission.admit("globex", none, WORK, None).await.is_ok());
         tokio::time::sleep(Duration::from_millis(110)).await;
-        assert!(admission.admit("acme", none, None).await.is_ok());
+        assert!(admission.admit("acme", none, WORK, None).await.is_ok());
         let custom = TenantLimits {
             rate_per_second: 1000.0,
             concurrency: 0,
         };
         for _ in 0..2 {
-            let _ = admission.admit("initech", custom, None).await.unwrap();
+            let _ = admission.admit("initech", custom, WORK, None).await.unwrap();
         }
     }
 
@@ -390,19 +543,19 @@ mod tests {
         let admission = Admission::new(limits(4, 2));
         let none = TenantLimits::default();
         let held: Vec<Seat> = vec![
-            admission.admit("flood", none, None).await.unwrap(),
-            admission.admit("flood", none, None).await.unwrap(),
+            admission.admit("flood", none, WORK, None).await.unwrap(),
+            admission.admit("flood", none, WORK, None).await.unwrap(),
         ];
         // Its third request waits for one of its own, then is shed.
         let started = Instant::now();
-        let err = admission.admit("flood", none, None).await.unwrap_err();
+        let err = admission.admit("flood", none, WORK, None).await.unwrap_err();
         assert_eq!(err.code, ErrorCode::ResourceExhausted);
         assert!(err.message.contains("tenant concurrency"), "{}", err.message);
         assert_eq!(err.retry_after, Some(BUSY_RETRY_AFTER));
         assert!(started.elapsed() >= Duration::from_millis(150), "it waited first");
         // Another tenant is not held up by the flood.
         let started = Instant::now();
-        let other = admission.admit("quiet", none, None).await.unwrap();
+        let other = admission.admit("quiet", none, WORK, None).await.unwrap();
         assert!(started.elapsed() < Duration::from_millis(50));
         assert_eq!(admission.load(Some("flood")), (2, 0));
         drop(held);
@@ -418,18 +571,18 @@ mod tests {
         });
         let none = TenantLimits::default();
         let mut flood = vec![
-            admission.admit("flood", none, None).await.unwrap(),
-            admission.admit("flood", none, None).await.unwrap(),
+            admission.admit("flood", none, WORK, None).await.unwrap(),
+            admission.admit("flood", none, WORK, None).await.unwrap(),
         ];
         // The flooding tenant queues more, then another tenant arrives.
         let queued_flood = {
             let admission = admission.clone();
-            tokio::spawn(async move { admission.admit("flood", none, None).await })
+            tokio::spawn(async move { admission.admit("flood", none, WORK, None).await })
         };
         tokio::time::sleep(Duration::from_millis(20)).await;
         let quiet = {
             let admission = admission.clone();
-            tokio::spawn(async move { admission.admit("quiet", none, None).await })
+            tokio::spawn(async move { admission.admit("quiet", none, WORK, None).await })
         };
         tokio::time::sleep(Duration::from_millis(20)).await;
         assert_eq!(admission.load(None), (2, 2));
@@ -439,7 +592,7 @@ mod tests {
         let first = queued_flood.await.unwrap().unwrap();
         let again = {
             let admission = admission.clone();
-            tokio::spawn(async move { admission.admit("flood", none, None).await })
+            tokio::spawn(async move { admission.admit("flood", none, WORK, None).await })
         };
         tokio::time::sleep(Duration::from_millis(20)).await;
         drop(flood.pop());
@@ -457,10 +610,10 @@ mod tests {
             ..limits(1, 1)
         });
         let none = TenantLimits::default();
-        let _held = admission.admit("a", none, None).await.unwrap();
+        let _held = admission.admit("a", none, WORK, None).await.unwrap();
         let started = Instant::now();
         let err = admission
-            .admit("b", none, Some(Instant::now() + Duration::from_millis(50)))
+            .admit("b", none, WORK, Some(Instant::now() + Duration::from_millis(50)))
             .await
             .unwrap_err();
         assert_eq!(err.code, ErrorCode::ResourceExhausted);
@@ -477,9 +630,119 @@ mod tests {
             ..limits(1, 1)
         });
         let none = TenantLimits::default();
-        let _held = admission.admit("a", none, None).await.unwrap();
+        let _held = admission.admit("a", none, WORK, None).await.unwrap();
         let started = Instant::now();
-        assert!(admission.admit("a", none, None).await.is_err());
+        assert!(admission.admit("a", none, WORK, None).await.is_err());
         assert!(started.elapsed() < Duration::from_millis(50));
+    }
+
+    fn saturated(queue_timeout: Duration) -> Admission {
+        Admission::new(Limits {
+            queue_timeout,
+            ..limits(1, 1)
+        })
+    }
+
+    #[tokio::test]
+    async fn a_saturated_service_sheds_at_once_a_request_whose_deadline_cannot_be_met() {
+        let admission = saturated(Duration::from_secs(30));
+        // Requests hold their seat 1 s: a newcomer waits about 1 s and needs 1 s to 2 s more.
+        admission.learn(WORK, Duration::from_secs(1));
+        let none = TenantLimits::default();
+        let _held = admission.admit("a", none, WORK, None).await.unwrap();
+        let asked = Instant::now();
+        let deadline = asked + Duration::from_millis(1500);
+        let err = admission.admit("b", none, WORK, Some(deadline)).await.unwrap_err();
+        assert!(
+            Instant::now() < asked + Duration::from_millis(1000),
+            "refused without waiting"
+        );
+        assert_eq!(err.code, ErrorCode::ResourceExhausted);
+        assert!(err.message.contains("server concurrency"), "{}", err.message);
+        assert!(err.message.contains("would pass the deadline"), "{}", err.message);
+        assert_eq!(
+            err.retry_after,
+            Some(Duration::from_secs(1)),
+            "come back after the expected wait"
+        );
+        assert_eq!(admission.load(None), (1, 0), "it never queued");
+        let status = crate::error::to_status(&err);
+        assert_eq!(status.code(), tonic::Code::ResourceExhausted);
+        assert_eq!(status.metadata().get("retry-after").unwrap(), "1");
+    }
+
+    #[tokio::test]
+    async fn a_request_with_room_waits_for_its_seat_and_is_served() {
+        let admission = saturated(Duration::from_secs(30));
+        admission.learn(WORK, Duration::from_secs(1));
+        let none = TenantLimits::default();
+        let held = admission.admit("a", none, WORK, None).await.unwrap();
+        let waiter = {
+            let admission = admission.clone();
+            let deadline = Instant::now() + Duration::from_secs(60);
+            tokio::spawn(async move { admission.admit("b", none, WORK, Some(deadline)).await })
+        };
+        while admission.load(None) != (1, 1) {
+            tokio::task::yield_now().await;
+        }
+        drop(held);
+        let seat = waiter.await.unwrap().expect("served once the seat is free");
+        assert_eq!(seat.tenant, "b");
+    }
+
+    #[tokio::test]
+    async fn a_waiter_gives_up_while_its_work_could_still_finish_in_time() {
+        let admission = saturated(Duration::from_secs(30));
+        // 1 s of wait and at most 2 s of work fit a 4 s deadline: it queues, and when no seat
+        // came free by 2 s before the deadline it is shed then, not at the deadline.
+        admission.learn(WORK, Duration::from_secs(1));
+        let none = TenantLimits::default();
+        let _held = admission.admit("a", none, WORK, None).await.unwrap();
+        let deadline = Instant::now() + Duration::from_secs(4);
+        let err = admission.admit("b", none, WORK, Some(deadline)).await.unwrap_err();
+        assert!(Instant::now() < deadline, "shed before its deadline");
+        assert_eq!(err.code, ErrorCode::ResourceExhausted);
+        assert!(
+            !err.message.contains("would pass the deadline"),
+            "it did wait: {}",
+            err.message
+        );
+        assert_eq!(admission.load(None), (1, 0), "the waiter left the queue");
+    }
+
+    #[test]
+    fn http_work_is_the_route_not_the_resource() {
+        assert_eq!(
+            http_work(&http::Method::POST, "/api/turn/prepare"),
+            "POST /api/turn/prepare"
+        );
+        assert_eq!(
+            http_work(&http::Method::GET, "/api/memory/0199ab-77/history"),
+            "GET /api/memory"
+        );
+        assert_eq!(
+            http_work(&http::Method::GET, "/api/session/summary/s1"),
+            "GET /api/session/summary"
+        );
+        assert_eq!(http_work(&http::Method::GET, "/"), "GET ");
+    }
+
+    #[tokio::test]
+    async fn each_kind_of_work_is_timed_apart() {
+        let admission = saturated(Duration::from_millis(100));
+        admission.learn("/slow", Duration::from_secs(2));
+        admission.learn("/fast", Duration::from_millis(100));
+        let none = TenantLimits::default();
+        let _held = admission.admit("a", none, "/slow", None).await.unwrap();
+        let deadline = Instant::now() + Duration::from_millis(2500);
+        // The wait (about 1.8 s) leaves room for the fast work only.
+        let slow = admission.admit("b", none, "/slow", Some(deadline)).await.unwrap_err();
+        assert!(slow.message.contains("would pass the deadline"), "{}", slow.message);
+        let fast = admission.admit("b", none, "/fast", Some(deadline)).await.unwrap_err();
+        assert!(
+            !fast.message.contains("would pass the deadline"),
+            "it queued: {}",
+            fast.message
+        );
     }
 }

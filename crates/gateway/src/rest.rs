@@ -125,7 +125,12 @@ async fn guard(
         rate_per_second: principal.rate_per_second,
         concurrency: principal.max_concurrency,
     };
-    let seat = match state.admission.admit(&principal.tenant, limits, Some(deadline)).await {
+    let work = thinkus_common::limits::http_work(request.method(), request.uri().path());
+    let seat = match state
+        .admission
+        .admit(&principal.tenant, limits, &work, Some(deadline))
+        .await
+    {
         Ok(seat) => seat,
         Err(err) => return RestError(err).into_response(),
     };

@@ -392,7 +392,12 @@ impl UiState {
         };
         let seat = self
             .admission
-            .admit(&principal.tenant, limits, Some(Instant::now() + self.request_timeout))
+            .admit(
+                &principal.tenant,
+                limits,
+                "memory page",
+                Some(Instant::now() + self.request_timeout),
+            )
             .await?;
         Ok(Visit {
             session,
