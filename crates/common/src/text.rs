@@ -1,10 +1,12 @@
 //! Text handling for Chinese and English: language detection, word segmentation (jieba for
-//! Chinese, Snowball stemming for English), stopwords, and summaries cut at a sensible place.
+//! Chinese, Snowball stemming for English), stopwords, summaries cut at a sensible place, and the
+//! one constructor of the rule engines' patterns.
 
 use std::collections::HashSet;
 use std::sync::LazyLock;
 
 use jieba_rs::Jieba;
+use regex::{Regex, RegexSet};
 use rust_stemmers::{Algorithm, Stemmer};
 
 use crate::model::Language;
@@ -459,9 +461,75 @@ pub fn char_count(text: &str) -> usize {
     text.chars().count()
 }
 
+/// Compiles a rule pattern, as every rule engine does (the memory controller's, the extraction
+/// rules and admission of the knowledge manager, the summary's). Its word boundaries `\b` and
+/// `\B` are ASCII ones: a Latin word ends where an ASCII letter, digit or underscore meets anything
+/// else, so `\bStripe\b` finds "用Stripe付款" (a Unicode boundary sees none between an ideograph
+/// and a Latin letter, both being word characters), English text reads as before, and the regex
+/// engine keeps its DFA (a Unicode boundary keeps it off). Everything else of the syntax is
+/// Unicode as usual (`\w`, `\d`, `(?i)`, `\p{Han}`).
+///
+/// The patterns are constants of the crates that compile them, each covered by their unit tests,
+/// so an invalid one is a programming error and panics with the pattern and the reason.
+pub fn pattern(source: &str) -> Regex {
+    Regex::new(&ascii_boundaries(source)).unwrap_or_else(|err| panic!("invalid rule pattern {source}: {err}"))
+}
+
+/// A set of rule patterns, each compiled as [`pattern`] compiles one.
+pub fn pattern_set(sources: &[&str]) -> RegexSet {
+    RegexSet::new(sources.iter().map(|source| ascii_boundaries(source)))
+        .unwrap_or_else(|err| panic!("invalid rule pattern set {sources:?}: {err}"))
+}
+
+/// The pattern with each `\b` and `\B` made an ASCII one (`(?-u:\b)`, `(?-u:\B)`). Escapes are
+/// read whole, so an escaped backslash followed by a `b` (`\\b`, a backslash then the letter)
+/// stays what it was.
+fn ascii_boundaries(source: &str) -> String {
+    let mut out = String::with_capacity(source.len() + 16);
+    let mut chars = source.chars();
+    while let Some(c) = chars.next() {
+        if c != '\\' {
+            out.push(c);
+            continue;
+        }
+        match chars.next() {
+            Some(kind @ ('b' | 'B')) => {
+                out.push_str("(?-u:\\");
+                out.push(kind);
+                out.push(')');
+            }
+            Some(escaped) => {
+                out.push('\\');
+                out.push(escaped);
+            }
+            None => out.push('\\'),
+        }
+    }
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn pattern_boundaries_are_ascii_ones() {
+        let stripe = pattern(r"(?i)\bstripe\b");
+        assert!(stripe.is_match("用Stripe付款"), "a Latin word glued to ideographs");
+        assert!(stripe.is_match("we pay with Stripe."));
+        assert!(!stripe.is_match("Stripes"), "still a boundary against a Latin letter");
+        assert!(!stripe.is_match("pinstripe"));
+        // The Unicode boundary of a plain Regex misses it: what the constructor is for.
+        assert!(!Regex::new(r"(?i)\bstripe\b").unwrap().is_match("用Stripe付款"));
+        assert!(pattern(r"a\Bb").is_match("ab"));
+        assert!(!pattern(r"a\Bb").is_match("a b"));
+        // An escaped backslash before a letter b is a backslash and a b, not a boundary.
+        assert!(pattern(r"x\\b").is_match(r"x\b"));
+        assert!(!pattern(r"x\\b").is_match("x b"));
+        assert_eq!(ascii_boundaries(r"\p{Han}\d\b"), r"\p{Han}\d(?-u:\b)");
+        let set = pattern_set(&[r"(?i)\btbd\b", r"\bnone\b"]);
+        assert_eq!(set.matches("价格还是TBD").into_iter().collect::<Vec<_>>(), vec![0]);
+    }
 
     #[test]
     fn a_snippet_keeps_the_sentences_that_answer_whole() {

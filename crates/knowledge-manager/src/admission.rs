@@ -5,33 +5,29 @@ use std::sync::LazyLock;
 
 use regex::Regex;
 use thinkus_common::model::MemoryType;
-use thinkus_common::text::term_jaccard;
-
-fn re(pattern: &str) -> Regex {
-    Regex::new(pattern).expect("valid admission pattern")
-}
+use thinkus_common::text::{pattern, term_jaccard};
 
 /// Why a candidate is noise, or `None` when it is not.
 pub fn noise(content: &str, injected: &[String]) -> Option<&'static str> {
     static SCAFFOLDING: LazyLock<Regex> = LazyLock::new(|| {
-        re(
+        pattern(
             r"(?i)(工作流执行上下文|当前步骤|输入参数|前序步骤结果|步骤\s*\d+\s*/\s*\d+|workflow (execution )?context|current step|input parameters|previous step result|step \d+ ?(of|/) ?\d+)",
         )
     });
     static PLACEHOLDER: LazyLock<Regex> =
-        LazyLock::new(|| re(r"\{\{[^}]*\}\}|\$\{[^}]*\}|<%[^%]*%>|\[\[[A-Za-z_.]+\]\]"));
+        LazyLock::new(|| pattern(r"\{\{[^}]*\}\}|\$\{[^}]*\}|<%[^%]*%>|\[\[[A-Za-z_.]+\]\]"));
     static TEMPORARY: LazyLock<Regex> = LazyLock::new(|| {
-        re(
+        pattern(
             r"(?i)(尚未确认|尚未指定|尚未决定|待确认|待定|还没(确定|决定|想好)|未定|\btbd\b|\btbc\b|to be (decided|confirmed|determined)|not (decided|confirmed) yet|pending confirmation|undecided)",
         )
     });
     static PROCESS: LazyLock<Regex> = LazyLock::new(|| {
-        re(
+        pattern(
             r"(?i)^\s*(让我先|我先(来)?|我来(帮你)?(查|看|处理)|正在(处理|查询|生成|调用)|已完成(第|步骤)|工具调用|调用工具|let me (first |now )?(check|look|search|think|start)|i('ll| will) (now |first )?(start|begin|look|check|search|run)|working on it|done\.?$|tool call|calling tool|executing step)",
         )
     });
-    static HTML: LazyLock<Regex> = LazyLock::new(|| re(r"</?[a-zA-Z][a-zA-Z0-9]*(\s[^<>]*)?>"));
-    static URL: LazyLock<Regex> = LazyLock::new(|| re(r"(?i)\b(https?://|www\.)\S+"));
+    static HTML: LazyLock<Regex> = LazyLock::new(|| pattern(r"</?[a-zA-Z][a-zA-Z0-9]*(\s[^<>]*)?>"));
+    static URL: LazyLock<Regex> = LazyLock::new(|| pattern(r"(?i)\b(https?://|www\.)\S+"));
 
     let text = content.trim();
     if SCAFFOLDING.is_match(text) {
@@ -87,7 +83,7 @@ pub fn is_profile(memory_type: MemoryType) -> bool {
 /// "今天/本次/刚刚/具体日期").
 pub fn time_sensitive(content: &str) -> bool {
     static TIME: LazyLock<Regex> = LazyLock::new(|| {
-        re(
+        pattern(
             r"(?i)(今天|明天|昨天|今晚|本次|这次|这一次|刚刚|刚才|现在|目前|暂时|这周|本周|这个月|\d{4}[-/年]\d{1,2}|\d{1,2}月\d{1,2}[日号]|\btoday\b|\btomorrow\b|\byesterday\b|\btonight\b|\bright now\b|\bthis time\b|\bfor now\b|\bthis week\b|\bcurrently\b|\btemporarily\b|\bat the moment\b)",
         )
     });
@@ -108,6 +104,8 @@ mod tests {
 
     #[test]
     fn noise_families() {
+        // "TBD" glued to ideographs: no Unicode word boundary there, an ASCII one.
+        assert_eq!(noise("价格还是TBD", &[]), Some("noise: temporary or unconfirmed state"));
         assert_eq!(
             noise("工作流执行上下文：当前步骤 3", &[]),
             Some("noise: workflow scaffolding")

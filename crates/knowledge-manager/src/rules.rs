@@ -14,7 +14,7 @@ use regex::Regex;
 use serde_json::{Value, json};
 use thinkus_backends::llm::{LlmError, LlmTask, RuleEngine, RuleHandler};
 use thinkus_common::model::{Language, MemoryType};
-use thinkus_common::text::{detect_language, summarize_to};
+use thinkus_common::text::{detect_language, pattern, summarize_to};
 
 use crate::subject;
 
@@ -26,10 +26,6 @@ pub fn register(engine: &RuleEngine) {
     engine.register(LlmTask::Merge, merge);
 }
 
-fn re(pattern: &str) -> Regex {
-    Regex::new(pattern).expect("valid rule pattern")
-}
-
 /// One pattern family.
 struct Family {
     memory_type: MemoryType,
@@ -39,10 +35,10 @@ struct Family {
 
 static CORRECTION: LazyLock<Vec<Regex>> = LazyLock::new(|| {
     vec![
-        re(
+        pattern(
             r"改成|改为|改到|调整为|调整到|更正|纠正一下|之前说错|说错了|不是.{0,12}而是|不是之前|已经不是|换成了?|推迟到|提前到|延期到",
         ),
-        re(
+        pattern(
             r"(?i)\b(actually|correction|i meant|changed? (it )?to|moved? (it )?to|pushed (it )?(back )?to|no longer|instead of|not .{1,20} anymore|update:|scratch that|wait,? no|i mixed (it|them) up|i got (it|that) wrong)\b",
         ),
     ]
@@ -56,8 +52,8 @@ static FAMILIES: LazyLock<Vec<Family>> = LazyLock::new(|| {
             memory_type: MemoryType::Learning,
             importance: 3,
             patterns: vec![
-                re(r"教训|学到了?[：:]|踩过的坑|踩(了|过)?(个|一个)?坑|经验是|吸取"),
-                re(
+                pattern(r"教训|学到了?[：:]|踩过的坑|踩(了|过)?(个|一个)?坑|经验是|吸取"),
+                pattern(
                     r"(?i)(\blessons? learned\b|\bthe lesson\b|^lesson\b|\blessons? from\b|\bwe('ve)? learned\b|\blearned the hard way\b|\bthe fix was\b)",
                 ),
             ],
@@ -66,10 +62,10 @@ static FAMILIES: LazyLock<Vec<Family>> = LazyLock::new(|| {
             memory_type: MemoryType::Pattern,
             importance: 3,
             patterns: vec![
-                re(
+                pattern(
                     r"(以后|今后)(都|也)?(这么|这样)(办|做|来)|固定下来|形成(规范|流程|惯例)|成(了)?惯例|最佳实践|标准做法|模板化|保持(这个)?(习惯|做法)|(习惯|做法|节奏)(要|得)?(保持|坚持)|(已经)?成(了)?(规矩|惯例|习惯)",
                 ),
-                re(
+                pattern(
                     r"(?i)\b(best practice|standard (process|practice|procedure)|as a rule|make it a habit|playbook|keep (that|this|it|doing that|doing this) going|keep doing (that|this|it)|let'?s keep (that|this|doing)|it'?s (become )?(a|our) (routine|ritual|habit)|that'?s (our|the) (rule|standard|process)( now)?|let'?s make (that|this|it) (a )?(standard|rule|habit)|whenever we)\b",
                 ),
             ],
@@ -78,14 +74,14 @@ static FAMILIES: LazyLock<Vec<Family>> = LazyLock::new(|| {
             memory_type: MemoryType::Feedback,
             importance: 3,
             patterns: vec![
-                re(
+                pattern(
                     r"(?i)\b(exactly what i (needed|wanted)|spot on|keep it up|you (did|made|wrote) .{0,30}(great|good|helpful|perfect|useful|exactly)|(was|were|has been|have been) (spot on|super helpful|really helpful|very helpful))\b",
                 ),
                 // A judgement of a piece of work: "the wireframes were too cluttered".
-                re(
+                pattern(
                     r"(?i)\b(copy|draft|deck|design|wireframes?|mockups?|report|email|summary|post|slides|analysis|docs?|writing|tone|page|logo|proposal|script|outline|plan)s? (you (did|made|wrote|sent|put together) )?(felt|feels?|looks?|looked|reads?|sounds?|sounded|came across as|was|were|is|are) (too |a bit |kind of |really |very |way too |a little |so |pretty )?(generic|cluttered|bland|salesy|stiff|robotic|wordy|verbose|confusing|messy|boring|dense|busy|pushy|vague|dry|great|perfect|excellent|spot on|solid|clear|helpful)\b",
                 ),
-                re(
+                pattern(
                     r"(我|我们)?(很|非常|挺|特别|不太|不)满意|(写|做|改|讲)得(很|太|非常|挺|有点|不太)(好|棒|清楚|清晰|啰嗦|乱|长|差|生硬|专业)|语气(太|有点|过于)|(太|有点|过于)(啰嗦|生硬|冗长)|你(之前|上次|刚才)?(给|写|做|发)的.{1,12}(很好|很棒|不错|太)",
                 ),
             ],
@@ -94,18 +90,18 @@ static FAMILIES: LazyLock<Vec<Family>> = LazyLock::new(|| {
             memory_type: MemoryType::ActionItem,
             importance: 3,
             patterns: vec![
-                re(r"记得|别忘了|不要忘了|提醒我"),
-                re(r"(?i)\b(remember to|remind me|don'?t forget|make sure to)\b"),
+                pattern(r"记得|别忘了|不要忘了|提醒我"),
+                pattern(r"(?i)\b(remember to|remind me|don'?t forget|make sure to)\b"),
             ],
         },
         Family {
             memory_type: MemoryType::Constraint,
             importance: 4,
             patterns: vec![
-                re(
+                pattern(
                     r"预算|经费|成本上限|花费不超过|不能超过|不超过|(最多|至少)[^，,。；;]{0,6}(\d|[一二两三四五六七八九十百千万几])|上限|下限|账期|(月薪|年薪|薪资|工资|单价|报价|时薪)\s*\d|必须|务必|一定要|截止|期限|之前(完成|上线|交付|发布)|(上线|交付|发布)(时间|日期)|合规|法规|要求(是|必须)|需要支持|只能|不能用|控制在.{1,12}以内|(\d|万|千|百)[A-Za-z]*以内",
                 ),
-                re(
+                pattern(
                     r"(?i)\b(budget|deadline|due (by|on|date)|no later than|at most|at least|must|has to|have to|required|requirement|cap(ped)? at|limit(ed)? to|cannot exceed|can't exceed|not exceed|only use|compliance|gdpr|must support|launch (by|date)|launch on (the )?(\d|jan|feb|mar|apr|may|jun|jul|aug|sep|oct|nov|dec|mon|tue|wed|thu|fri|sat|sun)|ship (by|before)|within \$?\d|no exceptions|(hiring|spending|budget) freeze|freeze until|sign-?off (from|by)|net-\d+|(can'?t|cannot|can not|not allowed to|never) (store|stretch|go over|exceed|spend|hire|collect|share|keep|use|ship|sell|offer)|(no|not) more than)\b",
                 ),
             ],
@@ -114,10 +110,10 @@ static FAMILIES: LazyLock<Vec<Family>> = LazyLock::new(|| {
             memory_type: MemoryType::ProjectDecision,
             importance: 4,
             patterns: vec![
-                re(
+                pattern(
                     r"决定|定了|确定(用|采用|了|为)|就用|就选|选择了|选定|采用|拍板|敲定|最终(方案|选)|我们用|统一用|改用|选用|定为|定成|用(.{1,15})(做|作为|来做)|(最后|最终)(选|定|用)了?|选了|外包给|交给.{1,10}(做|负责)|(定价|售价|标价)(就|定|为|是|按)|\d+(\.\d+)?\s*折|就按.{1,15}(来|算|执行|定)|统一(开|做|走|发|写|使用)|换成|改用",
                 ),
-                re(
+                pattern(
                     r"(?i)(\bwe('ll| will) (go with|use|build|launch|switch)|\blet'?s (go with|use|build|pick|choose|do|stick with|switch)|\bwe (decided|chose|picked|agreed to use|are going with|'re going with|settled on|went with)|\bdecision\b|\bwe'?re (using|switching to)|\bgoing forward,? we|\bfinal(ized)? (choice|call|decision)|\bwe('ll| will) stick with|\bwe'?re going with|\bgoing with\b|^(ok(ay)?,?\s+)?[A-Za-z0-9.\-]+( [A-Za-z0-9.\-]+)? it is\b|\bchange of plans?\b|(^|\bwe |\bi )(decided|chose) (to|on)\b|^going forward\b|\b(switch(ing|ed)?|mov(e|ed|ing)|migrat(e|ed|ing)) (off|from|away from) .{1,30} to\b|\bswitching .{1,30} to\b|\bpric(e|ed|ing) .{0,20}\b(at|is|to) \$?\d|\b(tier|plan) (is|at|will be) \$?\d|\b(refund|trial|return) (window|period|policy) is\b)",
                 ),
             ],
@@ -126,10 +122,10 @@ static FAMILIES: LazyLock<Vec<Family>> = LazyLock::new(|| {
             memory_type: MemoryType::UserPreference,
             importance: 4,
             patterns: vec![
-                re(
+                pattern(
                     r"我(比较|更|很|挺|最|特别|一直)?(喜欢|偏好|倾向|偏爱|爱用|习惯)|我不(太)?喜欢|我讨厌|我受不了|不要(太|用|再|给我)?|别(用|再|太|给我)|希望(你|你们)?(以后|每次|都|能)|以后(都|请|每次)|请(不要|别|尽量|一直|总是|每次)|越.{1,6}越好|(风格|语气|格式|颜色|配色)(要|偏|以)|我习惯|(跟|给|向)我(汇报|报告|发|说)|发我就行|(直接|先)说结论|(报告|周报|方案|文档|回复|回答|数据|部分|给我的).{0,8}请(用|以|附上|加上|带上|标注|注明)",
                 ),
-                re(
+                pattern(
                     r"(?i)\b(i (really |much |strongly )?(prefer|like|love|enjoy|want|hate|dislike|can't stand)|i don'?t (like|want|care for)|i'?d rather|please (always|never|don'?t|avoid|keep|use)|don'?t (ever )?(use|send|give me|make)|never (use|send)|always (use|include|send|write)|my preference|i'm not a fan of|i favou?r|keep it (short|simple|brief|concise)|i'?m used to|stop (using|sending|suggesting)|don'?t bother|(use|write|spell) .{1,30} in (all|every) (our|my|of)|send me .{1,40} every|in anything you (write|send)|^keep (the|our|my|all|every|your) .{0,20}(voice|tone|style|design|copy|reports?|emails?|updates?|answers?))\b",
                 ),
             ],
@@ -140,23 +136,25 @@ static FAMILIES: LazyLock<Vec<Family>> = LazyLock::new(|| {
             memory_type: MemoryType::ProjectDecision,
             importance: 4,
             patterns: vec![
-                re(
+                pattern(
                     r"(就|统一|还是)用[A-Za-z]|(收款|支付|部署|托管|数据库|前端|后端|框架|组件库|官网|服务器|存储|监控|日志|客服|邮件|域名|埋点|CDN|CI)\p{Han}{0,2}用[A-Za-z]",
                 ),
-                re(
+                pattern(
                     r"(?i)\bwe('ll| will)? (take|accept|run|host|deploy|handle) .{1,30} (through|on|via|with) [A-Z][A-Za-z0-9.\-]+",
                 ),
-                re(r"^(?i:and |then |also |plus )?(?i:use|go with|switch to|stick with|pick) [A-Z][A-Za-z0-9.\-]+"),
+                pattern(
+                    r"^(?i:and |then |also |plus )?(?i:use|go with|switch to|stick with|pick) [A-Z][A-Za-z0-9.\-]+",
+                ),
             ],
         },
         Family {
             memory_type: MemoryType::ActionItem,
             importance: 3,
             patterns: vec![
-                re(
+                pattern(
                     r"下一步|待办|记得|别忘了|跟进|安排(一下)?|负责|提醒我|需要(你|你们)?(去|先)?(做|完成|准备|联系|整理|写|更新|提交)|(今天|明天|下周|本周|这周|周[一二三四五六日天]|月底)(之前|前)?(就|先)?(要|把|完成|交|发|去|签|拉|开|约|见|做|出|定|打)|我们得|得尽快|尽快把|todo",
                 ),
-                re(
+                pattern(
                     r"(?i)\b(next step|action item|to-?do|follow up|follow-up|remind me|remember to|(someone|somebody|we) (needs?|has|have) to|needs to (be )?(done|audited|fixed|updated|renewed)|don'?t forget|make sure (to|you)|we need to|i need you to|please (prepare|draft|send|schedule|set up|reach out|update|write)|by (monday|tuesday|wednesday|thursday|friday|eod|end of (the )?(day|week|month))|i'?ll (send|prepare|call|email|review|check)|(i|we)'?ll \w+ .{0,40}\b(monday|tuesday|wednesday|thursday|friday|saturday|sunday|tomorrow|tonight|next week))\b",
                 ),
             ],
@@ -165,10 +163,10 @@ static FAMILIES: LazyLock<Vec<Family>> = LazyLock::new(|| {
             memory_type: MemoryType::Risk,
             importance: 4,
             patterns: vec![
-                re(
+                pattern(
                     r"风险|担心|隐患|可能会(导致|影响|出问题|延期|超支|直接)|停摆|怕(会|的是)|万一|瓶颈|有问题的是|不确定性|撑不过|扛不住|(可能|恐怕)(会)?(受影响|撑不|扛不|来不及|赶不上|跟不上|没人|不够|亏|崩|挂|被)",
                 ),
-                re(
+                pattern(
                     r"(?i)\b(risk|risky|concern(ed)?|worr(y|ied)|could (break|fail|delay|hurt|kill|eat|sink)|might (fail|break|slip|not|eat|kill|sink|hurt|cost)|bottleneck|exposure|liabilit(y|ies)|danger|(a|some) (real |good |high |big )?chance (that )?|(could|would|might) be in trouble|can'?t deliver|won'?t (make it|be ready|deliver))\b",
                 ),
             ],
@@ -177,10 +175,10 @@ static FAMILIES: LazyLock<Vec<Family>> = LazyLock::new(|| {
             memory_type: MemoryType::Feedback,
             importance: 3,
             patterns: vec![
-                re(
+                pattern(
                     r"(报告|文档|方案|文案|回答|回复|设计|稿子|这版|上一版|你写的|你做的).{0,10}(太长|太短|啰嗦|不错|很好|很棒|不行|不满意|有问题|太复杂|太简单|不够|很清楚|很清晰|满意)|写得(很|太|不)|做得(很|太|不)",
                 ),
-                re(
+                pattern(
                     r"(?i)\b(too (long|short|verbose|wordy|formal|casual|technical)|great (job|work)|well done|nice work|not what i (wanted|asked for|expected)|this (is|was) (helpful|useless|confusing|perfect|exactly)|you (nailed|missed)|(the|your) (report|deck|draft|summary|answer|design) (is|was) (great|good|bad|too|confusing|perfect|excellent))\b",
                 ),
             ],
@@ -189,10 +187,10 @@ static FAMILIES: LazyLock<Vec<Family>> = LazyLock::new(|| {
             memory_type: MemoryType::DiscussionConclusion,
             importance: 3,
             patterns: vec![
-                re(
+                pattern(
                     r"结论(是|很清楚|：|:)|(一致|都)(同意|认为)|我们同意|达成(一致|共识)|共识是|大家(都)?同意|讨论下来|总结(来说|一下)?[，,：:]",
                 ),
-                re(
+                pattern(
                     r"(?i)\b(we agreed|we all agree|consensus|the conclusion|in conclusion|bottom line|the takeaway|we concluded|agreed that)\b",
                 ),
             ],
@@ -201,8 +199,10 @@ static FAMILIES: LazyLock<Vec<Family>> = LazyLock::new(|| {
             memory_type: MemoryType::Pattern,
             importance: 3,
             patterns: vec![
-                re(r"(以后|每次|今后)(都|一律)?(先|要|统一)|固定下来|形成(规范|流程|惯例)|最佳实践|标准做法|模板化"),
-                re(
+                pattern(
+                    r"(以后|每次|今后)(都|一律)?(先|要|统一)|固定下来|形成(规范|流程|惯例)|最佳实践|标准做法|模板化",
+                ),
+                pattern(
                     r"(?i)\b(best practice|from now on,? (we|always)|every time we|standard (process|practice|procedure)|as a rule|make it a habit|playbook)\b",
                 ),
             ],
@@ -211,18 +211,18 @@ static FAMILIES: LazyLock<Vec<Family>> = LazyLock::new(|| {
             memory_type: MemoryType::Learning,
             importance: 3,
             patterns: vec![
-                re(r"教训|经验是|学到|原来是|踩(了)?坑|吸取|下次(要|得|应该)"),
-                re(r"(?i)\b(lesson|learned|learnt|the fix was|we found that|next time we should|takeaway)\b"),
+                pattern(r"教训|经验是|学到|原来是|踩(了)?坑|吸取|下次(要|得|应该)"),
+                pattern(r"(?i)\b(lesson|learned|learnt|the fix was|we found that|next time we should|takeaway)\b"),
             ],
         },
         Family {
             memory_type: MemoryType::Issue,
             importance: 3,
             patterns: vec![
-                re(
+                pattern(
                     r"(bug|Bug|BUG|故障|报错|崩溃|卡顿|问题出在|出了问题|挂了|宕机|漏洞|白屏|还没修|投诉|原因找到了|写错了|闪退|打不开|加载不出|超时|(响应|加载|打开|接口|页面|速度|系统|网站|后台)(很|特别|非常|太)?慢|不能用|用不了|的问题是|被.{1,6}刷了)",
                 ),
-                re(
+                pattern(
                     r"(?i)\b(bug|outage|crash(es|ed)?|broken|the issue (is|was)|error (in|on)|regression|downtime|incident|breaks|broke|keeps? (failing|crashing)|tickets about|complain(ts|ing)? about|got abused|landing in spam|timing out|times out|timed out|(is|are|has been) (really |very |super )?slow|keeps? (timing out|failing|crashing|breaking)|(doesn'?t|won'?t|isn'?t) (work|load|working|loading)|stopped working)\b",
                 ),
             ],
@@ -231,10 +231,10 @@ static FAMILIES: LazyLock<Vec<Family>> = LazyLock::new(|| {
             memory_type: MemoryType::Insight,
             importance: 3,
             patterns: vec![
-                re(
+                pattern(
                     r"发现|原来(用户|客户|大家|大部分|大多)|(用户|客户|大家)(最|更)(在意|关心|看重)|主要是因为|(打开|点击|转化|留存|复购|退款)率.{0,4}(最高|最低|更高|更低)|数据(显示|表明)|洞察|观察到|看起来(用户|客户)|大部分(用户|客户)|转化率|留存率|复购率",
                 ),
-                re(
+                pattern(
                     r"(?i)\b(turns out|it turned out|i realized|we realized|i realised|we realised|most of (our|the) (users|customers|buyers|signups)|we noticed|noticed that|data shows|the data (shows|says)|insight|observed|most (users|customers)|conversion rate|conversion is|convert(s)? \d+(\.\d+)?x|retention|churn)\b",
                 ),
             ],
@@ -243,10 +243,10 @@ static FAMILIES: LazyLock<Vec<Family>> = LazyLock::new(|| {
             memory_type: MemoryType::Fact,
             importance: 3,
             patterns: vec![
-                re(
+                pattern(
                     r"我(是|在|住在|来自|负责)|我们(公司|团队|工作室)(是|有|在)|我的(公司|团队|职位|背景)|公司(有|叫|成立)|团队(有|一共)|我们的(产品|公司|主要用户|用户|客户|主要客户|目标用户|团队)(叫|是|主要是|大多是|都是)|(公司|我们)(去年|今年|上个月)?的?(营收|收入|流水|利润|估值)|我(之前|以前|曾经)在|我们(现在)?(是|有|一共)\s*\d+\s*个人",
                 ),
-                re(
+                pattern(
                     r"(?i)\b(i am a|i'm a|i'm the|i work (at|for|in)|i live in|i'm based in|i'm from|our (company|team|startup|shop|store|app|business) (is|has|sells|makes)|our (core |main |target )?(users|customers|clients|audience) are|the company is called|we'?re incorporated|i used to (be|work)|i moved to|we are a|we're a|my (company|team|background|role) (is|has)|we have [\d,]+|we'?re based in|(our|the) (company|team|startup|office) is (based|located) in|\d+ (people|employees|staff))\b",
                 ),
             ],
@@ -255,50 +255,50 @@ static FAMILIES: LazyLock<Vec<Family>> = LazyLock::new(|| {
 });
 
 static MONEY_OR_DATE: LazyLock<Regex> = LazyLock::new(|| {
-    re(
+    pattern(
         r"(?i)([$￥€£]\s?\d|\d\s?(万|千|元|块|美元|k\b|m\b)|\d{1,2}(st|nd|rd|th)\b|\d{1,2}月|\d{1,2}[日号]|周[一二三四五六日天]|(jan|feb|mar|apr|may|jun|jul|aug|sep|oct|nov|dec)[a-z]*\.?\s+\d|\b(monday|tuesday|wednesday|thursday|friday|saturday|sunday)\b)",
     )
 });
 static NEGATED_OLD_VALUE: LazyLock<Regex> =
-    LazyLock::new(|| re(r"(?i)^(而)?(不是|并不是|已经不是)|^(not|no longer)\b"));
+    LazyLock::new(|| pattern(r"(?i)^(而)?(不是|并不是|已经不是)|^(not|no longer)\b"));
 static QUESTION: LazyLock<Regex> = LazyLock::new(|| {
-    re(
+    pattern(
         r"(?i)([?？]\s*$|^(what|how|why|when|where|which|who|should|could|would|can|do|does|did|is|are|will)\b|(吗|呢|么)[\s。！!]*$|^(请问|为什么|怎么|怎样|如何|哪个|哪些|是否|要不要|能不能|可不可以|是不是))",
     )
 });
 /// "What we learned: …", "How we fixed it: …" head a statement; they do not ask.
 static HEADING: LazyLock<Regex> =
-    LazyLock::new(|| re(r"(?i)^(what|how|why|where|when)\b[^?？:：]{0,40}[:：]\s*\S[^?？]*$"));
+    LazyLock::new(|| pattern(r"(?i)^(what|how|why|where|when)\b[^?？:：]{0,40}[:：]\s*\S[^?？]*$"));
 
 fn is_question(text: &str) -> bool {
     QUESTION.is_match(text) && !HEADING.is_match(text)
 }
 
 static HYPOTHETICAL: LazyLock<Regex> = LazyLock::new(|| {
-    re(
+    pattern(
         r"(?i)(如果|假如|假设|要是|万一的话|倘若|\bif we\b|\bwhat if\b|\bsuppose\b|\bhypothetically\b|\bimagine\b|\bin theory\b)",
     )
 });
 static HEDGE: LazyLock<Regex> = LazyLock::new(|| {
-    re(
+    pattern(
         r"(?i)(也许|可能吧|或许|考虑一下|想一想|再看看|还没想好|不一定|说不定|尚未|待确认|等.{0,8}(拍板|确认|决定)|\bmaybe\b|\bperhaps\b|\bnot sure\b|\bget back to you\b|\bafter i (talk|check|speak)\b|\bi think we might\b|\blet me think\b|\bthinking about\b|\bconsidering\b|\bmight\b)",
     )
 });
 static CONFIRMATION: LazyLock<Regex> = LazyLock::new(|| {
-    re(
+    pattern(
         r"(?i)^\s*(好的?|可以|行|没问题|同意|就这么(办|定了?)|就按(你说的|这个)(来|办)?|定了|ok(ay)?|sounds good|agreed|let'?s do (it|that)|go (with|for) it|yes,? (let'?s|go)|perfect|deal|approved)[\s，,。.!！]*(就这么(办|定了?)|就按这个来|let'?s (do|go with) (that|it)|go ahead)?[\s。.!！]*$",
     )
 });
 static PROPOSAL: LazyLock<Regex> = LazyLock::new(|| {
-    re(
+    pattern(
         r"(?i)(建议|推荐|可以考虑|方案是|我的建议|不如|i (suggest|recommend|propose)|my recommendation|we could|how about|i'd go with|the best option)",
     )
 });
 static FILLER: LazyLock<Regex> = LazyLock::new(|| {
-    re(r"(?i)^(对了|另外|还有|然后|嗯|哦|那|所以|总之|btw|by the way|also|and|so|oh|ok|okay|well|anyway)[，,\s]+")
+    pattern(r"(?i)^(对了|另外|还有|然后|嗯|哦|那|所以|总之|btw|by the way|also|and|so|oh|ok|okay|well|anyway)[，,\s]+")
 });
 static PROJECT_HINT: LazyLock<Regex> = LazyLock::new(|| {
-    re(
+    pattern(
         r"(?i)(这个项目|本项目|项目里|这次|这个(产品|网站|app|应用|平台)|首页|这版|this project|for this (app|site|product|project|launch)|the (landing|home) ?page|this release)",
     )
 });
@@ -306,7 +306,7 @@ static PROJECT_HINT: LazyLock<Regex> = LazyLock::new(|| {
 /// A clause that only points back at the one before it: "以后都这么办", "let's keep that
 /// going", "别再换了". It belongs to that clause, even across a sentence end.
 static ANAPHORIC: LazyLock<Regex> = LazyLock::new(|| {
-    re(
+    pattern(
         r"(?i)^((就|都|以后都)?按这个.{0,4}(来|办|做)|以后都(这么|这样)|这(个做法|个习惯|已经成|就是我们的)|这个.{0,4}(要|得)?(固定|保持)|(别|不要)再(换|改|动)了?|let'?s (keep|make) (that|this|it)|keep (that|this|it) going|keep doing (that|this|it)|that'?s (our|the) (rule|standard|process))",
     )
 });
@@ -519,7 +519,7 @@ fn proposal_in(text: &str) -> Option<String> {
             // "建议使用Stripe作为支付方案" reads as a decision once confirmed: drop the verb
             // of proposing so the memory states what was decided.
             static LEAD: LazyLock<Regex> = LazyLock::new(|| {
-                re(r"(?i)^(我的建议是|我建议|建议(你们|我们)?|推荐(你们|使用)?|可以考虑|不如|i (suggest|recommend|propose)( that)?( we)?|my recommendation is( to)?|we could|how about|i'd go with)[，,:：\s]*")
+                pattern(r"(?i)^(我的建议是|我建议|建议(你们|我们)?|推荐(你们|使用)?|可以考虑|不如|i (suggest|recommend|propose)( that)?( we)?|my recommendation is( to)?|we could|how about|i'd go with)[，,:：\s]*")
             });
             LEAD.replace(s.trim(), "").trim().to_string()
         })
@@ -642,6 +642,13 @@ mod tests {
         );
         let en = run(&[("user", "I prefer short bullet-point reports over long essays.")]);
         assert_eq!(en[0].0, "user_preference");
+    }
+
+    #[test]
+    fn a_latin_word_glued_to_chinese_is_read() {
+        // "deadline" between ideographs: no Unicode word boundary there, an ASCII one on both sides.
+        let found = run(&[("user", "这个feature的deadline是下周五")]);
+        assert!(found.iter().any(|(t, _)| t == "constraint"), "{found:?}");
     }
 
     #[test]

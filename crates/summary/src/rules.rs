@@ -44,8 +44,8 @@ use serde_json::Value;
 use thinkus_backends::llm::{LlmError, LlmTask, RuleEngine, RuleHandler};
 use thinkus_common::model::{ArtifactRef, Decision, DecisionConfidence, Language};
 use thinkus_common::text::{
-    char_count, detect_language, is_han, is_irregular_past, sentences, summarize_to, tagged_words, term_jaccard,
-    term_set, terms,
+    char_count, detect_language, is_han, is_irregular_past, pattern, sentences, summarize_to, tagged_words,
+    term_jaccard, term_set, terms,
 };
 use thinkus_knowledge_manager::subject;
 
@@ -96,13 +96,6 @@ impl Default for RulesInput {
             max_items: 12,
         }
     }
-}
-
-/// Compiles a rule pattern. Word boundaries are ASCII ones: the same on English text, a
-/// boundary between an ideograph and a Latin word ("用Stripe"), and fast (a Unicode boundary
-/// keeps the regex engine off its DFA).
-pub(crate) fn re(pattern: &str) -> Regex {
-    Regex::new(&pattern.replace(r"\b", r"(?-u:\b)")).expect("valid summary rule pattern")
 }
 
 /// The text with its first letter a capital, as a summary's item starts ("went hiking" ->
@@ -162,135 +155,138 @@ impl Kind {
 }
 
 static LEADING_NOISE: LazyLock<Regex> = LazyLock::new(|| {
-    re(
+    pattern(
         r"(?i)^(?:(?:hey|hi|hello|wow|woah|whoa|woohoo|yeah|yep|yup|yes|yay|nope|no|oh|ooh|aw+|ah|cool|nice|great|awesome|amazing|sure|sure thing|ok|okay|haha+|lol|well|so|hmm+|um+|thanks(?: a lot| so much)?|thank you(?: so much)?|congrats|congratulations|definitely|totally|absolutely|right|true|indeed|good|sounds good|got it|oh man|man|gosh|omg|btw|by the way|anyway|anyways|honestly|actually|guess what|you know what|exactly|of course|for sure|oops|ugh|phew|好的|好|嗯+|哈+|谢谢|对|是的|没问题|行|哇|哇塞|天哪)(?:\s+[A-Z][a-z]+)?\s*[,，!！.。~…:：;；-]+\s*|(?:嗨|嘿|哈喽|哈啰|你好|您好|早上好|晚上好)\p{Han}{0,3}\s*[,，!！.。~…:：;；-]+\s*)+",
     )
 });
 /// Discourse openers that only connect: "By the way,", "Since we last spoke,", "对了，".
 static LEAD_IN: LazyLock<Regex> = LazyLock::new(|| {
-    re(
+    pattern(
         r"(?i)^(?:(?:by the way|btw|anyway|anyways|also|plus|oh|and|but|so|well|actually|honestly|to be honest|you know|speaking of which|on another note|in other news|since (?:we|i) last (?:spoke|talked|chatted|caught up|saw each other)|since our last (?:chat|talk|conversation)|since we (?:spoke|talked|chatted) last)\s*[,:-]?\s+)+|^(?:对了|顺便说一下|话说|另外)[，,]\s*",
     )
 });
-static TRAILING_VOCATIVE: LazyLock<Regex> = LazyLock::new(|| re(r",\s*[A-Z][a-z]+\s*([!.?])?$"));
-static LEADING_VOCATIVE: LazyLock<Regex> = LazyLock::new(|| re(r"^[A-Z][a-z]+\s*[,!]\s+"));
+static TRAILING_VOCATIVE: LazyLock<Regex> = LazyLock::new(|| pattern(r",\s*[A-Z][a-z]+\s*([!.?])?$"));
+static LEADING_VOCATIVE: LazyLock<Regex> = LazyLock::new(|| pattern(r"^[A-Z][a-z]+\s*[,!]\s+"));
 
 static CHITCHAT: LazyLock<Regex> = LazyLock::new(|| {
-    re(
+    pattern(
         r"(?i)^(how (are|have|was|is|did|do) you|how'?s it going|what'?s up|good to (see|hear|talk|chat)|great to (see|hear|talk|chat)|long time no see|nice to (meet|see|hear|talk|chat)|been (ages|a while|a few days|forever) since|it'?s been (ages|a while|a few days|so long) since|take care|bye|see (you|ya)|talk (to you )?(soon|later)|catch you|have a (good|great|nice|awesome|wonderful|fun)|thanks for|thank you for|you too|me too|same here|no problem|no worries|anytime|my pleasure|you'?re welcome|that'?s (so )?(great|awesome|cool|amazing|wonderful|nice|fantastic)|sounds (great|awesome|fun|amazing|cool|nice|like)|i'?m (so )?(glad|happy) (for|to hear)|好久不见|你好|再见|辛苦了|太棒了|真不错)",
     )
 });
 /// A reaction to the other party rather than something reported: "That's so cool", "You're
 /// so dedicated", "Can't wait to see it", "太厉害了".
 static REACTION: LazyLock<Regex> = LazyLock::new(|| {
-    re(
+    pattern(
         r"(?i)^(that'?s|this is|these are|those are|(i )?(totally |completely )?(get|understand|know|can imagine) (how|what|that feeling|the feeling|it'?s|you)|(i'?m )?(so )?sorry (to hear|about|for|that)|it'?s (so |really )?(great|awesome|cool|amazing|wonderful|nice|fantastic|good|lovely|inspiring|beautiful) (to|that|how|you)|sounds|looks|what a|congrat|keep (it up|going|up the|rocking|pushing)|you'?re|you are|you have|you'?ve|you must|your |i bet|i'?m sure you|i hope you|hope you|can'?t wait to (see|hear)|let me know|i'?d love to (see|hear)|love (that|it|the|your|this|how)|i love (that|it|your|how|the way)|good luck|best of luck|wishing you|enjoy|glad (to|you|it|that)|thanks|thank you)|^(太(好|棒|厉害)了|真(好|棒|不错|厉害)|听起来|看起来|你(真|太)|加油|祝你|恭喜|谢谢|不客气|没关系)",
     )
 });
 
 static DECISION: LazyLock<Vec<Regex>> = LazyLock::new(|| {
     vec![
-        re(
+        pattern(
             r"决定|定了|确定(用|采用|了|为|使用)|就用|就选|选择了|选定|采用|拍板|敲定|最终(方案|选)|统一用|改用|选用|我们用|方案是",
         ),
-        re(
+        pattern(
             r"(?i)\b(we('ll| will) (go with|use|build|switch to|stick with)|let'?s (go with|use|pick|choose|stick with|switch to)|we (decided|chose|picked|agreed|settled on|went with|are going with)|(i|we)'?ve decided|i decided|decided to|decision (is|was)|we'?re (going with|switching to)|final (choice|call|decision)|settled on|opted for|chose to)\b",
         ),
     ]
 });
 static CONSTRAINT: LazyLock<Vec<Regex>> = LazyLock::new(|| {
     vec![
-        re(
+        pattern(
             r"预算|经费|成本上限|不能超过|不超过|最多|至少|上限|必须|务必|一定要|截止|期限|之前(完成|上线|交付|发布)|(上线|交付|发布)(时间|日期)|合规|只能用|不能用|需要支持|要求",
         ),
-        re(
+        pattern(
             r"(?i)\b(budget|deadline|due (by|on|date)|no later than|at most|at least|must|has to|required|requirement|cap(ped)? at|limit(ed)? to|cannot exceed|can'?t exceed|only use|compliance|gdpr|must support|launch (by|date|on)|ship (by|before)|within \d+ (days|weeks|months))\b",
         ),
     ]
 });
 static RISK: LazyLock<Vec<Regex>> = LazyLock::new(|| {
     vec![
-        re(
+        pattern(
             r"风险|隐患|担心|担忧|可能会(有|出|导致|影响|失败|超)|恐怕|瓶颈|版权问题|来不及|不稳定|有问题|出问题|容易出错",
         ),
-        re(
+        pattern(
             r"(?i)\b(risks?|risky|concern(ed|s)?|worr(y|ied|ies)|might (fail|break|not|be hard)|could (fail|break|be a problem)|may not|bottleneck|danger|issue is|problem is|afraid (that|of)|not sure (it|we) can|struggl(e|ing)|stressful)\b",
         ),
     ]
 });
 static OPEN_QUESTION: LazyLock<Vec<Regex>> = LazyLock::new(|| {
     vec![
-        re(r"是否|要不要|需不需要|还没(确定|定|决定)|待定|待确认|不确定|有待|怎么(处理|办|解决)|如何(处理|解决)"),
-        re(
+        pattern(r"是否|要不要|需不需要|还没(确定|定|决定)|待定|待确认|不确定|有待|怎么(处理|办|解决)|如何(处理|解决)"),
+        pattern(
             r"(?i)\b(should we|do we (need|want)|whether|not sure (whether|if|how|what)|tbd|to be decided|open question|unclear|undecided|still need to (decide|figure out|confirm)|how (should|do) we|which (one|option) (should|do))\b",
         ),
     ]
 });
 static PROGRESS: LazyLock<Vec<Regex>> = LazyLock::new(|| {
     vec![
-        re(
+        pattern(
             r"完成了|做完|已经(完成|做好|写好|上线|发布|实现|修复|搞定|开始|确定|提交|部署)|搞定了|上线了|发布了|实现了|写好了|修好了|修复了|开始了|提交了|部署了|交付了|跑通了|做好了|画好了|参加了|去了|刚(刚)?(完成|做|去|开始|参加|买|搬|拿到)",
         ),
-        re(
+        pattern(
             r"(?i)(\b(i|we)( \w+ly| just| also| finally| recently| actually| even| already| both)* (went|got|made|took|began|started|did|ran|saw|met|bought|built|wrote|found|gave|won|held|left|came|became|brought|sold|taught|read|spoke|drove|flew|joined|finished|completed|attended|visited|signed|adopted|painted|volunteered|learned|tried|created|launched|shipped|fixed|deployed|implemented|released|set up|moved|graduated|received|decided|had|lost|hosted|organized|published|passed|raised|donated|planted|baked|cooked|played|performed|traveled|travelled|went|camped|hiked|registered|enrolled|applied|opened|started|picked|took up|\w+ed)\b|\b(i|we)('ve| have)( \w+ly| just| also| finally| recently| already)* (been \w+ing|\w+ed|done|made|taken|begun|got|gotten|seen|met|built|written|found|won|become|brought|sold|taught|read|run|joined|started|finished|completed)\b|\b(i|we)'?(m| am|'re| are) (now |currently |really |also |still |actually )*(\w+ing)\b|^(just |recently |finally |also )*(been (busy|\w+ing)|started|joined|finished|got|went|took|made|signed up|wrapped up)\b|\b(done|completed|finished|shipped|deployed|merged|implemented|fixed)\b)",
         ),
     ]
 });
 static PROGRESS_EXCLUDE: LazyLock<Regex> = LazyLock::new(|| {
-    re(
+    pattern(
         r"(?i)\b(i|we)'?(m| am|'re| are) (\w+ly )*(thinking|wondering|feeling|hoping|looking forward|kidding|joking|saying|guessing|trying to remember|curious|telling|asking|talking|going to|gonna|planning)\b|\bi'?m (so |really )?(glad|happy|sorry|sure|excited|proud|thankful|grateful)\b|\b(i|we) (love|like|hope|think|feel|believe|guess|wish|agree|mean|know|bet)\b",
     )
 });
 static NEXT: LazyLock<Vec<Regex>> = LazyLock::new(|| {
     vec![
-        re(
+        pattern(
             r"下一步|接下来|之后(要|会|再)|待会|明天|下周|计划|打算|准备(做|开始|去|好)|将会|回头(再|我)|待办|需要(完成|确认|准备|联系|补充)|由.{1,8}(负责|完成|跟进)|我(会|来|去)|希望(能|可以)|想要|目标是",
         ),
-        re(
+        pattern(
             r"(?i)\b(next step|next,|next week|tomorrow|i'?ll|i will|we'?ll|we will|going to|gonna|plan(ning)? to|plans? to|intend to|to-?do|need to|needs to|will (do|start|send|finish|follow|check|review|handle|prepare|look)|follow up|hoping to|hope to|want to|wanna|aim(ing)? to|looking (forward )?to|trying to|thinking (about|of)|considering|signed up for|can'?t wait to|gotta)\b",
         ),
     ]
 });
 static GOAL: LazyLock<Vec<Regex>> = LazyLock::new(|| {
     vec![
-        re(
+        pattern(
             r"目标是|目的是|这次(要|想|来)|今天(要|想|来)|主要(是|想)|我想(做|要|讨论|聊)|我们要(做|讨论|确定)|(我们|咱们)来(定|确定|敲定|讨论|商量)|帮我(做|设计|规划|写|看)|(讨论|确定|敲定|商量)(一下)?.{2,20}(方案|设计|计划|架构|方向|需求|预算|排期)",
         ),
-        re(
+        pattern(
             r"(?i)\b(the goal is|our goal|my goal (for|with|in) (this|the|today)|goal for (today|this session)|the aim is|we need to (build|design|plan|decide|figure out)|i want to (build|create|make|launch|start|design|plan)|let'?s (discuss|talk about|plan|design|figure out|decide|settle|agree on|finalize)|today we('ll| will)? (discuss|plan|work on))\b|(?i)(^|\b(can|could|would) you |\bplease )help me (build|design|plan|write|with)\b",
         ),
     ]
 });
 static REASON: LazyLock<Regex> = LazyLock::new(|| {
-    re(
+    pattern(
         r"(?i)(，|,|;|；|\s)?(因为|由于|理由是|原因是|考虑到|为了|\bbecause\b|\bsince\b|\bdue to\b|\bso that\b|\bas it\b|\bgiven that\b|\bthe reason is\b)",
     )
 });
 static LOW_CONFIDENCE: LazyLock<Regex> = LazyLock::new(|| {
-    re(
+    pattern(
         r"(?i)暂定|先用|暂时|可能|也许|试试|\b(tentative(ly)?|for now|maybe|probably|might|for the time being|let'?s try)\b",
     )
 });
-static HIGH_CONFIDENCE: LazyLock<Regex> =
-    LazyLock::new(|| re(r"(?i)决定|定了|确定|拍板|敲定|最终|\b(decided|final|settled|definitely|confirmed|agreed)\b"));
+static HIGH_CONFIDENCE: LazyLock<Regex> = LazyLock::new(|| {
+    pattern(r"(?i)决定|定了|确定|拍板|敲定|最终|\b(decided|final|settled|definitely|confirmed|agreed)\b")
+});
 static CONFIRMATION: LazyLock<Regex> = LazyLock::new(|| {
-    re(
+    pattern(
         r"(?i)^(好的?|可以|行|同意|没问题|就这么(定|办)了?|就这样吧?|听你的|按你说的|sounds good|agreed|deal|ok(ay)?,? let'?s do (it|that)|let'?s do (it|that)|go (with|for) (it|that)|yes,? (let'?s|go)|perfect,? let'?s)(\s*[,，.。!！~]|\s*$)",
     )
 });
 static PROPOSAL: LazyLock<Regex> = LazyLock::new(|| {
-    re(
+    pattern(
         r"(?i)建议|推荐|可以考虑|不如|方案|\b(i suggest|i recommend|how about|what about|my suggestion|i propose|option)\b|(^|[,;:]\s*)(maybe |then |so )?we could\b",
     )
 });
-static ARTIFACT_REF: LazyLock<Regex> = LazyLock::new(|| re(r"\b(art_[0-9a-f]{32}|ART-\d{1,6})\b"));
+static ARTIFACT_REF: LazyLock<Regex> = LazyLock::new(|| pattern(r"\b(art_[0-9a-f]{32}|ART-\d{1,6})\b"));
 /// "I", "I'm" or "I've" opening an English statement, then the adverbs and the word after it.
 static FIRST_PERSON_LEAD: LazyLock<Regex> = LazyLock::new(|| {
-    re(r"^(I'm|I am|I've|I have|I)\s+(?:(?:\w+ly|just|also|finally|even|already|still|never|both|all)\s+)*([A-Za-z']+)")
+    pattern(
+        r"^(I'm|I am|I've|I have|I)\s+(?:(?:\w+ly|just|also|finally|even|already|still|never|both|all)\s+)*([A-Za-z']+)",
+    )
 });
 /// How a proposal is put, before what it proposes: "I suggest we", "我建议".
 static PROPOSING: LazyLock<Regex> = LazyLock::new(|| {
-    re(
+    pattern(
         r"(?i)^(?:(?:i|we) (?:suggest|recommend|propose)(?: that)?(?: we)?(?: should)?|(?:(?:maybe|then|so) )?we could)\s+|^(?:我|我们)?(?:建议|推荐|提议)(?:我们|大家)?(?:可以|还是)?[，,：:]?\s*",
     )
 });
@@ -491,8 +487,9 @@ fn classify(sentence: &str, user_authored: bool) -> Option<Kind> {
     if any_match(&DECISION, sentence) {
         return Some(Kind::Decision);
     }
-    static EPISTEMIC: LazyLock<Regex> =
-        LazyLock::new(|| re(r"(?i)\bmust('ve| have| be (so|really|a|an|nice|fun|great|hard|tough|amazing|awesome))\b"));
+    static EPISTEMIC: LazyLock<Regex> = LazyLock::new(|| {
+        pattern(r"(?i)\bmust('ve| have| be (so|really|a|an|nice|fun|great|hard|tough|amazing|awesome))\b")
+    });
     if any_match(&CONSTRAINT, sentence)
         && !EPISTEMIC.is_match(sentence)
         && (user_authored || terms(sentence).len() >= 3)
@@ -557,7 +554,7 @@ fn decision_of(sentence: &str, next_sentence: Option<&str>, who: String) -> Deci
 /// "We decided to use Postgres" -> "Use Postgres", "我们决定使用Stripe" -> "使用Stripe".
 fn decided(what: &str) -> String {
     static ANNOUNCED: LazyLock<Regex> = LazyLock::new(|| {
-        re(
+        pattern(
             r"(?i)^(?:(?:so|ok|okay|then|finally),?\s+)?(?:we|i)(?:'ve| have)?(?: finally| just)? (?:decided|agreed|chose|opted|settled) (?:to|on)\s+|^(?:所以|那|那么)?(?:我们|我|大家)?(?:最终|最后|已经)?(?:决定|商定|确定)(?:了)?[，,：:]?\s*",
         )
     });
@@ -896,7 +893,7 @@ fn jaccard(a: &HashSet<String>, b: &HashSet<String>) -> f64 {
 /// the words pointing at it ("技术方案文档在 ART-001" -> "技术方案文档").
 fn artifact_context(text: &str, reference: &str) -> String {
     static POINTER: LazyLock<Regex> =
-        LazyLock::new(|| re(r"(?i)(\s|在|是|见|于|:|：|\(|（)+$|^(\s|:|：)+|\b(see|in|at|is|are|under|for)\s*$"));
+        LazyLock::new(|| pattern(r"(?i)(\s|在|是|见|于|:|：|\(|（)+$|^(\s|:|：)+|\b(see|in|at|is|are|under|for)\s*$"));
     let clause = text
         .split(['，', ',', '；', ';', '。', '\n'])
         .find(|c| c.contains(reference))
@@ -931,8 +928,8 @@ fn same_item(a: &str, b: &str) -> bool {
 /// and the deadline is March 3") loses only its part about the changed one. `None` when
 /// nothing is left.
 fn without_outdated(item: &str, newer: &str) -> Option<String> {
-    static CLAUSE: LazyLock<Regex> = LazyLock::new(|| re(r"[，,;；]\s*"));
-    static AND: LazyLock<Regex> = LazyLock::new(|| re(r"\s+and\s+|并且|而且|同时"));
+    static CLAUSE: LazyLock<Regex> = LazyLock::new(|| pattern(r"[，,;；]\s*"));
+    static AND: LazyLock<Regex> = LazyLock::new(|| pattern(r"\s+and\s+|并且|而且|同时"));
     let Some(changed) = subject::detect(newer) else {
         return Some(item.to_string());
     };
@@ -1113,7 +1110,7 @@ pub fn language_of(messages: &[RuleMessage]) -> Language {
 /// Whether a message asks for a summary ("总结一下", "summarize").
 pub fn asks_for_summary(text: &str) -> bool {
     static ASK: LazyLock<Regex> = LazyLock::new(|| {
-        re(
+        pattern(
             r"(?i)总结一下|总结下|做个总结|做一下总结|帮我总结|小结一下|概括一下|回顾一下|梳理一下|\b(summari[sz]e|sum (it |this |things )?up|recap|give me a summary|a quick summary|wrap up what we)\b",
         )
     });
@@ -1350,6 +1347,10 @@ mod tests {
 
     #[test]
     fn summary_requests_are_detected() {
+        assert!(
+            asks_for_summary("帮我recap一下今天的讨论"),
+            "a Latin word glued to Chinese"
+        );
         assert!(asks_for_summary("帮我总结一下今天的讨论"));
         assert!(asks_for_summary("Can you summarize where we are?"));
         assert!(asks_for_summary("quick recap please"));

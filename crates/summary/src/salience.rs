@@ -19,9 +19,9 @@ use std::collections::{HashMap, HashSet};
 use std::sync::LazyLock;
 
 use regex::{Captures, Regex};
-use thinkus_common::text::{is_stopword, terms, words};
+use thinkus_common::text::{is_stopword, pattern, terms, words};
 
-use crate::rules::{capitalised, re};
+use crate::rules::capitalised;
 
 /// Weights of a sentence's signals. Chosen on conversations with annotated events (the
 /// summary bench) and rounded; each is a plain reading of what a summary keeps.
@@ -78,10 +78,10 @@ pub mod choice {
 }
 
 static FIRST_PERSON: LazyLock<Regex> =
-    LazyLock::new(|| re(r"(?i)\b(i|i'm|i've|i'd|i'll|me|my|mine|myself|we|we're|we've|we'll|our|ours|us)\b|我"));
+    LazyLock::new(|| pattern(r"(?i)\b(i|i'm|i've|i'd|i'll|me|my|mine|myself|we|we're|we've|we'll|our|ours|us)\b|我"));
 
 static EVENT: LazyLock<Regex> = LazyLock::new(|| {
-    re(concat!(
+    pattern(concat!(
         r"(?i)\b(i|we|my(?: \w+){1,2}|our(?: \w+){1,2})\b(?: (?:\w+ly|just|also|finally|even|already|both|all|actually|recently))* ",
         r"(?:went|got|made|took|began|started|did|ran|saw|met|bought|built|wrote|found|gave|won|held|left|came|became|brought|sold|taught|read|spoke|drove|flew|had|lost|kept|heard|grew|sang|swam|rode|ate|joined|\w+ed)\b",
         r"|\b(?:i|we)(?:'ve| have| had)(?: (?:\w+ly|just|also|finally|recently|already|been))* (?:\w+ed|\w+en|done|made|got|gotten|begun|met|built|found|won|become|brought|taught|read|run|been)\b",
@@ -94,21 +94,21 @@ static EVENT: LazyLock<Regex> = LazyLock::new(|| {
 /// A statement whose subject, the speaker, is left out: "Been busy volunteering", "Just
 /// started aerial yoga".
 static ELIDED_EVENT: LazyLock<Regex> = LazyLock::new(|| {
-    re(concat!(
+    pattern(concat!(
         r"(?i)^(?:(?:just|recently|finally|also|even|actually) )*",
         r"(?:been|went|got|had|took|made|started|began|finished|joined|tried|bought|signed|visited|attended|found|met|saw|did|ran|learned|picked|won|lost|moved|adopted|received|spent|completed|wrapped|hit|hosted|organized|volunteered|decided|painted|wrote|read|gave|came|left|booked|launched|released|dropped|set up|checked out)\b",
     ))
 });
 
 static PLAN: LazyLock<Regex> = LazyLock::new(|| {
-    re(concat!(
+    pattern(concat!(
         r"(?i)\b(i'?ll|i will|we'?ll|we will|going to|gonna|plan(ning)? to|planning|plans? to|intend to|hoping to|hope to|want to|wanna|aim(ing)? to|thinking (about|of)|considering|signed up|can'?t wait (to|for)|looking forward to|about to|next (week|month|year|up)|off to|upcoming|getting ready (to|for)|preparing (to|for))\b",
         r"|打算|计划|准备|下周|明天|下个月|将要|要去|想去|即将|过几天",
     ))
 });
 
 static TIME: LazyLock<Regex> = LazyLock::new(|| {
-    re(concat!(
+    pattern(concat!(
         r"(?i)\b(yesterday|today|tonight|tomorrow|(last|this past|past|this|next|coming) (week|weekend|month|year|night|summer|winter|spring|fall|autumn|monday|tuesday|wednesday|thursday|friday|saturday|sunday|fri|sat|sun|mon|tues?|wed|thu|thurs)",
         r"|(a few|a couple( of)?|several|two|three|four|five|\d+) (days|weeks|months|years) (ago|back)|(a|one) (day|week|month|year) ago|recently|lately|the other (day|night|week)|over the weekend",
         r"|on (monday|tuesday|wednesday|thursday|friday|saturday|sunday)|in (january|february|march|april|may|june|july|august|september|october|november|december)|on the \d+(st|nd|rd|th)?|for the first time|since (we|i) last)\b",
@@ -116,25 +116,25 @@ static TIME: LazyLock<Regex> = LazyLock::new(|| {
     ))
 });
 
-static LISTENER: LazyLock<Regex> = LazyLock::new(|| re(r"(?i)\b(you|your|you're|you've|yours|yourself)\b|你|您"));
-static VAGUE_START: LazyLock<Regex> = LazyLock::new(|| re(r"(?i)^(it|that|this|they|those|these)\b|^(这|那|它)"));
-static SPEAKER_START: LazyLock<Regex> = LazyLock::new(|| re(r"(?i)^(i|my|i'm|i've|i'd|we|we've|we're|our)\b|^我"));
+static LISTENER: LazyLock<Regex> = LazyLock::new(|| pattern(r"(?i)\b(you|your|you're|you've|yours|yourself)\b|你|您"));
+static VAGUE_START: LazyLock<Regex> = LazyLock::new(|| pattern(r"(?i)^(it|that|this|they|those|these)\b|^(这|那|它)"));
+static SPEAKER_START: LazyLock<Regex> = LazyLock::new(|| pattern(r"(?i)^(i|my|i'm|i've|i'd|we|we've|we're|our)\b|^我"));
 static PRESENTING: LazyLock<Regex> = LazyLock::new(|| {
-    re(
+    pattern(
         r"(?i)^(here'?s|here is|here are|check (it |this |these )?out|look at|take a look|this is|these are|meet)\b|^这(是|就是)",
     )
 });
 static DISTANT_PAST: LazyLock<Regex> = LazyLock::new(|| {
-    re(
+    pattern(
         r"(?i)\b(last year|years? ago|as a (kid|child|teen|teenager)|when i was (young|younger|little|a kid|a child|in)|growing up|back then|back in the day|in (high school|college)|childhood|used to|(few|couple of|many) years back)\b|小时候|以前|当年|那时候",
     )
 });
 static HABIT: LazyLock<Regex> = LazyLock::new(|| {
-    re(
+    pattern(
         r"(?i)\b(usually|always|often|every (day|week|weekend|morning|night)|tend to|whenever|sometimes)\b|经常|总是|平时|每天|每周",
     )
 });
-static CAPITALISED: LazyLock<Regex> = LazyLock::new(|| re(r"\b[A-Z][a-zA-Z]+"));
+static CAPITALISED: LazyLock<Regex> = LazyLock::new(|| pattern(r"\b[A-Z][a-zA-Z]+"));
 
 /// Words that react or qualify rather than say what happened: a sentence made of them
 /// carries no topic, and they make no topic of their own.
@@ -290,21 +290,21 @@ const INTENSIFIER: &str = "so|really|very|super|such|truly|totally|pretty|absolu
 /// "…, and it was so powerful", "… - it was a wild feeling": the speaker's verdict on what
 /// they just said.
 static EVALUATIVE_TAIL: LazyLock<Regex> = LazyLock::new(|| {
-    re(&format!(
+    pattern(&format!(
         r"(?i)(?:\s*(?:,|;|\s-|–|—)\s*(?:and |but |so |which |plus )?|\s+(?:and|but) )(?:it|that|this|which|they|everyone|we)(?:'s| is| was| were| has been| have been| felt| feels| looked| looks|'re| are| had)(?: (?:{INTENSIFIER}))* (?:a |an |such a |such an )?(?:(?:{INTENSIFIER}) )*(?:{EVALUATIVE})\b.*$"
     ))
 });
 static OPINION_LEAD: LazyLock<Regex> = LazyLock::new(|| {
-    re(
+    pattern(
         r"(?i)^(?:i think|i guess|i feel like|i believe|i mean|i must say|i have to say|i gotta say|to be honest|you know|funny enough|believe it or not|fun fact|good news|big news)[,:]?\s+|^(?:其实|说实话|老实说|话说|对了|顺便说一下|顺便说|就是说|我跟你说)[，,、]?",
     )
 });
 static HEDGE: LazyLock<Regex> = LazyLock::new(|| {
-    re(
+    pattern(
         r"(?i)\b(really|so|kinda|totally|actually|definitely|literally|super|truly|basically|honestly|absolutely|pretty much|very|quite|seriously|incredibly|extremely|a bit|a little bit) +(\w+)|真的|超级|非常",
     )
 });
-static FINAL_PARTICLE: LazyLock<Regex> = LazyLock::new(|| re(r"(\w)[啊呀呢哦啦嘛]+([。！!？?～~]*)$"));
+static FINAL_PARTICLE: LazyLock<Regex> = LazyLock::new(|| pattern(r"(\w)[啊呀呢哦啦嘛]+([。！!？?～~]*)$"));
 
 /// Shortens a cleaned statement to what it says (see the module documentation). A cut that
 /// would leave too little is not made.
@@ -364,7 +364,7 @@ pub(crate) fn with_stop_of(mut text: String, original: &str) -> String {
 /// "… - so much fun"), when what is left still says something. Only closing clauses go: one
 /// cut from the middle ("Jean, who had been through a lot, yet…") would change what is said.
 fn without_empty_tail(text: &str) -> String {
-    static BREAK: LazyLock<Regex> = LazyLock::new(|| re(r"(?:,|;|\s[-–—])\s+(?:(?:and|but|so|plus)\s+)?|[，；]"));
+    static BREAK: LazyLock<Regex> = LazyLock::new(|| pattern(r"(?:,|;|\s[-–—])\s+(?:(?:and|but|so|plus)\s+)?|[，；]"));
     let mut end = text.len();
     let breaks: Vec<(usize, usize)> = BREAK.find_iter(text).map(|m| (m.start(), m.end())).collect();
     for (start, after) in breaks.into_iter().rev() {
