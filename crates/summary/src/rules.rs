@@ -50,7 +50,7 @@ use thinkus_common::text::{
 use thinkus_knowledge_manager::subject;
 
 use crate::api::SummaryContent;
-use crate::salience::{self, Position, TermStats, choice};
+use crate::salience::{self, Position, TermStats, capitalised, choice};
 
 /// Registers the summary rules.
 pub fn register(engine: &RuleEngine) {
@@ -95,16 +95,6 @@ impl Default for RulesInput {
             min_chars: 300,
             max_items: 12,
         }
-    }
-}
-
-/// The text with its first letter a capital, as a summary's item starts ("went hiking" ->
-/// "Went hiking"); other scripts stay as they are.
-pub(crate) fn capitalised(text: &str) -> String {
-    let mut chars = text.chars();
-    match chars.next() {
-        Some(first) if first.is_ascii_lowercase() => first.to_ascii_uppercase().to_string() + chars.as_str(),
-        _ => text.to_string(),
     }
 }
 

@@ -21,7 +21,15 @@ use std::sync::LazyLock;
 use regex::{Captures, Regex};
 use thinkus_common::text::{is_stopword, pattern, terms, words};
 
-use crate::rules::capitalised;
+/// The text with its first letter a capital, as a summary's item starts ("went hiking" ->
+/// "Went hiking"); other scripts stay as they are.
+pub(crate) fn capitalised(text: &str) -> String {
+    let mut chars = text.chars();
+    match chars.next() {
+        Some(first) if first.is_ascii_lowercase() => first.to_ascii_uppercase().to_string() + chars.as_str(),
+        _ => text.to_string(),
+    }
+}
 
 /// Weights of a sentence's signals. Chosen on conversations with annotated events (the
 /// summary bench) and rounded; each is a plain reading of what a summary keeps.
