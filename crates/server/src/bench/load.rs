@@ -126,16 +126,7 @@ impl Drop for Server {
 impl Server {
     /// (resident, peak resident) memory in MB, from /proc.
     fn rss_mb(&self) -> (f64, f64) {
-        let status = std::fs::read_to_string(format!("/proc/{}/status", self.child.id())).unwrap_or_default();
-        let field = |name: &str| {
-            status
-                .lines()
-                .find(|l| l.starts_with(name))
-                .and_then(|l| l.split_whitespace().nth(1))
-                .and_then(|kb| kb.parse::<f64>().ok())
-                .map_or(0.0, |kb| kb / 1024.0)
-        };
-        (field("VmRSS:"), field("VmHWM:"))
+        super::stats::rss_mb(&self.child.id().to_string())
     }
 
     fn log_tail(&self) -> String {

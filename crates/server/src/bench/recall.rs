@@ -24,7 +24,7 @@ use thinkus_proto::retriever::retriever_service_client::RetrieverServiceClient;
 use tokio_util::sync::CancellationToken;
 
 use super::corpus::{self, ROLE};
-use super::stats::percentile_ms;
+use super::stats::{percentile_ms, rss_mb};
 use super::{say, state_dir};
 use crate::config::Config;
 use crate::services::ServiceKind;
@@ -51,6 +51,12 @@ struct Figures {
     /// Reading the candidates' rows from the store.
     read_p50: f64,
     n: usize,
+    /// This process's resident memory after the queries, and its peak so far, in MB: the
+    /// retriever (SQLite, the vector index) and the bench's own small state.
+    rss_mb: f64,
+    peak_rss_mb: f64,
+    /// Memories written per second.
+    write_rate: f64,
 }
 
 pub async fn run(config: Config, memories: Option<usize>, users: Option<usize>, queries: usize) -> anyhow::Result<()> {
@@ -99,6 +105,9 @@ pub async fn run(config: Config, memories: Option<usize>, users: Option<usize>, 
                 "embed_p50_ms": round(f.embed_p50),
                 "read_p50_ms": round(f.read_p50),
                 "n": f.n,
+                "rss_mb": f.rss_mb.round(),
+                "peak_rss_mb": f.peak_rss_mb.round(),
+                "write_per_s": f.write_rate.round(),
             })
         })
         .collect();
@@ -111,6 +120,7 @@ pub async fn run(config: Config, memories: Option<usize>, users: Option<usize>, 
         "search_p95_ms": worst(|f| f.search_p95),
         "embed_p50_ms": worst(|f| f.embed_p50),
         "read_p50_ms": worst(|f| f.read_p50),
+        "peak_rss_mb": worst(|f| f.peak_rss_mb),
         "n": all.iter().map(|f| f.n).sum::<usize>(),
         "synthetic_vectors": true,
         "runs": runs,
@@ -164,8 +174,9 @@ async fn measure(mut config: Config, shape: Shape, queries: usize) -> anyhow::Re
     let started = Instant::now();
     let user_of = |i: usize| format!("recall-user-{:03}", i % shape.users);
     corpus::write(&store, &vectors, &sentences, &bases, shape.memories, user_of).await?;
+    let write_rate = shape.memories as f64 / started.elapsed().as_secs_f64().max(1e-3);
     say(format!(
-        "wrote {} memories to the store and the index in {:.1}s",
+        "wrote {} memories to the store and the index in {:.1}s ({write_rate:.0}/s)",
         shape.memories,
         started.elapsed().as_secs_f64()
     ));
@@ -250,6 +261,7 @@ async fn measure(mut config: Config, shape: Shape, queries: usize) -> anyhow::Re
         }
     }
 
+    let (rss_mb, peak_rss_mb) = rss_mb("self");
     let figures = Figures {
         shape,
         p50: percentile_ms(&latencies, 0.5),
@@ -259,18 +271,24 @@ async fn measure(mut config: Config, shape: Shape, queries: usize) -> anyhow::Re
         embed_p50: percentile_ms(&embeddings, 0.5),
         read_p50: percentile_ms(&reads, 0.5),
         n: latencies.len(),
+        rss_mb,
+        peak_rss_mb,
+        write_rate,
     };
     say(format!(
         "recall through gRPC (query embedding included): p50 {:.1} ms, p95 {:.1} ms; \
          search alone (dense + BM25, {candidates} candidates each): p50 {:.2} ms, p95 {:.2} ms; \
-         query embedding alone: p50 {:.1} ms; reading the candidates from the store: p50 {:.2} ms ({} queries)",
+         query embedding alone: p50 {:.1} ms; reading the candidates from the store: p50 {:.2} ms ({} queries); \
+         RSS {:.0} MB (peak {:.0} MB)",
         figures.p50,
         figures.p95,
         figures.search_p50,
         figures.search_p95,
         figures.embed_p50,
         figures.read_p50,
-        figures.n
+        figures.n,
+        figures.rss_mb,
+        figures.peak_rss_mb
     ));
     node.shutdown().await?;
     Ok(figures)

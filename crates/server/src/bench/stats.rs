@@ -13,6 +13,21 @@ pub fn percentile_ms(samples: &[Duration], q: f64) -> f64 {
     sorted[rank - 1]
 }
 
+/// (resident, peak resident) memory of a process in MB, from /proc (`self` for this one); 0
+/// where /proc is not there.
+pub fn rss_mb(process: &str) -> (f64, f64) {
+    let status = std::fs::read_to_string(format!("/proc/{process}/status")).unwrap_or_default();
+    let field = |name: &str| {
+        status
+            .lines()
+            .find(|l| l.starts_with(name))
+            .and_then(|l| l.split_whitespace().nth(1))
+            .and_then(|kb| kb.parse::<f64>().ok())
+            .map_or(0.0, |kb| kb / 1024.0)
+    };
+    (field("VmRSS:"), field("VmHWM:"))
+}
+
 /// The median of values.
 pub fn median(values: &[f64]) -> f64 {
     if values.is_empty() {
