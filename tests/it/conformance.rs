@@ -52,6 +52,7 @@ sql_suites!(
     artifact_store => conformance::sql::artifact_store_suite,
     session_store => conformance::sql::session_store_suite,
     job_store => conformance::sql::job_store_suite,
+    job_order => conformance::sql::job_order_suite,
     retention => conformance::sql::retention_suite,
 );
 

@@ -1020,9 +1020,10 @@ pub async fn job_store_suite(store: &dyn JobStore) {
         "the running job and the future one are not claimable"
     );
 
-    // Concurrent claims never hand out a job twice.
-    for _ in 0..5 {
-        store.enqueue(&job(&user, &kind_learn, None)).await.unwrap();
+    // Concurrent claims never hand out a job twice (five users' jobs: one user's run in turn).
+    for n in 0..5 {
+        let other = Owner::new(user.tenant_id.clone(), format!("{}-{n}", user.user_id));
+        store.enqueue(&job(&other, &kind_learn, None)).await.unwrap();
     }
     let kinds = [kind_learn.as_str()];
     let claims = futures::future::join_all((0..8).map(|_| store.claim(&kinds, now, lease))).await;
@@ -1089,7 +1090,7 @@ pub async fn job_store_suite(store: &dyn JobStore) {
     );
 
     let listed = store.list_jobs(&user, Some("s1"), None, 100, 0).await.unwrap();
-    assert_eq!(listed.len(), 9, "a, b, the later one, five claimed, the fresh one");
+    assert_eq!(listed.len(), 4, "a, b, the later one, the fresh one");
     let failed = store
         .list_jobs(&user, None, Some(JobStatus::Failed), 100, 0)
         .await
@@ -1280,4 +1281,64 @@ pub async fn retention_suite<S: MemoryStore + SessionStore + JobStore + Retentio
         RetentionReport::default(),
         "a second sweep finds nothing"
     );
+}
+
+/// The suite of [`JobStore::claim`]'s order: a user's jobs of one kind run one at a time, in the
+/// order they were queued, whichever worker asks; other users and other kinds do not wait.
+pub async fn job_order_suite(store: &dyn JobStore) {
+    let run = uuid::Uuid::now_v7().simple().to_string();
+    let user = Owner::new(format!("acme-{run}"), format!("alice-{run}"));
+    let other_user = Owner::new(user.tenant_id.clone(), format!("bob-{run}"));
+    let learn = format!("learn-{run}");
+    let summarize = format!("summarize-{run}");
+    let start = Utc::now() - Duration::seconds(10);
+    let queued = |owner: &Owner, kind: &str, n: i64| {
+        let mut queued = job(owner, kind, None);
+        queued.created_at = start + Duration::milliseconds(n);
+        queued.run_after = queued.created_at;
+        queued
+    };
+    // Queued in this order; the third carries the smallest id, so neither the id nor the due time
+    // decides the order, only when a job was queued.
+    let mut first = queued(&user, &learn, 1);
+    let second = queued(&user, &learn, 2);
+    let mut third = queued(&user, &learn, 3);
+    std::mem::swap(&mut first.id, &mut third.id);
+    first.run_after = start + Duration::milliseconds(5);
+    let summary = queued(&user, &summarize, 4);
+    let elsewhere = queued(&other_user, &learn, 5);
+    for job in [&third, &second, &first, &summary, &elsewhere] {
+        store.enqueue(job).await.unwrap();
+    }
+    let kinds = [learn.as_str(), summarize.as_str()];
+    let now = Utc::now();
+    let lease = now + Duration::seconds(30);
+    let claims = futures::future::join_all((0..4).map(|_| store.claim(&kinds, now, lease))).await;
+    let mut claimed: Vec<String> = claims.into_iter().filter_map(|c| c.unwrap().map(|j| j.id)).collect();
+    claimed.sort();
+    let mut expected = vec![first.id.clone(), summary.id.clone(), elsewhere.id.clone()];
+    expected.sort();
+    assert_eq!(
+        claimed, expected,
+        "the user's first job, its other kind and another user's job run at once; the later ones wait"
+    );
+    assert!(
+        store.claim(&kinds, Utc::now(), lease).await.unwrap().is_none(),
+        "the second waits while the first runs"
+    );
+
+    // A retried job keeps its place: the next one waits for it.
+    store
+        .fail_job(&first.id, "llm timed out", Utc::now(), Some(Utc::now() - Duration::milliseconds(1)))
+        .await
+        .unwrap();
+    let again = store.claim(&kinds, Utc::now(), lease).await.unwrap().expect("the retry is due");
+    assert_eq!(again.id, first.id, "the retried job runs before the ones queued after it");
+    store.complete_job(&first.id, Utc::now(), None).await.unwrap();
+    let next = store.claim(&kinds, Utc::now(), lease).await.unwrap().expect("the second is due");
+    assert_eq!(next.id, second.id);
+    // A job that failed for good does not hold the queue.
+    store.fail_job(&second.id, "bad payload", Utc::now(), None).await.unwrap();
+    let last = store.claim(&kinds, Utc::now(), lease).await.unwrap().expect("the third is due");
+    assert_eq!(last.id, third.id);
 }

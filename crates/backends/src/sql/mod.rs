@@ -341,7 +341,9 @@ pub trait JobStore: Send + Sync {
     /// Queues a job; with a dedupe key already queued, returns the existing job's id.
     async fn enqueue(&self, job: &JobRecord) -> Result<String, StoreError>;
 
-    /// Takes the next due job of the given kinds and leases it until `lease_until`.
+    /// Takes the next due job of the given kinds and leases it until `lease_until`. A job waits
+    /// while an earlier job of its user and kind is pending or running (a retried one included),
+    /// so a user's jobs of one kind run one at a time, in the order they were queued.
     async fn claim(
         &self,
         kinds: &[&str],

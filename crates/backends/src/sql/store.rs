@@ -1682,10 +1682,17 @@ impl JobStore for SqlStore {
         lease_until: DateTime<Utc>,
     ) -> Result<Option<JobRecord>, StoreError> {
         let mut q = Query::new(
-            "UPDATE jobs SET status = 'running', attempts = attempts + 1, lease_until = ?, updated_at = ? WHERE id = (SELECT id FROM jobs WHERE status = 'pending' AND run_after <= ? AND",
+            "UPDATE jobs SET status = 'running', attempts = attempts + 1, lease_until = ?, updated_at = ? WHERE id = (SELECT id FROM jobs j WHERE status = 'pending' AND run_after <= ? AND",
         );
         q.int(ms(lease_until)).int(ms(now)).int(ms(now));
         q.push_in("kind", kinds.iter().map(|k| k.to_string()));
+        // A user's jobs of one kind run in the order they were queued: what the user said last is
+        // learned last, whichever worker or replica is free first.
+        q.push(
+            " AND NOT EXISTS (SELECT 1 FROM jobs e WHERE e.tenant_id = j.tenant_id AND e.user_id = j.user_id \
+             AND e.kind = j.kind AND e.status IN ('pending', 'running') \
+             AND (e.created_at < j.created_at OR (e.created_at = j.created_at AND e.id < j.id)))",
+        );
         q.push(" ORDER BY run_after ASC, id ASC LIMIT 1");
         if self.backend == Backend::Postgres {
             q.push(" FOR UPDATE SKIP LOCKED");
