@@ -32,6 +32,9 @@ pub struct GatewayConfig {
     pub probe_min_similarity: f64,
     /// The budget of the probe's recall and of what it includes, in tokens.
     pub probe_budget_tokens: u32,
+    /// A recalled memory whose relevance is below this share of the best recalled memory's is
+    /// left out of the context, budget or not (0 keeps every memory the budget holds).
+    pub relevance_floor: f64,
     /// Tool outputs above this many tokens are stored as artifacts and replaced by compacts.
     pub offload_threshold_tokens: u32,
     /// Background workers taking jobs from the queue.
@@ -74,6 +77,7 @@ impl Default for GatewayConfig {
             probe_entries: 3,
             probe_min_similarity: 0.85,
             probe_budget_tokens: 300,
+            relevance_floor: 0.0,
             offload_threshold_tokens: 500,
             workers: 2,
             poll_interval_ms: 200,
@@ -102,6 +106,7 @@ impl GatewayConfig {
             ("gateway.artifacts_share", self.artifacts_share),
             ("gateway.last_session_share", self.last_session_share),
             ("gateway.standing_share", self.standing_share),
+            ("gateway.relevance_floor", self.relevance_floor),
         ] {
             if !(0.0..=1.0).contains(&share) {
                 return Err(format!("{key}: must be between 0 and 1"));

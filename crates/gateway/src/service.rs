@@ -640,31 +640,39 @@ impl Gateway {
             }
         }
 
+        // A recalled memory far less relevant than the best one is noise for this message,
+        // however much budget is left: the context stays lean.
+        let mut left_out: BTreeMap<usize, (&str, &str)> =
+            below_relevance_floor(&items, &entries, self.config.relevance_floor)
+                .into_iter()
+                .map(|trace| {
+                    (
+                        trace,
+                        ("远不如最相关的记忆相关", "far less relevant than the best memory"),
+                    )
+                })
+                .collect();
         // Each thing is said once: what the last session's summary already says, and a standing
         // memory recalled again (it stands among the standing ones), are left out, with why.
-        let mut said_elsewhere: BTreeMap<usize, (&str, &str)> = repeated_in_last_session(&entries)
-            .into_iter()
-            .map(|trace| (trace, ("上次会话摘要里已有", "the last session's summary says it")))
-            .collect();
+        for trace in repeated_in_last_session(&entries) {
+            left_out.insert(trace, ("上次会话摘要里已有", "the last session's summary says it"));
+        }
         for entry in entries.iter().filter(|e| e.kind != SectionKind::Standing) {
             if standing_ids.contains(&items[entry.trace].id) {
-                said_elsewhere.insert(
+                left_out.insert(
                     entry.trace,
                     ("已在长期规则与偏好中", "it stands among the standing rules"),
                 );
             }
         }
-        entries.retain(|e| !said_elsewhere.contains_key(&e.trace));
+        entries.retain(|e| !left_out.contains_key(&e.trace));
         let packed = pack(&entries, budget, memory_budget, language, &self.tokens);
         for (trace, tokens) in &packed.included {
             items[*trace].included = true;
             items[*trace].tokens = *tokens;
         }
         for (trace, item) in items.iter_mut().enumerate().filter(|(_, i)| !i.included) {
-            let (zh, en) = said_elsewhere
-                .get(&trace)
-                .copied()
-                .unwrap_or(("超出预算", "over budget"));
+            let (zh, en) = left_out.get(&trace).copied().unwrap_or(("超出预算", "over budget"));
             item.reason = match language {
                 Language::Zh => format!("{}（{zh}，未放入）", item.reason),
                 Language::En => format!("{} (left out: {en})", item.reason),
@@ -1225,6 +1233,25 @@ fn memory_entries(
     }
 }
 
+/// The trace indices of the recalled entries whose relevance is below `floor` times the best
+/// recalled entry's (the retriever's fused relevance, 0-1 between the worst and best candidate).
+fn below_relevance_floor(items: &[TraceItem], entries: &[Entry], floor: f64) -> Vec<usize> {
+    if floor <= 0.0 {
+        return Vec::new();
+    }
+    let recalled: Vec<(usize, f64)> = entries
+        .iter()
+        .filter(|e| e.kind.is_memory())
+        .filter_map(|e| Some((e.trace, items[e.trace].parts.as_ref()?.relevance)))
+        .collect();
+    let best = recalled.iter().map(|(_, relevance)| *relevance).fold(0.0, f64::max);
+    recalled
+        .into_iter()
+        .filter(|(_, relevance)| *relevance < floor * best)
+        .map(|(trace, _)| trace)
+        .collect()
+}
+
 /// The trace indices of the memory entries whose text the last session's summary already
 /// holds word for word (a decision of that session, learned from it as a memory too).
 fn repeated_in_last_session(entries: &[Entry]) -> std::collections::HashSet<usize> {
@@ -1269,6 +1296,46 @@ fn memory_line(speaker: Option<&str>, text: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_relevance_floor_is_relative_to_the_best_recalled_memory() {
+        let item = |relevance: Option<f64>| TraceItem {
+            kind: TraceKind::Memory,
+            id: String::new(),
+            score: 0.0,
+            confidence: 1.0,
+            reason: String::new(),
+            included: false,
+            parts: relevance.map(|relevance| ScoreParts {
+                relevance,
+                ..Default::default()
+            }),
+            tokens: 0,
+        };
+        // A standing rule (no score), the best memory, one at half its relevance, one far below.
+        let items = [item(None), item(Some(0.8)), item(Some(0.4)), item(Some(0.1))];
+        let entries: Vec<Entry> = [
+            SectionKind::Standing,
+            SectionKind::Decisions,
+            SectionKind::Other,
+            SectionKind::Other,
+        ]
+        .into_iter()
+        .enumerate()
+        .map(|(trace, kind)| Entry {
+            kind,
+            trace,
+            ..Default::default()
+        })
+        .collect();
+        assert!(below_relevance_floor(&items, &entries, 0.0).is_empty(), "0 keeps all");
+        assert_eq!(below_relevance_floor(&items, &entries, 0.4), vec![3]);
+        assert_eq!(below_relevance_floor(&items, &entries, 0.6), vec![2, 3]);
+        assert!(
+            below_relevance_floor(&items, &entries, 1.0).len() == 2,
+            "the best always stays"
+        );
+    }
 
     #[test]
     fn a_turn_sees_no_further_than_what_it_taught() {

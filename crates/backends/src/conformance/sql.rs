@@ -1329,16 +1329,39 @@ pub async fn job_order_suite(store: &dyn JobStore) {
 
     // A retried job keeps its place: the next one waits for it.
     store
-        .fail_job(&first.id, "llm timed out", Utc::now(), Some(Utc::now() - Duration::milliseconds(1)))
+        .fail_job(
+            &first.id,
+            "llm timed out",
+            Utc::now(),
+            Some(Utc::now() - Duration::milliseconds(1)),
+        )
         .await
         .unwrap();
-    let again = store.claim(&kinds, Utc::now(), lease).await.unwrap().expect("the retry is due");
-    assert_eq!(again.id, first.id, "the retried job runs before the ones queued after it");
+    let again = store
+        .claim(&kinds, Utc::now(), lease)
+        .await
+        .unwrap()
+        .expect("the retry is due");
+    assert_eq!(
+        again.id, first.id,
+        "the retried job runs before the ones queued after it"
+    );
     store.complete_job(&first.id, Utc::now(), None).await.unwrap();
-    let next = store.claim(&kinds, Utc::now(), lease).await.unwrap().expect("the second is due");
+    let next = store
+        .claim(&kinds, Utc::now(), lease)
+        .await
+        .unwrap()
+        .expect("the second is due");
     assert_eq!(next.id, second.id);
     // A job that failed for good does not hold the queue.
-    store.fail_job(&second.id, "bad payload", Utc::now(), None).await.unwrap();
-    let last = store.claim(&kinds, Utc::now(), lease).await.unwrap().expect("the third is due");
+    store
+        .fail_job(&second.id, "bad payload", Utc::now(), None)
+        .await
+        .unwrap();
+    let last = store
+        .claim(&kinds, Utc::now(), lease)
+        .await
+        .unwrap()
+        .expect("the third is due");
     assert_eq!(last.id, third.id);
 }
