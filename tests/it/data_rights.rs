@@ -1,18 +1,32 @@
-//! Data rights (issue 17) over gRPC on SQLite and PostgreSQL: deleting a memory removes its
-//! content from its history too (the records of who changed what, when and why stay); a node
-//! runs the retention sweep on its schedule, and says NOT_SERVING while a backend is lost.
+//! Data rights (issue 17) over gRPC and REST on SQLite and PostgreSQL: deleting a memory removes
+//! its content from its history too (the records of who changed what, when and why stay);
+//! ExportUser gives everything a user owns as one JSON document and EraseUser removes it all
+//! (rows, vector points, blobs) leaving a record without content; a node runs the retention
+//! sweep on its schedule, and says NOT_SERVING while a backend is lost.
 
 use chrono::{Duration, Utc};
+use serde_json::Value;
 use thinkus_backends::sql::{IdempotencyRecord, MemoryStore, WriteBatch};
+use thinkus_common::config::{ApiKeyConfig, AuthMode};
 use thinkus_common::model::{DEFAULT_TENANT, Owner};
-use thinkus_proto::common::{MemoryType, Scope};
+use thinkus_proto::common::{Engine, MemorySource, MemoryType, Scope};
+use thinkus_proto::gateway::gateway_service_client::GatewayServiceClient;
+use thinkus_proto::gateway::{CompleteTurnRequest, EraseUserRequest as GatewayEraseUserRequest, ToolCall};
+use thinkus_proto::knowledge::knowledge_manager_service_client::KnowledgeManagerServiceClient;
 use thinkus_proto::knowledge::{
-    ChangeKind, CorrectMemoryRequest, CorrectionAction, DeleteMemoryRequest, GetMemoryHistoryRequest, GetMemoryRequest,
-    MemoryDraft, RememberRequest, WriteOutcome,
+    ChangeKind, CorrectMemoryRequest, CorrectionAction, DeleteMemoryRequest, ExportUserRequest,
+    GetMemoryHistoryRequest, GetMemoryRequest, ListCandidatesRequest, ListMemoriesRequest, MemoryDraft,
+    RememberRequest, SetPlanRequest, WriteOutcome,
 };
+use thinkus_proto::retriever::RecallRequest;
+use thinkus_proto::retriever::retriever_service_client::RetrieverServiceClient;
+use thinkus_proto::summary::GenerateSummaryRequest;
+use thinkus_proto::summary::summary_service_client::SummaryServiceClient;
 use tonic::Code;
 
 use crate::knowledge::{Backend, Node, start};
+use crate::support;
+use crate::tenancy::{KeyInterceptor, Keyed};
 
 fn scope(user: &str) -> Scope {
     Scope {
@@ -245,7 +259,11 @@ macro_rules! on_both_backends {
     };
 }
 
-on_both_backends!(deleting_a_memory_scrubs_its_history, the_node_sweeps_old_records);
+on_both_backends!(
+    deleting_a_memory_scrubs_its_history,
+    the_node_sweeps_old_records,
+    exporting_and_erasing_a_user
+);
 
 /// Whether the node's health says `want` for the whole server ("") and the knowledge manager
 /// within 15 s.
@@ -296,5 +314,644 @@ async fn a_lost_backend_is_not_serving() {
         health_becomes(&node, ServingStatus::Serving).await,
         "SERVING again once the folder can be written"
     );
+    node.stop().await;
+}
+
+const ACME_ADMIN: &str = "rights-acme-admin";
+const GLOBEX_ALICE: &str = "rights-globex-alice";
+
+fn rights_keys() -> Vec<ApiKeyConfig> {
+    let key = |tenant: &str, users: &[&str], secret: &str| ApiKeyConfig {
+        tenant: tenant.into(),
+        users: users.iter().map(|u| u.to_string()).collect(),
+        key_sha256: thinkus_common::auth::key_sha256_hex(secret),
+        ..Default::default()
+    };
+    vec![key("acme", &["*"], ACME_ADMIN), key("globex", &["alice"], GLOBEX_ALICE)]
+}
+
+/// A user of the key's own tenant, as a role in the "shop" project.
+fn own(user: &str, role: &str) -> Scope {
+    Scope {
+        user_id: user.into(),
+        role_id: role.into(),
+        project_id: "shop".into(),
+        ..Default::default()
+    }
+}
+
+fn keyed_km(node: &Node, key: &'static str) -> KnowledgeManagerServiceClient<Keyed> {
+    KnowledgeManagerServiceClient::with_interceptor(node.channel.clone(), KeyInterceptor(key))
+}
+
+fn keyed_gateway(node: &Node, key: &'static str) -> GatewayServiceClient<Keyed> {
+    GatewayServiceClient::with_interceptor(node.channel.clone(), KeyInterceptor(key))
+}
+
+async fn write(
+    node: &Node,
+    key: &'static str,
+    scope: Scope,
+    memory_type: MemoryType,
+    content: &str,
+    draft: MemoryDraft,
+) -> thinkus_proto::knowledge::WriteResult {
+    keyed_km(node, key)
+        .remember(RememberRequest {
+            scope: Some(scope),
+            memory: Some(MemoryDraft {
+                r#type: memory_type as i32,
+                content: content.into(),
+                importance: 4,
+                ..draft
+            }),
+            ..Default::default()
+        })
+        .await
+        .unwrap_or_else(|err| panic!("remember {content:?}: {err}"))
+        .into_inner()
+        .result
+        .unwrap()
+}
+
+/// One turn through the gateway, with a tool output large enough to become an artifact; waits
+/// for its learn job.
+async fn turn(node: &Node, key: &'static str, scope: Scope, said: &str, tool_output: &str) {
+    let completed = keyed_gateway(node, key)
+        .complete_turn(CompleteTurnRequest {
+            scope: Some(scope),
+            user_message: said.into(),
+            assistant_message: "Noted, I will keep that in mind.".into(),
+            tool_calls: vec![ToolCall {
+                id: "call-1".into(),
+                name: "quarterly_report".into(),
+                output: tool_output.into(),
+                ..Default::default()
+            }],
+            wait_for_learning: true,
+            ..Default::default()
+        })
+        .await
+        .unwrap_or_else(|err| panic!("complete turn {said:?}: {err}"))
+        .into_inner();
+    assert!(
+        completed.tool_calls.iter().any(|c| !c.artifact_id.is_empty()),
+        "the tool output became an artifact: {completed:?}"
+    );
+}
+
+/// Waits until every job of the user finished (the turn's summarize job records its messages).
+async fn jobs_done(node: &Node, key: &'static str, user: &str) {
+    use thinkus_proto::gateway::{JobStatus, ListJobsRequest};
+    for _ in 0..300 {
+        let jobs = keyed_gateway(node, key)
+            .list_jobs(ListJobsRequest {
+                scope: Some(own(user, "")),
+                ..Default::default()
+            })
+            .await
+            .unwrap()
+            .into_inner()
+            .jobs;
+        let busy = jobs
+            .iter()
+            .any(|job| job.status == JobStatus::Pending as i32 || job.status == JobStatus::Running as i32);
+        if !jobs.is_empty() && !busy {
+            return;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
+    panic!("the jobs of {user} did not finish within 30 s");
+}
+
+/// ExportUser over gRPC: the streamed pieces, parsed.
+async fn export(node: &Node, key: &'static str, user: &str) -> Result<Value, tonic::Status> {
+    let mut stream = keyed_km(node, key)
+        .export_user(ExportUserRequest {
+            scope: Some(own(user, "")),
+        })
+        .await?
+        .into_inner();
+    let mut bytes = Vec::new();
+    let mut pieces = 0;
+    while let Some(piece) = stream.message().await? {
+        pieces += 1;
+        bytes.extend_from_slice(&piece.chunk);
+    }
+    assert!(pieces >= 1, "an export is at least one piece");
+    Ok(serde_json::from_slice(&bytes).expect("the pieces are one JSON document"))
+}
+
+fn ids(document: &Value, list: &str) -> Vec<String> {
+    document[list]
+        .as_array()
+        .unwrap_or_else(|| panic!("{list} is a list: {document}"))
+        .iter()
+        .map(|item| item["id"].as_str().unwrap_or_default().to_string())
+        .collect()
+}
+
+/// Rows of an owner in a table, counted by SQL of the test's own.
+async fn rows(store: &thinkus_backends::sql::SqlStore, table: &str, owner: &Owner) -> i64 {
+    store
+        .count_raw(&format!(
+            "SELECT COUNT(*) FROM {table} WHERE tenant_id = '{}' AND user_id = '{}'",
+            owner.tenant_id, owner.user_id
+        ))
+        .await
+        .unwrap_or_else(|err| panic!("count {table}: {err}"))
+}
+
+const TABLES: [&str; 10] = [
+    "memories",
+    "memory_changes",
+    "candidates",
+    "idempotency",
+    "user_plans",
+    "artifacts",
+    "sessions",
+    "session_messages",
+    "session_summaries",
+    "jobs",
+];
+
+/// Everything acme's "alice" owns is exported, then erased: nothing of hers is listable,
+/// recallable or left in any table, blob or vector point; a record without content says that
+/// it happened; globex's "alice" (the same user id in another tenant) and acme's "bob" keep
+/// everything. Erasing again answers zero counts.
+async fn exporting_and_erasing_a_user(backend: Backend) {
+    let port = support::free_port();
+    let Some(node) = start(backend, |config| {
+        config.auth.mode = AuthMode::ApiKey;
+        config.auth.keys = rights_keys();
+        config.gateway.rest_listen = format!("127.0.0.1:{port}");
+    })
+    .await
+    else {
+        return;
+    };
+    let rest = format!("http://127.0.0.1:{port}");
+    let http = reqwest::Client::new();
+    let store = node.handle.backends.store.clone().expect("the database");
+    let blobs = node.handle.backends.blobs.clone().expect("the blob store");
+    let vectors = node.handle.backends.vectors.clone().expect("the vector index");
+    let acme_alice = Owner::new("acme", "alice");
+    let globex_alice = Owner::new("globex", "alice");
+    let acme_bob = Owner::new("acme", "bob");
+
+    // Acme's alice: memories of two roles (one under a request id), one deleted, a candidate,
+    // a pending conflict, a plan, a turn (messages, an artifact, a learn job) and a summary.
+    let secret = "The Lumen Labs acquisition budget is 4.2 million dollars";
+    let kept = keyed_km(&node, ACME_ADMIN)
+        .remember(RememberRequest {
+            scope: Some(own("alice", "cto")),
+            memory: Some(MemoryDraft {
+                r#type: MemoryType::ProjectDecision as i32,
+                content: secret.into(),
+                importance: 4,
+                ..Default::default()
+            }),
+            request_id: "rights-request-1".into(),
+            skip_dedup: true,
+            ..Default::default()
+        })
+        .await
+        .unwrap()
+        .into_inner()
+        .result
+        .unwrap()
+        .memory
+        .unwrap()
+        .id;
+    let private = write(
+        &node,
+        ACME_ADMIN,
+        own("alice", "cfo"),
+        MemoryType::ProjectDecision,
+        "Payroll for the Lumen team runs on the 25th through Gusto",
+        MemoryDraft::default(),
+    )
+    .await
+    .memory
+    .unwrap()
+    .id;
+    let gone = write(
+        &node,
+        ACME_ADMIN,
+        own("alice", "cto"),
+        MemoryType::ProjectDecision,
+        "The Lumen office moves to Harbour Street in May",
+        MemoryDraft::default(),
+    )
+    .await
+    .memory
+    .unwrap()
+    .id;
+    keyed_km(&node, ACME_ADMIN)
+        .delete_memory(DeleteMemoryRequest {
+            scope: Some(own("alice", "cto")),
+            memory_id: gone.clone(),
+            reason: "moved already".into(),
+        })
+        .await
+        .unwrap();
+    // A preference outside any project, said without much confidence: queued.
+    let queued = write(
+        &node,
+        ACME_ADMIN,
+        Scope {
+            project_id: String::new(),
+            ..own("alice", "cto")
+        },
+        MemoryType::UserPreference,
+        "I prefer dark mode for the Lumen dashboards",
+        MemoryDraft {
+            confidence: 0.6,
+            ..Default::default()
+        },
+    )
+    .await;
+    assert_eq!(queued.outcome, WriteOutcome::Queued as i32, "{queued:?}");
+    let budget = write(
+        &node,
+        ACME_ADMIN,
+        own("alice", "cfo"),
+        MemoryType::Constraint,
+        "The budget for the Lumen launch is $500",
+        MemoryDraft::default(),
+    )
+    .await
+    .memory
+    .unwrap()
+    .id;
+    let conflict = write(
+        &node,
+        ACME_ADMIN,
+        own("alice", "cfo"),
+        MemoryType::Constraint,
+        "I think the budget for the Lumen launch is $800 now",
+        MemoryDraft {
+            source: MemorySource::Inference as i32,
+            ..Default::default()
+        },
+    )
+    .await;
+    assert_eq!(conflict.outcome, WriteOutcome::Queued as i32, "{conflict:?}");
+    keyed_km(&node, ACME_ADMIN)
+        .set_plan(SetPlanRequest {
+            scope: Some(own("alice", "")),
+            plan: "growth".into(),
+        })
+        .await
+        .unwrap();
+    let report = "Lumen quarterly report: revenue by region and product line. ".repeat(120);
+    let session = Scope {
+        session_id: "rights-s1".into(),
+        ..own("alice", "cto")
+    };
+    turn(
+        &node,
+        ACME_ADMIN,
+        session.clone(),
+        "We decided to launch the Lumen beta on the third of March.",
+        &report,
+    )
+    .await;
+    jobs_done(&node, ACME_ADMIN, "alice").await;
+    SummaryServiceClient::with_interceptor(node.channel.clone(), KeyInterceptor(ACME_ADMIN))
+        .generate_summary(GenerateSummaryRequest {
+            scope: Some(session.clone()),
+            engine: Engine::Rules as i32,
+            ..Default::default()
+        })
+        .await
+        .expect("the session is summarised");
+
+    // The same user id in globex, and acme's bob: theirs must survive the erasure.
+    let theirs = write(
+        &node,
+        GLOBEX_ALICE,
+        own("alice", "cto"),
+        MemoryType::ProjectDecision,
+        "Globex ships its catalogue app in June",
+        MemoryDraft::default(),
+    )
+    .await
+    .memory
+    .unwrap()
+    .id;
+    turn(
+        &node,
+        GLOBEX_ALICE,
+        Scope {
+            session_id: "rights-s1".into(),
+            ..own("alice", "cto")
+        },
+        "We decided to print the catalogue on recycled paper.",
+        &"Globex print run: pages, paper stock and delivery dates. ".repeat(120),
+    )
+    .await;
+    jobs_done(&node, GLOBEX_ALICE, "alice").await;
+    let bobs = write(
+        &node,
+        ACME_ADMIN,
+        own("bob", "cto"),
+        MemoryType::ProjectDecision,
+        "Bob's team deploys the storefront on Fridays",
+        MemoryDraft::default(),
+    )
+    .await
+    .memory
+    .unwrap()
+    .id;
+
+    // ExportUser: everything of acme's alice, nothing of anyone else.
+    let document = export(&node, ACME_ADMIN, "alice").await.unwrap();
+    assert_eq!(document["format"], "thinkus.user-export");
+    assert_eq!(document["version"], 1);
+    assert_eq!(document["tenant_id"], "acme");
+    assert_eq!(document["user_id"], "alice");
+    assert_eq!(document["plan"], "growth");
+    let memories = ids(&document, "memories");
+    for id in [&kept, &private, &budget] {
+        assert!(memories.contains(id), "{id} exported: {memories:?}");
+    }
+    assert!(!memories.contains(&gone), "a deleted memory is not exported as one");
+    let first = &document["memories"].as_array().unwrap()[memories.iter().position(|id| id == &kept).unwrap()];
+    assert_eq!(first["content"], secret);
+    assert_eq!(first["history"][0]["kind"], "create", "{first}");
+    assert_eq!(first["history"][0]["after"]["content"], secret, "{first}");
+    let deleted = document["deleted_memories"].as_array().unwrap();
+    let deleted_history = deleted
+        .iter()
+        .find(|d| d["memory_id"] == gone.as_str())
+        .unwrap_or_else(|| panic!("the deleted memory's history is exported: {deleted:?}"));
+    assert!(
+        !deleted_history.to_string().contains("Harbour"),
+        "a deleted memory's history keeps no content: {deleted_history}"
+    );
+    let candidates = ids(&document, "candidates");
+    assert!(candidates.contains(&queued.candidate_id), "{candidates:?}");
+    assert!(candidates.contains(&conflict.candidate_id), "{candidates:?}");
+    let conflicts = document["conflicts"].as_array().unwrap();
+    assert_eq!(conflicts.len(), 1, "{conflicts:?}");
+    assert_eq!(conflicts[0]["candidate_id"], conflict.candidate_id.as_str());
+    assert_eq!(conflicts[0]["current_memory_ids"][0], budget.as_str());
+    let sessions = document["sessions"].as_array().unwrap();
+    assert_eq!(sessions.len(), 1, "{sessions:?}");
+    assert!(
+        sessions[0]["messages"].to_string().contains("launch the Lumen beta"),
+        "{sessions:?}"
+    );
+    assert_eq!(document["summaries"].as_array().unwrap().len(), 1, "{document}");
+    let artifacts = document["artifacts"].as_array().unwrap();
+    assert_eq!(artifacts.len(), 1, "{artifacts:?}");
+    assert_eq!(artifacts[0]["tool_call_id"], "call-1");
+    assert!(
+        document["jobs"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|job| job["kind"] == "learn"),
+        "{}",
+        document["jobs"]
+    );
+    assert!(
+        document["request_ids"].to_string().contains("rights-request-1"),
+        "{}",
+        document["request_ids"]
+    );
+    let text = document.to_string();
+    for foreign in ["Globex", "catalogue", "storefront", theirs.as_str(), bobs.as_str()] {
+        assert!(!text.contains(foreign), "acme's alice's export holds {foreign:?}");
+    }
+    // Over REST, the same document.
+    let response = http
+        .get(format!("{rest}/api/user/export?userId=alice"))
+        .bearer_auth(ACME_ADMIN)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status(), reqwest::StatusCode::OK);
+    let over_rest: Value = response.json().await.unwrap();
+    assert_eq!(ids(&over_rest, "memories"), memories);
+    assert_eq!(ids(&over_rest, "candidates"), candidates);
+
+    // Globex's alice sees hers only; naming acme is refused; an unknown user has nothing.
+    let hers = export(&node, GLOBEX_ALICE, "alice").await.unwrap();
+    assert_eq!(hers["tenant_id"], "globex");
+    assert_eq!(ids(&hers, "memories").first(), Some(&theirs));
+    assert!(
+        !hers.to_string().contains("Lumen"),
+        "globex's alice sees acme's data: {hers}"
+    );
+    let err = keyed_km(&node, GLOBEX_ALICE)
+        .export_user(ExportUserRequest {
+            scope: Some(Scope {
+                tenant_id: "acme".into(),
+                ..own("alice", "")
+            }),
+        })
+        .await
+        .expect_err("globex's key may not name acme");
+    assert_eq!(err.code(), Code::PermissionDenied);
+    let nobody = export(&node, ACME_ADMIN, "nobody").await.unwrap();
+    assert_eq!(nobody["counts"]["memories"], 0);
+    assert!(nobody["memories"].as_array().unwrap().is_empty());
+
+    // What survives must be the same after the erasure.
+    let globex_before = store.owner_records(&globex_alice).await.unwrap();
+    let bob_before = store.owner_records(&acme_bob).await.unwrap();
+    let globex_points = vectors.count(Some(&globex_alice)).await.unwrap();
+    assert!(globex_points > 0 && !globex_before.artifacts.is_empty());
+    let blob_keys: Vec<String> = store
+        .owner_records(&acme_alice)
+        .await
+        .unwrap()
+        .artifacts
+        .iter()
+        .map(|a| a.blob_key.clone())
+        .collect();
+    for key in &blob_keys {
+        assert!(blobs.size(key).await.unwrap().is_some(), "blob {key} stored");
+    }
+    assert!(vectors.count(Some(&acme_alice)).await.unwrap() > 0);
+
+    // EraseUser through the gateway.
+    let erased = keyed_gateway(&node, ACME_ADMIN)
+        .erase_user(GatewayEraseUserRequest {
+            scope: Some(own("alice", "")),
+        })
+        .await
+        .unwrap()
+        .into_inner();
+    let counts = erased.counts.unwrap();
+    assert!(erased.erasure_id.starts_with("era_"), "{erased:?}");
+    assert!(counts.memories >= 4, "{counts:?}");
+    assert!(counts.changes >= counts.memories, "{counts:?}");
+    assert_eq!(counts.candidates, 2, "{counts:?}");
+    assert_eq!(counts.plans, 1, "{counts:?}");
+    assert_eq!(counts.artifacts, 1, "{counts:?}");
+    assert_eq!(counts.sessions, 1, "{counts:?}");
+    assert!(counts.session_messages >= 2, "{counts:?}");
+    assert_eq!(counts.summaries, 1, "{counts:?}");
+    assert!(counts.jobs >= 1, "{counts:?}");
+    assert!(counts.idempotency >= 1, "{counts:?}");
+    assert!(counts.vectors >= 3, "{counts:?}");
+
+    // Nothing of hers in any table, blob or point.
+    for table in TABLES {
+        assert_eq!(
+            rows(&store, table, &acme_alice).await,
+            0,
+            "rows of acme's alice left in {table}"
+        );
+    }
+    for key in &blob_keys {
+        assert_eq!(blobs.size(key).await.unwrap(), None, "blob {key} left");
+    }
+    assert_eq!(vectors.count(Some(&acme_alice)).await.unwrap(), 0, "vector points left");
+    // Nor through any API.
+    let km = || keyed_km(&node, ACME_ADMIN);
+    for id in [&kept, &private] {
+        let err = km()
+            .get_memory(GetMemoryRequest {
+                scope: Some(own("alice", "")),
+                memory_id: id.clone(),
+            })
+            .await
+            .expect_err("erased");
+        assert_eq!(err.code(), Code::NotFound);
+        let err = km()
+            .get_memory_history(GetMemoryHistoryRequest {
+                scope: Some(own("alice", "")),
+                memory_id: id.clone(),
+            })
+            .await
+            .expect_err("erased");
+        assert_eq!(err.code(), Code::NotFound);
+    }
+    let listed = km()
+        .list_memories(ListMemoriesRequest {
+            scope: Some(own("alice", "cto")),
+            statuses: vec![
+                thinkus_proto::common::MemoryStatus::Active as i32,
+                thinkus_proto::common::MemoryStatus::Replaced as i32,
+            ],
+            ..Default::default()
+        })
+        .await
+        .unwrap()
+        .into_inner()
+        .memories;
+    assert!(listed.is_empty(), "{listed:?}");
+    let recalled = RetrieverServiceClient::with_interceptor(node.channel.clone(), KeyInterceptor(ACME_ADMIN))
+        .recall(RecallRequest {
+            scope: Some(own("alice", "cto")),
+            query: "Lumen budget acquisition launch".into(),
+            budget_tokens: 4000,
+            ..Default::default()
+        })
+        .await
+        .unwrap()
+        .into_inner()
+        .catalog;
+    assert!(recalled.is_empty(), "{recalled:?}");
+    let candidates = km()
+        .list_candidates(ListCandidatesRequest {
+            scope: Some(own("alice", "")),
+            ..Default::default()
+        })
+        .await
+        .unwrap()
+        .into_inner()
+        .candidates;
+    assert!(candidates.is_empty(), "{candidates:?}");
+    let after = export(&node, ACME_ADMIN, "alice").await.unwrap();
+    for list in [
+        "memories",
+        "deleted_memories",
+        "candidates",
+        "sessions",
+        "summaries",
+        "artifacts",
+        "jobs",
+        "request_ids",
+    ] {
+        assert!(after[list].as_array().unwrap().is_empty(), "{list} left: {after}");
+    }
+    assert_eq!(after["plan"], Value::Null);
+
+    // The record: who, when, how many; none of what she said.
+    let record = &after["erasures"].as_array().unwrap()[..];
+    assert_eq!(record.len(), 1, "{record:?}");
+    assert_eq!(record[0]["id"], erased.erasure_id.as_str());
+    assert!(
+        record[0]["actor"].as_str().unwrap().ends_with("of tenant acme"),
+        "{record:?}"
+    );
+    assert_eq!(record[0]["counts"]["memories"], counts.memories);
+    assert_eq!(rows(&store, "erasures", &acme_alice).await, 1);
+    for said in ["Lumen", "Gusto", "budget", "March"] {
+        assert!(!record[0].to_string().contains(said), "the record holds {said:?}");
+    }
+
+    // Everyone else keeps everything.
+    let globex_after = store.owner_records(&globex_alice).await.unwrap();
+    assert_eq!(globex_after.memories, globex_before.memories);
+    assert_eq!(globex_after.artifacts, globex_before.artifacts);
+    assert_eq!(globex_after.messages, globex_before.messages);
+    assert_eq!(vectors.count(Some(&globex_alice)).await.unwrap(), globex_points);
+    for artifact in &globex_after.artifacts {
+        assert!(blobs.size(&artifact.blob_key).await.unwrap().is_some());
+    }
+    assert_eq!(
+        store.owner_records(&acme_bob).await.unwrap().memories,
+        bob_before.memories
+    );
+    keyed_km(&node, GLOBEX_ALICE)
+        .get_memory(GetMemoryRequest {
+            scope: Some(own("alice", "cto")),
+            memory_id: theirs,
+        })
+        .await
+        .expect("globex's alice keeps her memory");
+    km().get_memory(GetMemoryRequest {
+        scope: Some(own("bob", "cto")),
+        memory_id: bobs,
+    })
+    .await
+    .expect("acme's bob keeps his memory");
+
+    // Erasing again, over REST: OK, nothing erased, nothing recorded.
+    let response = http
+        .post(format!("{rest}/api/user/erase"))
+        .bearer_auth(ACME_ADMIN)
+        .json(&serde_json::json!({"userId": "alice"}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status(), reqwest::StatusCode::OK);
+    let again: Value = response.json().await.unwrap();
+    assert_eq!(again["erasureId"], Value::Null, "{again}");
+    for (name, count) in again["counts"].as_object().unwrap() {
+        assert_eq!(count, 0, "{name} erased again: {again}");
+    }
+    assert_eq!(
+        rows(&store, "erasures", &acme_alice).await,
+        1,
+        "a no-op erasure records nothing"
+    );
+    // Globex's key cannot erase acme's alice.
+    let response = http
+        .post(format!("{rest}/api/user/erase"))
+        .bearer_auth(GLOBEX_ALICE)
+        .json(&serde_json::json!({"userId": "alice", "tenantId": "acme"}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status(), reqwest::StatusCode::FORBIDDEN);
+    // The index flushes when its last handle goes: before the node's folder does.
+    drop((store, blobs, vectors));
     node.stop().await;
 }

@@ -387,6 +387,16 @@ async fn the_page_is_safe_and_shows_what_is_remembered() {
     assert_eq!(status, StatusCode::OK, "{exported}");
     assert!(exported.contains("data-file=\"BOSS.md\""), "{exported}");
     assert!(exported.contains("供应商&lt;script&gt;"), "escaped: {exported}");
+    assert!(exported.contains("href=\"/u/alice/export.json\""), "{exported}");
+    // Everything alice owns, as JSON (ExportUser).
+    let (status, kind, everything) = visitor.download("/u/alice/export.json").await;
+    assert_eq!((status, kind.as_str()), (StatusCode::OK, "application/json"));
+    let everything: serde_json::Value = serde_json::from_slice(&everything).unwrap();
+    assert_eq!(
+        (everything["tenant_id"].as_str(), everything["user_id"].as_str()),
+        (Some("acme"), Some("alice"))
+    );
+    assert!(everything["memories"].to_string().contains("$500"), "{everything}");
     let (status, kind, archive) = visitor.download("/u/alice/export.tar").await;
     assert_eq!((status, kind.as_str()), (StatusCode::OK, "application/x-tar"));
     let unpacked = tempfile::tempdir().unwrap();
@@ -453,6 +463,12 @@ async fn the_page_is_safe_and_shows_what_is_remembered() {
     assert_eq!(status, StatusCode::NOT_FOUND);
     let (status, _, _) = namesake.get(&trace_path).await;
     assert_eq!(status, StatusCode::NOT_FOUND);
+    let (status, _, everything) = namesake.download("/u/alice/export.json").await;
+    assert_eq!(status, StatusCode::OK);
+    assert!(
+        !String::from_utf8_lossy(&everything).contains("$500"),
+        "globex's alice's JSON export holds her data only"
+    );
     let (status, _, archive) = namesake.download("/u/alice/export.tar").await;
     assert_eq!(status, StatusCode::OK);
     assert!(

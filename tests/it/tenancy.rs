@@ -17,10 +17,11 @@ use tonic::transport::Channel;
 
 use crate::knowledge::{Backend, Node, start};
 
-type Keyed = InterceptedService<Channel, KeyInterceptor>;
+pub(crate) type Keyed = InterceptedService<Channel, KeyInterceptor>;
 
+/// Sends an API key with every request.
 #[derive(Clone)]
-struct KeyInterceptor(&'static str);
+pub(crate) struct KeyInterceptor(pub(crate) &'static str);
 
 impl tonic::service::Interceptor for KeyInterceptor {
     fn call(&mut self, mut request: tonic::Request<()>) -> Result<tonic::Request<()>, tonic::Status> {

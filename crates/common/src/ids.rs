@@ -11,6 +11,8 @@ pub enum IdKind {
     Candidate,
     Change,
     Job,
+    /// The record that a user's data was erased.
+    Erasure,
 }
 
 impl IdKind {
@@ -22,6 +24,7 @@ impl IdKind {
             IdKind::Candidate => "cand_",
             IdKind::Change => "chg_",
             IdKind::Job => "job_",
+            IdKind::Erasure => "era_",
         }
     }
 
@@ -33,6 +36,7 @@ impl IdKind {
             IdKind::Candidate => "candidate",
             IdKind::Change => "change",
             IdKind::Job => "job",
+            IdKind::Erasure => "erasure",
         }
     }
 }

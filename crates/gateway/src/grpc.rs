@@ -332,4 +332,23 @@ impl GatewayService for GatewayGrpc {
             jobs: jobs.iter().map(job_to_proto).collect(),
         }))
     }
+
+    async fn erase_user(
+        &self,
+        request: Request<pb::EraseUserRequest>,
+    ) -> Result<Response<pb::EraseUserResponse>, Status> {
+        let body = request.get_ref().clone();
+        let gateway = self.gateway.clone();
+        let actor = thinkus_knowledge_manager::grpc::actor_of_key(&principal(&request)?);
+        let erasure = self
+            .guarded(&request, body.scope.as_ref(), ScopeRules::USER, |scope| async move {
+                gateway.erase_user(&scope.owner(), &actor).await
+            })
+            .await?;
+        let answer = thinkus_knowledge_manager::convert::erasure_to_proto(&erasure);
+        Ok(Response::new(pb::EraseUserResponse {
+            counts: answer.counts,
+            erasure_id: answer.erasure_id,
+        }))
+    }
 }

@@ -12,6 +12,8 @@
 //! - `GET  /api/memory/standing?userId&roleId&projectId`
 //! - `GET  /api/memory/export?userId&projectId&lang`
 //! - `POST /api/memory/import` `{userId, roleId?, dryRun?, files: [{path, content}]}`
+//! - `GET  /api/user/export?userId`: the JSON export of everything the user owns (`ExportUser`)
+//! - `POST /api/user/erase` `{userId}`: erases everything the user owns (`EraseUser`)
 
 use axum::extract::{FromRequestParts, Path, Query, State};
 use axum::http::request::Parts;
@@ -69,6 +71,8 @@ pub fn routes() -> Router<RestState> {
         .route("/api/memory/export", get(export))
         .route("/api/memory/import", post(import))
         .route("/api/memory/{id}/history", get(history))
+        .route("/api/user/export", get(export_user))
+        .route("/api/user/erase", post(erase_user))
 }
 
 /// A memory as the REST facade shows it.
@@ -391,5 +395,43 @@ async fn import(State(state): State<RestState>, caller: Caller, Json(value): Jso
         })).collect::<Vec<_>>(),
         "lines": report.lines, "replaced": report.replaced, "suppressed": report.suppressed,
         "created": report.created, "queued": report.queued, "skipped": report.skipped,
+    })))
+}
+
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+struct UserQuery {
+    user_id: String,
+    /// The tenant, for service keys; others act in their own.
+    #[serde(default)]
+    tenant_id: Option<String>,
+}
+
+/// The user of a data-rights request, in the caller's tenant (or the one a service key names).
+fn user_scope(caller: &Caller, user: UserQuery) -> Result<Scope, ApiError> {
+    required(&user.user_id, "userId")?;
+    let mut scope = scope_of(user.tenant_id, Some(user.user_id), None, None, None);
+    caller.allow(&mut scope)?;
+    Ok(scope)
+}
+
+async fn export_user(State(state): State<RestState>, caller: Caller, Query(query): Query<UserQuery>) -> Answer {
+    let scope = user_scope(&caller, query)?;
+    let knowledge = &state.gateway.upstreams.knowledge;
+    Ok(Json(caller.forward(knowledge.export_user(scope.owner())).await?))
+}
+
+async fn erase_user(State(state): State<RestState>, caller: Caller, Json(value): Json<Value>) -> Answer {
+    let scope = user_scope(&caller, body(value)?)?;
+    let actor = thinkus_knowledge_manager::grpc::actor_of_key(&caller.0);
+    let erasure = caller.forward(state.gateway.erase_user(&scope.owner(), &actor)).await?;
+    let c = &erasure.counts;
+    Ok(Json(json!({
+        "erasureId": erasure.id,
+        "counts": {
+            "memories": c.memories, "changes": c.changes, "candidates": c.candidates, "idempotency": c.idempotency,
+            "plans": c.plans, "artifacts": c.artifacts, "sessions": c.sessions, "sessionMessages": c.session_messages,
+            "summaries": c.summaries, "jobs": c.jobs, "vectors": c.vectors,
+        },
     })))
 }

@@ -481,4 +481,18 @@ pub trait KnowledgeApi: Send + Sync {
     async fn list_roles(&self, owner: Owner) -> Result<Vec<String>, ApiError>;
     /// The value changes the reader of `scope` may see, newest first, at most `limit`.
     async fn value_changes(&self, scope: Scope, limit: usize) -> Result<Vec<ValueChange>, ApiError>;
+    /// Everything the owner holds, as one JSON document (`ExportUser`, see `data_rights`).
+    async fn export_user(&self, owner: Owner) -> Result<serde_json::Value, ApiError>;
+    /// Erases what the database and the vector index hold of the owner and records it
+    /// (`EraseUser`, see `data_rights`); `artifacts_erased` were removed before by the
+    /// artifact service.
+    async fn erase_user(&self, owner: Owner, actor: String, artifacts_erased: u64) -> Result<Erasure, ApiError>;
+}
+
+/// What an erasure removed.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Erasure {
+    /// The erasure's record; `None` when nothing was left to erase.
+    pub id: Option<String>,
+    pub counts: thinkus_backends::sql::ErasureCounts,
 }

@@ -17,9 +17,9 @@ use thinkus_proto::knowledge as pb;
 use thinkus_proto::knowledge::knowledge_manager_service_client::KnowledgeManagerServiceClient;
 
 use crate::api::{
-    CandidateView, Conflict, ConflictChoice, ConflictResolution, CorrectRequest, CorrectResult, FinalizeResult,
-    ImportReport, IngestResult, IngestTurnsRequest, KnowledgeApi, LearnRequest, LearnResult, ListRequest,
-    MaintenanceReport, MarkdownFile, Owners, Quota, RememberRequest, Standing, ValueChange, WriteResult,
+    CandidateView, Conflict, ConflictChoice, ConflictResolution, CorrectRequest, CorrectResult, Erasure,
+    FinalizeResult, ImportReport, IngestResult, IngestTurnsRequest, KnowledgeApi, LearnRequest, LearnResult,
+    ListRequest, MaintenanceReport, MarkdownFile, Owners, Quota, RememberRequest, Standing, ValueChange, WriteResult,
 };
 use crate::convert;
 
@@ -637,6 +637,47 @@ impl KnowledgeApi for KnowledgeClient {
                     })
                     .await?;
                 Ok(response.into_inner().role_ids)
+            }
+        }
+    }
+
+    async fn export_user(&self, owner: Owner) -> Result<serde_json::Value, ApiError> {
+        match self {
+            Self::Local(api) => api.export_user(owner).await,
+            Self::Grpc(client) => {
+                let mut stream = client
+                    .clone()
+                    .export_user(pb::ExportUserRequest {
+                        scope: owners_scope(&Owners::One(owner)),
+                    })
+                    .await?
+                    .into_inner();
+                let mut document = Vec::new();
+                while let Some(message) = stream.message().await? {
+                    document.extend_from_slice(&message.chunk);
+                }
+                serde_json::from_slice(&document).map_err(|err| {
+                    ApiError::internal(format!("the knowledge manager sent an unreadable export: {err}"))
+                })
+            }
+        }
+    }
+
+    async fn erase_user(&self, owner: Owner, actor: String, artifacts_erased: u64) -> Result<Erasure, ApiError> {
+        match self {
+            Self::Local(api) => api.erase_user(owner, actor, artifacts_erased).await,
+            Self::Grpc(client) => {
+                // The knowledge manager names the actor from the credential it sees (the
+                // caller's, forwarded).
+                let response = client
+                    .clone()
+                    .erase_user(pb::EraseUserRequest {
+                        scope: owners_scope(&Owners::One(owner)),
+                        artifacts_erased,
+                    })
+                    .await?
+                    .into_inner();
+                Ok(convert::erasure_from_proto(&response))
             }
         }
     }

@@ -533,3 +533,54 @@ pub fn value_change_from_proto(change: pb::ValueChange) -> Result<ValueChange, A
         memory_id: change.memory_id,
     })
 }
+
+/// Counts of an erasure, to the wire.
+pub fn erasure_counts_to_proto(counts: &thinkus_backends::sql::ErasureCounts) -> pb::ErasureCounts {
+    pb::ErasureCounts {
+        memories: counts.memories,
+        changes: counts.changes,
+        candidates: counts.candidates,
+        idempotency: counts.idempotency,
+        plans: counts.plans,
+        artifacts: counts.artifacts,
+        sessions: counts.sessions,
+        session_messages: counts.session_messages,
+        summaries: counts.summaries,
+        jobs: counts.jobs,
+        vectors: counts.vectors,
+    }
+}
+
+/// Counts of an erasure, from the wire.
+pub fn erasure_counts_from_proto(counts: Option<&pb::ErasureCounts>) -> thinkus_backends::sql::ErasureCounts {
+    let counts = counts.cloned().unwrap_or_default();
+    thinkus_backends::sql::ErasureCounts {
+        memories: counts.memories,
+        changes: counts.changes,
+        candidates: counts.candidates,
+        idempotency: counts.idempotency,
+        plans: counts.plans,
+        artifacts: counts.artifacts,
+        sessions: counts.sessions,
+        session_messages: counts.session_messages,
+        summaries: counts.summaries,
+        jobs: counts.jobs,
+        vectors: counts.vectors,
+    }
+}
+
+/// An erasure, to the wire.
+pub fn erasure_to_proto(erasure: &crate::api::Erasure) -> pb::EraseUserResponse {
+    pb::EraseUserResponse {
+        counts: Some(erasure_counts_to_proto(&erasure.counts)),
+        erasure_id: erasure.id.clone().unwrap_or_default(),
+    }
+}
+
+/// An erasure, from the wire.
+pub fn erasure_from_proto(response: &pb::EraseUserResponse) -> crate::api::Erasure {
+    crate::api::Erasure {
+        id: (!response.erasure_id.is_empty()).then(|| response.erasure_id.clone()),
+        counts: erasure_counts_from_proto(response.counts.as_ref()),
+    }
+}

@@ -77,6 +77,14 @@ fn owners<T>(request: &Request<T>, scope: Option<&thinkus_proto::common::Scope>,
     }
 }
 
+/// Who a key is, for records that name who asked (an erasure's): "key 1a2b3c4d of tenant acme".
+pub fn actor_of_key(principal: &Principal) -> String {
+    format!("key {} of tenant {}", principal.key_id, principal.tenant)
+}
+
+/// The largest piece of an `ExportUser` stream.
+pub const EXPORT_CHUNK_BYTES: usize = 256 * 1024;
+
 fn optional(value: &str) -> Option<String> {
     (!value.is_empty()).then(|| value.to_string())
 }
@@ -167,6 +175,38 @@ impl KnowledgeManagerService for KnowledgeGrpc {
             })
         }));
         Ok(Response::new(Box::pin(stream)))
+    }
+
+    async fn export_user(
+        &self,
+        request: Request<pb::ExportUserRequest>,
+    ) -> Result<Response<BoxStream<pb::ExportUserResponse>>, Status> {
+        let (_, scope) = scoped(&request, request.get_ref().scope.as_ref(), ScopeRules::USER)?;
+        let document = self.api.export_user(scope.owner()).await.map_err(status)?;
+        let bytes = serde_json::to_vec(&document)
+            .map_err(|err| status(ApiError::internal(format!("cannot serialise the export: {err}"))))?;
+        let chunks: Vec<Result<pb::ExportUserResponse, Status>> = bytes
+            .chunks(EXPORT_CHUNK_BYTES)
+            .map(|chunk| Ok(pb::ExportUserResponse { chunk: chunk.to_vec() }))
+            .collect();
+        Ok(Response::new(Box::pin(futures::stream::iter(chunks))))
+    }
+
+    async fn erase_user(
+        &self,
+        request: Request<pb::EraseUserRequest>,
+    ) -> Result<Response<pb::EraseUserResponse>, Status> {
+        let (principal, scope) = scoped(&request, request.get_ref().scope.as_ref(), ScopeRules::USER)?;
+        let erasure = self
+            .api
+            .erase_user(
+                scope.owner(),
+                actor_of_key(&principal),
+                request.get_ref().artifacts_erased,
+            )
+            .await
+            .map_err(status)?;
+        Ok(Response::new(convert::erasure_to_proto(&erasure)))
     }
 
     async fn import_memory(

@@ -10,6 +10,7 @@ pub mod client;
 pub mod config;
 pub mod conflicts;
 pub mod convert;
+pub mod data_rights;
 pub mod grpc;
 pub mod learn;
 pub mod markdown;

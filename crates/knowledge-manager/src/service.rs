@@ -32,10 +32,10 @@ use thinkus_common::text::{char_count, summarize_to};
 use tracing::Instrument;
 
 use crate::api::{
-    CandidateView, Conflict, ConflictChoice, ConflictResolution, CorrectRequest, CorrectResult, FinalizeResult,
-    ImportReport, IngestResult, IngestTurnsRequest, KnowledgeApi, LearnRequest, LearnResult, ListRequest,
-    MaintenanceReport, MarkdownFile, MemoryDraft, Owners, Quota, RememberRequest, Standing, ValueChange, WriteOutcome,
-    WriteResult,
+    CandidateView, Conflict, ConflictChoice, ConflictResolution, CorrectRequest, CorrectResult, Erasure,
+    FinalizeResult, ImportReport, IngestResult, IngestTurnsRequest, KnowledgeApi, LearnRequest, LearnResult,
+    ListRequest, MaintenanceReport, MarkdownFile, MemoryDraft, Owners, Quota, RememberRequest, Standing, ValueChange,
+    WriteOutcome, WriteResult,
 };
 use crate::config::KnowledgeConfig;
 use crate::subject;
@@ -1339,5 +1339,13 @@ impl KnowledgeApi for KnowledgeManager {
 
     async fn list_roles(&self, owner: Owner) -> Result<Vec<String>, ApiError> {
         Ok(self.store.list_roles(&owner).await?)
+    }
+
+    async fn export_user(&self, owner: Owner) -> Result<serde_json::Value, ApiError> {
+        crate::data_rights::export(self, &owner).await
+    }
+
+    async fn erase_user(&self, owner: Owner, actor: String, artifacts_erased: u64) -> Result<Erasure, ApiError> {
+        crate::data_rights::erase(self, &owner, &actor, artifacts_erased).await
     }
 }

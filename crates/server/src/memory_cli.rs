@@ -181,6 +181,35 @@ pub enum MemoryCommand {
         lang: Option<Language>,
         dir: PathBuf,
     },
+    /// Writes everything the user owns as one JSON document: memories (every status) with
+    /// their history, candidates and pending conflicts, sessions with their messages,
+    /// summaries, artifacts' metadata, jobs (ExportUser).
+    ExportUser {
+        /// The tenant; the key's own when omitted (only a service key may name another).
+        #[arg(long, default_value = "")]
+        tenant: String,
+        /// The user.
+        #[arg(long, short = 'u')]
+        user: String,
+        /// The file to write; standard output when omitted.
+        #[arg(long, short = 'o')]
+        output: Option<PathBuf>,
+    },
+    /// Erases everything the user owns: memories, their history and vector points, artifacts
+    /// and their blobs, candidates, sessions, messages, summaries, jobs, idempotency records
+    /// (EraseUser, through the gateway at --addr). A record without content says who erased
+    /// how much, and when. Cannot be undone.
+    EraseUser {
+        /// The tenant; the key's own when omitted (only a service key may name another).
+        #[arg(long, default_value = "")]
+        tenant: String,
+        /// The user.
+        #[arg(long, short = 'u')]
+        user: String,
+        /// Confirms the erasure (required: it cannot be undone).
+        #[arg(long)]
+        yes: bool,
+    },
     /// Reads an edited export folder back: edited lines are corrections, deleted lines
     /// suppressions, new lines new memories (admission applies).
     Import {
@@ -393,6 +422,36 @@ fn connect(connection: &Connection) -> anyhow::Result<KnowledgeClient> {
     ))
 }
 
+/// The gateway at the connection's address (the all-in-one process serves it too).
+fn connect_gateway(
+    connection: &Connection,
+) -> anyhow::Result<
+    thinkus_proto::gateway::gateway_service_client::GatewayServiceClient<thinkus_common::grpc::ClientChannel>,
+> {
+    let channel = thinkus_common::grpc::channel(&connection.addr, std::time::Duration::from_secs(5))?;
+    Ok(
+        thinkus_proto::gateway::gateway_service_client::GatewayServiceClient::new(
+            thinkus_common::grpc::client_channel(channel, connection.api_key.clone()),
+        ),
+    )
+}
+
+/// "12 memories, 30 history records, …" of an export document.
+fn export_counts(document: &serde_json::Value) -> String {
+    let count = |key: &str| document["counts"][key].as_u64().unwrap_or(0);
+    format!(
+        "{} memories, {} history records, {} candidates, {} sessions ({} messages), {} summaries, {} artifacts, {} jobs",
+        count("memories"),
+        count("changes"),
+        count("candidates"),
+        count("sessions"),
+        count("session_messages"),
+        count("summaries"),
+        count("artifacts"),
+        count("jobs")
+    )
+}
+
 pub async fn run(args: MemoryArgs) -> anyhow::Result<()> {
     let km = connect(&args.connection)?;
     let json = args.json;
@@ -586,6 +645,66 @@ pub async fn run(args: MemoryArgs) -> anyhow::Result<()> {
                 return print_json(&json!({"dir": dir, "files": written}));
             }
             out(&format!("{} files written to {}", written.len(), dir.display()));
+        }
+        MemoryCommand::ExportUser { tenant, user, output } => {
+            let owner = thinkus_common::model::Owner::new(tenant, user);
+            let document = during("exporting", km.export_user(owner)).await?;
+            let text = serde_json::to_string_pretty(&document)?;
+            match output {
+                Some(path) => {
+                    std::fs::write(&path, format!("{text}\n"))
+                        .with_context(|| format!("cannot write {}", path.display()))?;
+                    if json {
+                        return print_json(&json!({"file": path, "counts": document["counts"]}));
+                    }
+                    out(&format!("{}: {}", path.display(), export_counts(&document)));
+                }
+                None => out(&text),
+            }
+        }
+        MemoryCommand::EraseUser { tenant, user, yes } => {
+            anyhow::ensure!(
+                yes,
+                "erasing user {user:?} removes everything it owns and cannot be undone: add --yes"
+            );
+            let mut gateway = connect_gateway(&args.connection)?;
+            let erasure = during(
+                "erasing",
+                gateway.erase_user(thinkus_proto::gateway::EraseUserRequest {
+                    scope: Some(thinkus_proto::common::Scope {
+                        tenant_id: tenant,
+                        user_id: user.clone(),
+                        ..Default::default()
+                    }),
+                }),
+            )
+            .await
+            .map_err(|status| anyhow::anyhow!("{}: {}", status.code(), status.message()))?
+            .into_inner();
+            let counts = thinkus_knowledge_manager::convert::erasure_counts_from_proto(erasure.counts.as_ref());
+            if json {
+                return print_json(&json!({"erasureId": erasure.erasure_id, "counts": counts}));
+            }
+            if erasure.erasure_id.is_empty() {
+                out(&format!("{user}: nothing left to erase"));
+            } else {
+                out(&format!(
+                    "{user}: erased {} memories, {} history records, {} vector points, {} artifacts, {} candidates, \
+                     {} sessions ({} messages), {} summaries, {} jobs, {} request ids, {} plans (record {})",
+                    counts.memories,
+                    counts.changes,
+                    counts.vectors,
+                    counts.artifacts,
+                    counts.candidates,
+                    counts.sessions,
+                    counts.session_messages,
+                    counts.summaries,
+                    counts.jobs,
+                    counts.idempotency,
+                    counts.plans,
+                    erasure.erasure_id
+                ));
+            }
         }
         MemoryCommand::Import {
             user,

@@ -170,6 +170,21 @@ pub trait MemoryStore: Send + Sync {
 
     /// The roles of an owner: every role owning a memory or a candidate of the owner, sorted.
     async fn list_roles(&self, owner: &Owner) -> Result<Vec<String>, StoreError>;
+
+    /// Everything the database holds of an owner, in every table (memories, history,
+    /// candidates, plan, sessions and their messages, summaries, artifacts' metadata, jobs,
+    /// request keys, earlier erasures): what `ExportUser` reads. Every table lives in the one
+    /// database all services share.
+    async fn owner_records(&self, owner: &Owner) -> Result<OwnerRecords, StoreError>;
+
+    /// Deletes every row of an owner in one transaction, in every table but `artifacts`
+    /// (their blobs belong to the artifact service, which must remove them first): `Conflict`,
+    /// and nothing deleted, while the owner still has an artifact. When anything was removed,
+    /// writes `erasure` in the same transaction, with the rows counted here added to the counts
+    /// it carries (vector points, artifacts and blobs removed before by their owners). Returns
+    /// the counts recorded; a second call finds nothing, records nothing and returns the
+    /// caller's counts alone.
+    async fn erase_owner(&self, owner: &Owner, erasure: ErasureRecord) -> Result<ErasureCounts, StoreError>;
 }
 
 /// Artifact metadata (the contents live in the blob store).

@@ -268,3 +268,83 @@ impl JobRecord {
         Owner::new(self.tenant_id.clone(), self.user_id.clone())
     }
 }
+
+/// Everything the relational store holds of one owner, in every table (what `ExportUser`
+/// reads). Each list is in a stable order: memories, candidates, summaries, artifacts and
+/// jobs by creation time; changes and messages as they happened.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct OwnerRecords {
+    /// Every memory, in every status.
+    pub memories: Vec<thinkus_common::model::Memory>,
+    /// Every change record, of live and deleted memories alike (a deleted memory's without
+    /// its content).
+    pub changes: Vec<Change>,
+    pub candidates: Vec<Candidate>,
+    /// The plan set with `SetPlan`, if any.
+    pub plan: Option<String>,
+    pub sessions: Vec<SessionRecord>,
+    /// (session id, message), by session then index.
+    pub messages: Vec<(String, thinkus_common::model::Message)>,
+    pub summaries: Vec<SummaryRecord>,
+    pub artifacts: Vec<ArtifactRecord>,
+    pub jobs: Vec<JobRecord>,
+    /// The idempotency records' keys (their responses are the service's own copies of what
+    /// it answered, already exported as the rows they describe).
+    pub request_keys: Vec<String>,
+    /// Earlier erasures of this owner.
+    pub erasures: Vec<ErasureRecord>,
+}
+
+/// How many rows of each kind an erasure removed (`EraseUser`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ErasureCounts {
+    pub memories: u64,
+    /// Change records (the history of every memory, deleted ones included).
+    pub changes: u64,
+    pub candidates: u64,
+    pub idempotency: u64,
+    pub plans: u64,
+    pub artifacts: u64,
+    pub sessions: u64,
+    pub session_messages: u64,
+    pub summaries: u64,
+    pub jobs: u64,
+    /// Points removed from the vector index (counted by the knowledge manager, which owns
+    /// the index).
+    #[serde(default)]
+    pub vectors: u64,
+}
+
+impl ErasureCounts {
+    /// Rows removed from the relational store (artifacts' included: the artifact service
+    /// removes them with their blobs).
+    pub fn rows(&self) -> u64 {
+        self.memories
+            + self.changes
+            + self.candidates
+            + self.idempotency
+            + self.plans
+            + self.artifacts
+            + self.sessions
+            + self.session_messages
+            + self.summaries
+            + self.jobs
+    }
+
+    /// Everything removed: rows and vector points.
+    pub fn total(&self) -> u64 {
+        self.rows() + self.vectors
+    }
+}
+
+/// The record that an owner's data was erased: who asked, when, how much. No content.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ErasureRecord {
+    pub id: String,
+    pub tenant_id: String,
+    pub user_id: String,
+    /// Who asked ("key:1a2b3c4d", "dev").
+    pub actor: String,
+    pub at: DateTime<Utc>,
+    pub counts: ErasureCounts,
+}

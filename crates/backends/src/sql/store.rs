@@ -17,9 +17,9 @@ use thinkus_common::model::{
 use tracing::Instrument;
 
 use super::{
-    ArtifactRecord, ArtifactStore, Candidate, CandidateStatus, Change, ChangeKind, JobRecord, JobStatus, JobStore,
-    MemoryOrder, MemoryQuery, MemoryStore, RetentionStore, SessionKey, SessionRecord, SessionStore, StoreError,
-    SummaryRecord, WriteBatch,
+    ArtifactRecord, ArtifactStore, Candidate, CandidateStatus, Change, ChangeKind, ErasureCounts, ErasureRecord,
+    JobRecord, JobStatus, JobStore, MemoryOrder, MemoryQuery, MemoryStore, OwnerRecords, RetentionStore, SessionKey,
+    SessionRecord, SessionStore, StoreError, SummaryRecord, WriteBatch,
 };
 use crate::filter::{Field, Plan};
 
@@ -533,6 +533,16 @@ impl SqlStore {
     #[cfg(any(test, feature = "testing"))]
     pub async fn execute_raw(&self, sql: &str) -> Result<u64, StoreError> {
         self.execute(&Query::new(sql)).await
+    }
+
+    /// Runs a raw `SELECT COUNT(*) …` (tests that look at the tables themselves).
+    #[cfg(any(test, feature = "testing"))]
+    pub async fn count_raw(&self, sql: &str) -> Result<i64, StoreError> {
+        let row = self
+            .fetch_optional(&Query::new(sql))
+            .await?
+            .ok_or_else(|| StoreError::Backend("COUNT(*) returned no row".into()))?;
+        row.try_get::<i64, _>(0).map_err(backend_error)
     }
 
     async fn open(url: &str, max_connections: u32) -> Result<Self, StoreError> {
@@ -1209,6 +1219,196 @@ impl MemoryStore for SqlStore {
             .map(|row| row.try_get::<String, _>(0).map_err(backend_error))
             .collect()
     }
+
+    async fn owner_records(&self, owner: &Owner) -> Result<OwnerRecords, StoreError> {
+        let select = |sql: &str| {
+            let mut q = Query::new(sql);
+            q.owner(owner);
+            q
+        };
+        let memories = self
+            .fetch_all(&select(&format!(
+                "SELECT {MEMORY_COLUMNS} FROM memories WHERE tenant_id = ? AND user_id = ? ORDER BY created_at ASC, id ASC"
+            )))
+            .await?
+            .iter()
+            .map(memory_from_row)
+            .collect::<Result<_, _>>()?;
+        let changes = self
+            .fetch_all(&select(
+                "SELECT id, tenant_id, user_id, memory_id, kind, actor, reason, before_json, after_json, at \
+                 FROM memory_changes WHERE tenant_id = ? AND user_id = ? ORDER BY at ASC, id ASC",
+            ))
+            .await?
+            .iter()
+            .map(change_from_row)
+            .collect::<Result<_, _>>()?;
+        let candidates = self
+            .fetch_all(&select(
+                "SELECT * FROM candidates WHERE tenant_id = ? AND user_id = ? ORDER BY created_at ASC, id ASC",
+            ))
+            .await?
+            .iter()
+            .map(candidate_from_row)
+            .collect::<Result<_, _>>()?;
+        let plan = self.get_plan(owner).await?;
+        let sessions = self
+            .fetch_all(&select(
+                "SELECT * FROM sessions WHERE tenant_id = ? AND user_id = ? ORDER BY last_message_at ASC, session_id ASC",
+            ))
+            .await?
+            .iter()
+            .map(session_from_row)
+            .collect::<Result<_, _>>()?;
+        let messages = self
+            .fetch_all(&select(
+                "SELECT session_id, idx, role, speaker, content, created_at FROM session_messages \
+                 WHERE tenant_id = ? AND user_id = ? ORDER BY session_id ASC, idx ASC",
+            ))
+            .await?
+            .iter()
+            .map(|row| {
+                Ok((
+                    row.try_get::<String, _>(0).map_err(backend_error)?,
+                    Message {
+                        index: row.try_get::<i64, _>(1).map_err(backend_error)?.max(0) as u32,
+                        role: row.try_get(2).map_err(backend_error)?,
+                        speaker: row.try_get(3).map_err(backend_error)?,
+                        content: row.try_get(4).map_err(backend_error)?,
+                        created_at: from_ms(row.try_get(5).map_err(backend_error)?),
+                    },
+                ))
+            })
+            .collect::<Result<_, StoreError>>()?;
+        let summaries = self
+            .fetch_all(&select(
+                "SELECT * FROM session_summaries WHERE tenant_id = ? AND user_id = ? ORDER BY created_at ASC, id ASC",
+            ))
+            .await?
+            .iter()
+            .map(summary_from_row)
+            .collect::<Result<_, _>>()?;
+        let artifacts = self
+            .fetch_all(&select(&format!(
+                "SELECT {ARTIFACT_COLUMNS} FROM artifacts WHERE tenant_id = ? AND user_id = ? ORDER BY created_at ASC, id ASC"
+            )))
+            .await?
+            .iter()
+            .map(artifact_from_row)
+            .collect::<Result<_, _>>()?;
+        let jobs = self
+            .fetch_all(&select(&format!(
+                "SELECT {JOB_COLUMNS} FROM jobs WHERE tenant_id = ? AND user_id = ? ORDER BY created_at ASC, id ASC"
+            )))
+            .await?
+            .iter()
+            .map(job_from_row)
+            .collect::<Result<_, _>>()?;
+        let request_keys = self
+            .fetch_all(&select(
+                "SELECT request_key FROM idempotency WHERE tenant_id = ? AND user_id = ? ORDER BY created_at ASC, request_key ASC",
+            ))
+            .await?
+            .iter()
+            .map(|row| row.try_get::<String, _>(0).map_err(backend_error))
+            .collect::<Result<_, _>>()?;
+        let erasures = self
+            .fetch_all(&select(
+                "SELECT id, tenant_id, user_id, actor, at, counts FROM erasures \
+                 WHERE tenant_id = ? AND user_id = ? ORDER BY at ASC, id ASC",
+            ))
+            .await?
+            .iter()
+            .map(erasure_from_row)
+            .collect::<Result<_, _>>()?;
+        Ok(OwnerRecords {
+            memories,
+            changes,
+            candidates,
+            plan,
+            sessions,
+            messages,
+            summaries,
+            artifacts,
+            jobs,
+            request_keys,
+            erasures,
+        })
+    }
+
+    async fn erase_owner(&self, owner: &Owner, erasure: ErasureRecord) -> Result<ErasureCounts, StoreError> {
+        let _guard = self.lock_writes().await;
+        let mut tx = self.begin().await?;
+        let result: Result<ErasureCounts, StoreError> = async {
+            let mut artifacts = Query::new("SELECT COUNT(*) FROM artifacts WHERE tenant_id = ? AND user_id = ?");
+            artifacts.owner(owner);
+            let left = self
+                .tx_fetch_optional(&mut tx, &artifacts)
+                .await?
+                .map(|row| row.try_get::<i64, _>(0).map_err(backend_error))
+                .transpose()?
+                .unwrap_or(0);
+            if left > 0 {
+                return Err(StoreError::Conflict(format!(
+                    "user {:?} of tenant {:?} still has {left} artifacts: the artifact service removes them and their blobs first",
+                    owner.user_id, owner.tenant_id
+                )));
+            }
+            let mut counts = erasure.counts;
+            for (table, count) in [
+                ("memories", &mut counts.memories),
+                ("memory_changes", &mut counts.changes),
+                ("candidates", &mut counts.candidates),
+                ("idempotency", &mut counts.idempotency),
+                ("user_plans", &mut counts.plans),
+                ("session_messages", &mut counts.session_messages),
+                ("sessions", &mut counts.sessions),
+                ("session_summaries", &mut counts.summaries),
+                ("jobs", &mut counts.jobs),
+            ] {
+                let mut q = Query::new(&format!("DELETE FROM {table} WHERE tenant_id = ? AND user_id = ?"));
+                q.owner(owner);
+                *count += self.tx_execute(&mut tx, &q).await?;
+            }
+            // Nothing removed anywhere (a repeated erasure): nothing to record.
+            if counts.total() > 0 {
+                let mut q = Query::new(
+                    "INSERT INTO erasures (id, tenant_id, user_id, actor, at, counts) VALUES (?, ?, ?, ?, ?, ?)",
+                );
+                q.text(erasure.id.clone())
+                    .owner(owner)
+                    .text(erasure.actor.clone())
+                    .int(ms(erasure.at))
+                    .text(json(&counts));
+                self.tx_execute(&mut tx, &q).await?;
+            }
+            Ok(counts)
+        }
+        .await;
+        match result {
+            Ok(counts) => {
+                tx.commit().await.map_err(backend_error)?;
+                Ok(counts)
+            }
+            Err(err) => {
+                let _ = tx.rollback().await;
+                Err(err)
+            }
+        }
+    }
+}
+
+fn erasure_from_row(row: &AnyRow) -> Result<ErasureRecord, StoreError> {
+    let counts: String = row.try_get("counts").map_err(backend_error)?;
+    Ok(ErasureRecord {
+        id: row.try_get("id").map_err(backend_error)?,
+        tenant_id: row.try_get("tenant_id").map_err(backend_error)?,
+        user_id: row.try_get("user_id").map_err(backend_error)?,
+        actor: row.try_get("actor").map_err(backend_error)?,
+        at: from_ms(row.try_get("at").map_err(backend_error)?),
+        counts: serde_json::from_str(&counts)
+            .map_err(|err| StoreError::Backend(format!("unreadable erasure counts {counts:?}: {err}")))?,
+    })
 }
 
 const ARTIFACT_COLUMNS: &str = "id, tenant_id, user_id, role_id, project_id, session_id, tool_call_id, tool_name, mime_type, \

@@ -234,6 +234,7 @@ pub fn router(state: UiState) -> Router {
         .route("/u/{user}/t/{id}", get(trace_page))
         .route("/u/{user}/export", get(export_page))
         .route("/u/{user}/export.tar", get(export_archive))
+        .route("/u/{user}/export.json", get(export_everything))
         .fallback(|| async { UiError::NotFound.into_response() })
         .with_state(state)
 }
@@ -1752,7 +1753,8 @@ async fn export_body(state: &UiState, visit: &Visit, user: &str, query: &PageQue
     let here = format!("/u/{}/export{}", seg(user), keep);
     let mut body = format!(
         "<p><a href=\"/u/{user}?lang={lang}\">← {back}</a></p><h1>{title}</h1><p class=\"muted\">{hint}</p>\
-         <p><a class=\"button primary\" id=\"download\" href=\"/u/{user}/export.tar{keep}\" download>{all}</a></p><div id=\"files\">",
+         <p><a class=\"button primary\" id=\"download\" href=\"/u/{user}/export.tar{keep}\" download>{all}</a> \
+         <a class=\"button\" id=\"download-json\" href=\"/u/{user}/export.json\" download>{json}</a></p><div id=\"files\">",
         user = seg(user),
         lang = w.lang,
         back = esc(w.back),
@@ -1760,6 +1762,7 @@ async fn export_body(state: &UiState, visit: &Visit, user: &str, query: &PageQue
         hint = esc(w.export_hint),
         keep = esc(&keep),
         all = esc(w.download_all),
+        json = esc(w.download_json),
     );
     for file in files
         .iter()
@@ -1823,6 +1826,44 @@ async fn export_archive(
             let headers = response.headers_mut();
             headers.insert(header::CONTENT_TYPE, HeaderValue::from_static("application/x-tar"));
             if let Ok(value) = HeaderValue::from_str(&format!("attachment; filename=\"{folder}.tar\"")) {
+                headers.insert(header::CONTENT_DISPOSITION, value);
+            }
+            response
+        }
+        Err(err) => err.into_response(),
+    }
+}
+
+/// Everything the user owns as one JSON document (`ExportUser`: memories with their history,
+/// candidates, sessions and messages, summaries, artifacts' metadata, jobs), to download.
+async fn export_everything(
+    State(state): State<UiState>,
+    ConnectInfo(peer): ConnectInfo<SocketAddr>,
+    headers: HeaderMap,
+    Path(user): Path<String>,
+) -> Response {
+    let visit = match state.visit(&headers, peer).await {
+        Ok(visit) => visit,
+        Err(err) => return err.into_response(),
+    };
+    let result = async {
+        let owner = visit.person(&user)?.owner();
+        let document = state
+            .forward(&visit, state.gateway.upstreams.knowledge.export_user(owner))
+            .await?;
+        serde_json::to_vec_pretty(&document)
+            .map_err(|err| UiError::from(ApiError::internal(format!("cannot serialise the export: {err}"))))
+    }
+    .await;
+    match result {
+        Ok(bytes) => {
+            let mut response = secure(bytes.into_response());
+            let headers = response.headers_mut();
+            headers.insert(header::CONTENT_TYPE, HeaderValue::from_static("application/json"));
+            if let Ok(value) = HeaderValue::from_str(&format!(
+                "attachment; filename=\"thinkus-user-{}.json\"",
+                file_name(&user)
+            )) {
                 headers.insert(header::CONTENT_DISPOSITION, value);
             }
             response

@@ -109,6 +109,7 @@ pub struct Words {
     pub export: &'static str,
     pub export_hint: &'static str,
     pub download_all: &'static str,
+    pub download_json: &'static str,
     pub lines: &'static str,
 }
 
@@ -171,6 +172,7 @@ pub const ZH: Words = Words {
     export: "导出为 Markdown",
     export_hint: "这些文件可以用任何编辑器修改。下载文件包后用 tar xf 解开，改完用 thinkus memory import 文件夹 导回：改过的行成为更正，删掉的行停用，新加的行走正常的写入审核。",
     download_all: "下载全部（.tar）",
+    download_json: "下载我的全部数据（JSON）",
     lines: "行",
     seen_times: "出现次数",
     conflicts: "待确认",
@@ -278,6 +280,7 @@ pub const EN: Words = Words {
     export: "Export as Markdown",
     export_hint: "Edit these files in any editor. Download the archive, unpack it with tar xf, and read it back with thinkus memory import FOLDER: an edited line becomes a correction, a deleted line a suppression, a new line goes through the normal admission.",
     download_all: "Download all (.tar)",
+    download_json: "Download all my data (JSON)",
     lines: "lines",
     seen_times: "seen",
     conflicts: "To confirm",
