@@ -732,6 +732,7 @@ async fn a_person_fixes_memory_in_a_real_browser() {
             user_id: user.into(),
             ..Default::default()
         }),
+        all_roles: true,
         statuses: (1..=5).collect(),
         ..Default::default()
     };
@@ -757,6 +758,7 @@ async fn a_person_fixes_memory_in_a_real_browser() {
                 user_id: "wang".into(),
                 ..Default::default()
             }),
+            all_roles: true,
             memory_id: wang.budget.clone(),
         })
         .await

@@ -42,6 +42,7 @@ async fn memory(node: &Node, user: &str, id: &str) -> thinkus_proto::common::Mem
         .get_memory(GetMemoryRequest {
             scope: Some(scope(user, "", None)),
             memory_id: id.into(),
+            all_roles: true,
         })
         .await
         .unwrap_or_else(|err| panic!("get {id}: {err}"))
@@ -55,6 +56,7 @@ async fn history(node: &Node, user: &str, id: &str) -> Vec<thinkus_proto::knowle
         .get_memory_history(GetMemoryHistoryRequest {
             scope: Some(scope(user, "", None)),
             memory_id: id.into(),
+            all_roles: true,
         })
         .await
         .unwrap()

@@ -42,6 +42,7 @@ async fn history(node: &Node, scope: &Scope, memory_id: &str) -> Vec<thinkus_pro
         .get_memory_history(GetMemoryHistoryRequest {
             scope: Some(scope.clone()),
             memory_id: memory_id.into(),
+            all_roles: false,
         })
         .await
         .unwrap()
@@ -128,6 +129,7 @@ async fn deleting_a_memory_scrubs_its_history(backend: Backend) {
         .get_memory(GetMemoryRequest {
             scope: Some(me.clone()),
             memory_id: id.clone(),
+            all_roles: false,
         })
         .await
         .expect_err("deleted");
@@ -262,8 +264,137 @@ macro_rules! on_both_backends {
 on_both_backends!(
     deleting_a_memory_scrubs_its_history,
     the_node_sweeps_old_records,
-    exporting_and_erasing_a_user
+    exporting_and_erasing_a_user,
+    an_empty_role_reads_no_private_memory
 );
+
+/// Role privacy: an empty role_id is no wildcard over the roles' private memories. GetMemory,
+/// ListMemories and GetMemoryHistory answer INVALID_ARGUMENT naming scope.role_id unless the
+/// caller asks for the person's view (all_roles); another role reads none of them.
+async fn an_empty_role_reads_no_private_memory(backend: Backend) {
+    let Some(node) = start(backend, |_| {}).await else {
+        return;
+    };
+    let user = "rights-roles";
+    let as_role = |role: &str| Scope {
+        user_id: user.into(),
+        role_id: role.into(),
+        project_id: "shop".into(),
+        ..Default::default()
+    };
+    let remember = |role: &str, content: &str| {
+        let scope = as_role(role);
+        let content = content.to_string();
+        let mut km = node.km();
+        async move {
+            km.remember(RememberRequest {
+                scope: Some(scope),
+                memory: Some(MemoryDraft {
+                    r#type: MemoryType::ProjectDecision as i32,
+                    content,
+                    importance: 4,
+                    ..Default::default()
+                }),
+                skip_dedup: true,
+                ..Default::default()
+            })
+            .await
+            .unwrap()
+            .into_inner()
+            .result
+            .unwrap()
+            .memory
+            .unwrap()
+        }
+    };
+    let payroll = remember("cfo", "Payroll runs on the 25th through Gusto").await;
+    assert_eq!(payroll.visibility, thinkus_proto::common::Visibility::Private as i32);
+    let stack = remember("cto", "The storefront runs on Rust and PostgreSQL").await;
+    let get = |scope: Scope, all_roles: bool, id: String| {
+        let mut km = node.km();
+        async move {
+            km.get_memory(GetMemoryRequest {
+                scope: Some(scope),
+                memory_id: id,
+                all_roles,
+            })
+            .await
+            .map(|r| r.into_inner().memory.unwrap().id)
+        }
+    };
+    let list = |scope: Scope, all_roles: bool| {
+        let mut km = node.km();
+        async move {
+            km.list_memories(ListMemoriesRequest {
+                scope: Some(scope),
+                all_roles,
+                ..Default::default()
+            })
+            .await
+            .map(|r| r.into_inner().memories.into_iter().map(|m| m.id).collect::<Vec<_>>())
+        }
+    };
+    let history = |scope: Scope, all_roles: bool, id: String| {
+        let mut km = node.km();
+        async move {
+            km.get_memory_history(GetMemoryHistoryRequest {
+                scope: Some(scope),
+                memory_id: id,
+                all_roles,
+            })
+            .await
+            .map(|r| r.into_inner().changes.len())
+        }
+    };
+
+    // No role: refused, naming the field, by all three reads.
+    let no_role = as_role("");
+    for err in [
+        get(no_role.clone(), false, payroll.id.clone())
+            .await
+            .expect_err("no role"),
+        list(no_role.clone(), false).await.expect_err("no role"),
+        history(no_role.clone(), false, payroll.id.clone())
+            .await
+            .expect_err("no role"),
+    ] {
+        assert_eq!(err.code(), Code::InvalidArgument, "{err:?}");
+        assert!(err.message().starts_with("scope.role_id"), "{}", err.message());
+    }
+    // Another role reads its own and what is shared, not the cfo's private memory.
+    let cto = as_role("cto");
+    let err = get(cto.clone(), false, payroll.id.clone())
+        .await
+        .expect_err("private to the cfo");
+    assert_eq!(err.code(), Code::NotFound);
+    let err = history(cto.clone(), false, payroll.id.clone())
+        .await
+        .expect_err("private to the cfo");
+    assert_eq!(err.code(), Code::NotFound);
+    assert_eq!(list(cto.clone(), false).await.unwrap(), vec![stack.id.clone()]);
+    // The owner role does.
+    assert_eq!(
+        get(as_role("cfo"), false, payroll.id.clone()).await.unwrap(),
+        payroll.id
+    );
+    assert_eq!(list(as_role("cfo"), false).await.unwrap(), vec![payroll.id.clone()]);
+    // The person's view, asked for explicitly, reads every role's.
+    assert_eq!(
+        get(no_role.clone(), true, payroll.id.clone()).await.unwrap(),
+        payroll.id
+    );
+    assert_eq!(history(no_role.clone(), true, payroll.id.clone()).await.unwrap(), 1);
+    let mut everything = list(no_role.clone(), true).await.unwrap();
+    everything.sort();
+    let mut both = vec![payroll.id.clone(), stack.id.clone()];
+    both.sort();
+    assert_eq!(everything, both);
+    // It names no role.
+    let err = list(cto, true).await.expect_err("a role and all_roles");
+    assert_eq!(err.code(), Code::InvalidArgument);
+    assert!(err.message().starts_with("all_roles"), "{}", err.message());
+    node.stop().await;
+}
 
 /// Whether the node's health says `want` for the whole server ("") and the knowledge manager
 /// within 15 s.
@@ -818,6 +949,7 @@ async fn exporting_and_erasing_a_user(backend: Backend) {
             .get_memory(GetMemoryRequest {
                 scope: Some(own("alice", "")),
                 memory_id: id.clone(),
+                all_roles: true,
             })
             .await
             .expect_err("erased");
@@ -826,6 +958,7 @@ async fn exporting_and_erasing_a_user(backend: Backend) {
             .get_memory_history(GetMemoryHistoryRequest {
                 scope: Some(own("alice", "")),
                 memory_id: id.clone(),
+                all_roles: true,
             })
             .await
             .expect_err("erased");
@@ -913,12 +1046,14 @@ async fn exporting_and_erasing_a_user(backend: Backend) {
         .get_memory(GetMemoryRequest {
             scope: Some(own("alice", "cto")),
             memory_id: theirs,
+            all_roles: false,
         })
         .await
         .expect("globex's alice keeps her memory");
     km().get_memory(GetMemoryRequest {
         scope: Some(own("bob", "cto")),
         memory_id: bobs,
+        all_roles: false,
     })
     .await
     .expect("acme's bob keeps his memory");

@@ -307,6 +307,7 @@ async fn bad_input_names_the_field_and_changes_nothing() {
     .unwrap();
     let count = |mut km: KnowledgeManagerServiceClient<Channel>, user: Scope| async move {
         km.list_memories(ListMemoriesRequest {
+            all_roles: user.role_id.is_empty(),
             scope: Some(user),
             ..Default::default()
         })

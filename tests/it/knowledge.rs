@@ -110,6 +110,7 @@ pub(crate) async fn all_memories(node: &Node, scope: &Scope) -> Vec<thinkus_prot
     node.km()
         .list_memories(ListMemoriesRequest {
             scope: Some(scope.clone()),
+            all_roles: scope.role_id.is_empty(),
             statuses: vec![
                 MemoryStatus::Active as i32,
                 MemoryStatus::Suppressed as i32,
@@ -266,6 +267,7 @@ async fn similar_preferences_merge(backend: Backend) {
             .get_memory_history(GetMemoryHistoryRequest {
                 scope: Some(me.clone()),
                 memory_id: memories[0].id.clone(),
+                all_roles: false,
             })
             .await
             .unwrap()
@@ -400,6 +402,7 @@ async fn budget_correction_replaces(backend: Backend) {
         .get_memory(GetMemoryRequest {
             scope: Some(me.clone()),
             memory_id: old_id.clone(),
+            all_roles: false,
         })
         .await
         .unwrap()
@@ -418,6 +421,7 @@ async fn budget_correction_replaces(backend: Backend) {
         .get_memory_history(GetMemoryHistoryRequest {
             scope: Some(me.clone()),
             memory_id: old_id.clone(),
+            all_roles: false,
         })
         .await
         .unwrap()
@@ -615,6 +619,7 @@ async fn duplicate_request_is_written_once(backend: Backend) {
         .get_memory_history(GetMemoryHistoryRequest {
             scope: Some(me.clone()),
             memory_id: created(&first)[0].id.clone(),
+            all_roles: false,
         })
         .await
         .unwrap()

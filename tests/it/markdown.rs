@@ -74,6 +74,7 @@ async fn state(node: &Node, user: &str) -> Vec<(String, i32, usize)> {
             .get_memory_history(thinkus_proto::knowledge::GetMemoryHistoryRequest {
                 scope: Some(scope(user, "", None)),
                 memory_id: memory.id.clone(),
+                all_roles: true,
             })
             .await
             .unwrap()
@@ -271,6 +272,7 @@ async fn english_round_trip(backend: Backend) {
             .get_memory_history(thinkus_proto::knowledge::GetMemoryHistoryRequest {
                 scope: Some(scope(user, "", None)),
                 memory_id: id.clone(),
+                all_roles: true,
             })
             .await
             .unwrap()

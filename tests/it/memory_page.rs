@@ -335,6 +335,7 @@ async fn the_page_is_safe_and_shows_what_is_remembered() {
                 user_id: "alice".into(),
                 ..Default::default()
             }),
+            all_roles: true,
             memory_id: id,
         };
         let mut km = km.clone();

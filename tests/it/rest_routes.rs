@@ -298,12 +298,18 @@ async fn the_routes_people_and_tools_use() {
         .ok(
             ACME,
             "GET",
-            &format!("/api/memory/{rule_id}/history?userId=alice"),
+            &format!("/api/memory/{rule_id}/history?userId=alice&allRoles=true"),
             Value::Null,
         )
         .await;
     assert_eq!(history["changes"][0]["actor"], "import", "{history}");
     assert_eq!(history["changes"][0]["kind"], "create");
+    // No role and no person's view: an empty role is no wildcard (issue 17, role privacy).
+    let (status, answer) = api
+        .get(ACME, &format!("/api/memory/{rule_id}/history?userId=alice"))
+        .await;
+    assert_eq!(status, StatusCode::BAD_REQUEST, "{answer}");
+    assert!(error_message(&answer).starts_with("roleId"), "{answer}");
     let standing = api
         .ok(ACME, "GET", "/api/memory/standing?userId=alice&roleId=cfo", Value::Null)
         .await;
@@ -470,7 +476,7 @@ async fn the_routes_people_and_tools_use() {
         ("GET", "/api/session/summary/b1?userId=alice".to_string(), Value::Null),
         (
             "GET",
-            format!("/api/memory/{their_memory}/history?userId=alice"),
+            format!("/api/memory/{their_memory}/history?userId=alice&allRoles=true"),
             Value::Null,
         ),
         (
@@ -501,7 +507,10 @@ async fn the_routes_people_and_tools_use() {
         ("GET", "/api/session/summaries?userId=bob".to_string()),
         ("GET", "/api/memory/candidates?userId=bob".to_string()),
         ("GET", "/api/memory/conflicts?userId=bob".to_string()),
-        ("GET", format!("/api/memory/{their_memory}/history?userId=bob")),
+        (
+            "GET",
+            format!("/api/memory/{their_memory}/history?userId=bob&allRoles=true"),
+        ),
         ("GET", "/api/memory/export?userId=bob".to_string()),
         ("GET", "/api/memory/standing?userId=bob&roleId=cto".to_string()),
     ];
@@ -535,7 +544,7 @@ async fn the_routes_people_and_tools_use() {
     // and a tenant key may not name another tenant.
     for path in [
         format!("/api/artifacts/{artifact}?userId=alice"),
-        format!("/api/memory/{rule_id}/history?userId=alice"),
+        format!("/api/memory/{rule_id}/history?userId=alice&allRoles=true"),
         "/api/session/summary/s1?userId=alice".to_string(),
     ] {
         let (status, answer) = api.get(GLOBEX_ALICE, &path).await;

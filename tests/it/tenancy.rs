@@ -155,6 +155,7 @@ async fn same_user_id_in_two_tenants_is_two_people(backend: Backend) {
         .get_memory(GetMemoryRequest {
             scope: Some(scope("", "alice")),
             memory_id: acme_alice.clone(),
+            all_roles: false,
         })
         .await
         .expect_err("globex cannot read acme's memory by id");

@@ -69,6 +69,7 @@ async fn memory(node: &Node, scope: &Scope, id: &str) -> thinkus_proto::common::
         .get_memory(GetMemoryRequest {
             scope: Some(scope.clone()),
             memory_id: id.into(),
+            all_roles: scope.role_id.is_empty(),
         })
         .await
         .unwrap()

@@ -106,6 +106,7 @@ async fn every_write_passes_admission(backend: Backend) {
         .get_memory_history(GetMemoryHistoryRequest {
             scope: Some(me.clone()),
             memory_id: id,
+            all_roles: false,
         })
         .await
         .unwrap()

@@ -8,7 +8,7 @@
 //! - `POST /api/memory/candidates/{id}/reject` `{userId, reason?}`
 //! - `GET  /api/memory/conflicts?userId&roleId&projectId`
 //! - `POST /api/memory/conflicts/{id}/resolve` `{userId, keep: "current"|"proposed", reason?}`
-//! - `GET  /api/memory/{id}/history?userId`
+//! - `GET  /api/memory/{id}/history?userId&roleId` (or `&allRoles=true`: the person's view)
 //! - `GET  /api/memory/standing?userId&roleId&projectId`
 //! - `GET  /api/memory/export?userId&projectId&lang`
 //! - `POST /api/memory/import` `{userId, roleId?, dryRun?, files: [{path, content}]}`
@@ -279,21 +279,41 @@ async fn resolve(
 
 #[derive(Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
-struct Owner {
+struct HistoryQuery {
     user_id: String,
     /// The tenant, for service keys; others act in their own.
     #[serde(default)]
     tenant_id: Option<String>,
+    /// The role reading: a live memory must be its own or shared with it.
+    #[serde(default)]
+    role_id: Option<String>,
+    /// The person's view instead: any role's memory.
+    #[serde(default)]
+    all_roles: bool,
 }
 
 async fn history(
     State(state): State<RestState>,
     caller: Caller,
     Path(id): Path<String>,
-    Query(query): Query<Owner>,
+    Query(query): Query<HistoryQuery>,
 ) -> Answer {
     required(&query.user_id, "userId")?;
-    let mut scope = scope_of(query.tenant_id, Some(query.user_id), None, None, None);
+    let role = query.role_id.filter(|r| !r.is_empty());
+    // As GetMemoryHistory: an empty role is no wildcard over the roles' private memories.
+    match (&role, query.all_roles) {
+        (None, false) => {
+            return Err(ApiError::invalid(
+                "roleId",
+                "is required: a role reads its own memories and those shared with it (allRoles=true for the \
+                 person's view of every role's)",
+            )
+            .into());
+        }
+        (Some(_), true) => return Err(ApiError::invalid("allRoles", "reads every role's: leave roleId out").into()),
+        _ => {}
+    }
+    let mut scope = scope_of(query.tenant_id, Some(query.user_id), role, None, None);
     caller.allow(&mut scope)?;
     let knowledge = &state.gateway.upstreams.knowledge;
     let changes = caller.forward(knowledge.history(scope, id)).await?;

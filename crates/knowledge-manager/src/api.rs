@@ -410,6 +410,10 @@ pub trait KnowledgeApi: Send + Sync {
     async fn remember(&self, request: RememberRequest) -> Result<WriteResult, ApiError>;
     async fn ingest_turns(&self, request: IngestTurnsRequest) -> Result<IngestResult, ApiError>;
     async fn learn(&self, request: LearnRequest) -> Result<LearnResult, ApiError>;
+    /// A memory visible to the scope's role; with an empty role, the person's view (every
+    /// role's memories): callers in this process are the person's tools (the memory page, the
+    /// CLI, REST for a person), and over gRPC the client asks for it explicitly (`all_roles`),
+    /// which the adapter requires of an empty role_id. Likewise `list_memories` and `history`.
     async fn get_memory(&self, scope: Scope, memory_id: String) -> Result<Memory, ApiError>;
     async fn list_memories(&self, request: ListRequest) -> Result<Vec<Memory>, ApiError>;
     async fn correct(&self, request: CorrectRequest) -> Result<CorrectResult, ApiError>;

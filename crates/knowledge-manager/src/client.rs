@@ -143,6 +143,7 @@ impl KnowledgeApi for KnowledgeClient {
                     .get_memory(pb::GetMemoryRequest {
                         scope: scope(&scope_),
                         memory_id,
+                        all_roles: scope_.role_id.is_empty(),
                     })
                     .await?;
                 memory(response.get_ref().memory.as_ref())
@@ -163,6 +164,7 @@ impl KnowledgeApi for KnowledgeClient {
                     .clone()
                     .list_memories(pb::ListMemoriesRequest {
                         scope: scope(&request.scope),
+                        all_roles: request.scope.role_id.is_empty(),
                         types: request.types.iter().map(|t| memory_type_to_proto(*t)).collect(),
                         statuses: request.statuses.iter().map(|s| status_to_proto(*s)).collect(),
                         page: Some(pbc::PageRequest {
@@ -259,6 +261,7 @@ impl KnowledgeApi for KnowledgeClient {
                     .get_memory_history(pb::GetMemoryHistoryRequest {
                         scope: scope(&scope_),
                         memory_id,
+                        all_roles: scope_.role_id.is_empty(),
                     })
                     .await?;
                 Ok(response

@@ -85,6 +85,25 @@ pub fn actor_of_key(principal: &Principal) -> String {
 /// The largest piece of an `ExportUser` stream.
 pub const EXPORT_CHUNK_BYTES: usize = 256 * 1024;
 
+/// The reader of a memory read (GetMemory, ListMemories, GetMemoryHistory): a role reads its
+/// own memories and those shared with it; every role's, private ones included, only when the
+/// caller asks for the person's view (`all_roles`) and names no role. An empty role_id is no
+/// longer a silent wildcard over the roles' private memories.
+fn reader(scope: Scope, all_roles: bool) -> Result<Scope, Status> {
+    match (scope.role_id.is_empty(), all_roles) {
+        (true, false) => Err(status(ApiError::invalid(
+            "scope.role_id",
+            "is required: a role reads its own memories and those shared with it (set all_roles for the \
+             person's view of every role's memories)",
+        ))),
+        (false, true) => Err(status(ApiError::invalid(
+            "all_roles",
+            "reads every role's memories: leave scope.role_id empty",
+        ))),
+        _ => Ok(scope),
+    }
+}
+
 fn optional(value: &str) -> Option<String> {
     (!value.is_empty()).then(|| value.to_string())
 }
@@ -346,6 +365,7 @@ impl KnowledgeManagerService for KnowledgeGrpc {
         request: Request<pb::GetMemoryRequest>,
     ) -> Result<Response<pb::GetMemoryResponse>, Status> {
         let (_, scope) = scoped(&request, request.get_ref().scope.as_ref(), ScopeRules::USER)?;
+        let scope = reader(scope, request.get_ref().all_roles)?;
         let memory = self
             .api
             .get_memory(scope, request.get_ref().memory_id.clone())
@@ -362,6 +382,7 @@ impl KnowledgeManagerService for KnowledgeGrpc {
     ) -> Result<Response<pb::ListMemoriesResponse>, Status> {
         let (_, scope) = scoped(&request, request.get_ref().scope.as_ref(), ScopeRules::USER)?;
         let body = request.get_ref();
+        let scope = reader(scope, body.all_roles)?;
         let (size, offset) = page_from_proto(body.page.as_ref(), "page").map_err(status)?;
         let statuses = body
             .statuses
@@ -454,6 +475,7 @@ impl KnowledgeManagerService for KnowledgeGrpc {
         request: Request<pb::GetMemoryHistoryRequest>,
     ) -> Result<Response<pb::GetMemoryHistoryResponse>, Status> {
         let (_, scope) = scoped(&request, request.get_ref().scope.as_ref(), ScopeRules::USER)?;
+        let scope = reader(scope, request.get_ref().all_roles)?;
         let changes = self
             .api
             .history(scope, request.get_ref().memory_id.clone())
