@@ -16,6 +16,7 @@ mod gateway;
 mod hardening;
 mod knowledge;
 mod learned;
+mod learned_extract;
 mod llm_learning;
 mod markdown;
 mod memory_page;

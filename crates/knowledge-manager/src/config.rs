@@ -57,6 +57,10 @@ pub struct KnowledgeConfig {
     pub max_turn_chars: usize,
     /// Minimum admission score of an extracted candidate (seed 000 evaluateCandidate).
     pub admission_threshold: f64,
+    /// The built-in extraction adds the learned clause head (crates/learn/heads/extract.json)
+    /// to the rules. It reads the local embedder's vectors only; with another embedder, or
+    /// false here, the rules extract alone.
+    pub learned: bool,
     /// Cosine similarity (of passage embeddings) at or above which a new memory reinforces an
     /// existing one of the same owner and type instead of being written, unless the two name
     /// different values (`subject::values_conflict`). Calibrated for multilingual-e5-small,
@@ -98,6 +102,7 @@ impl Default for KnowledgeConfig {
             max_content_chars: 16 * 1024,
             max_turn_chars: 16 * 1024,
             admission_threshold: 0.6,
+            learned: true,
             dedup_threshold: 0.945,
             profile_min_confidence: 0.9,
             profile_min_evidence: 3,

@@ -324,20 +324,35 @@ pub(crate) async fn learn(km: &KnowledgeManager, request: LearnRequest) -> Resul
         request.scope.project_id.as_deref(),
     );
     let input = call.input.clone();
-    let (candidates, engine_name) = match engine.complete(call).await {
-        Ok(completion) => (
-            parse_candidates(&completion.text),
-            if engine.is_builtin() { "rules" } else { "llm" },
-        ),
-        Err(err) if !engine.is_builtin() => {
-            thinkus_common::metrics::METRICS
-                .llm_failures
-                .with_label_values(&["extract"])
-                .inc();
-            tracing::warn!(%err, "the LLM extraction failed; falling back to the rules");
-            (parse_candidates(&crate::rules::extract(&input).to_string()), "rules")
-        }
-        Err(err) => return Err(err.into()),
+    // The learned clause head joins the rules when the built-in engine extracts and the
+    // embedder is the one it was trained on (knowledge.learned, on by default).
+    let learned = km
+        .learned
+        .as_ref()
+        .filter(|l| engine.is_builtin() && l.reads(km.embedder.as_ref()));
+    let (candidates, engine_name) = match learned {
+        Some(learned) => match learned.extract(km.embedder.as_ref(), &input).await {
+            Ok(answer) => (parse_candidates(&answer.to_string()), "learned"),
+            Err(err) => {
+                tracing::warn!(%err, "the clauses could not be embedded; the rules extract alone");
+                (parse_candidates(&crate::rules::extract(&input).to_string()), "rules")
+            }
+        },
+        None => match engine.complete(call).await {
+            Ok(completion) => (
+                parse_candidates(&completion.text),
+                if engine.is_builtin() { "rules" } else { "llm" },
+            ),
+            Err(err) if !engine.is_builtin() => {
+                thinkus_common::metrics::METRICS
+                    .llm_failures
+                    .with_label_values(&["extract"])
+                    .inc();
+                tracing::warn!(%err, "the LLM extraction failed; falling back to the rules");
+                (parse_candidates(&crate::rules::extract(&input).to_string()), "rules")
+            }
+            Err(err) => return Err(err.into()),
+        },
     };
 
     let said_at = request

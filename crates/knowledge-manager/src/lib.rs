@@ -13,6 +13,7 @@ pub mod convert;
 pub mod data_rights;
 pub mod grpc;
 pub mod learn;
+pub mod learned;
 pub mod markdown;
 mod prompts;
 pub mod rules;

@@ -468,10 +468,70 @@ fn long_enough(clause: &str) -> bool {
     }
 }
 
-/// The extraction rules: `input` is `{"messages": [{"role", "content"}], "role_id": ...}`.
-pub fn extract(input: &Value) -> Value {
-    let role = input["role_id"].as_str().unwrap_or("");
-    let messages: Vec<(String, String)> = input["messages"]
+/// One part of a conversation the extraction reads on its own.
+#[derive(Debug, Clone)]
+pub enum Segment {
+    /// A short confirmation of the assistant's last proposal: the proposal, decided.
+    Confirmed { message: usize, candidate: Value },
+    /// One clause of a user's message and what the rules read in it.
+    Clause {
+        message: usize,
+        text: String,
+        reading: Reading,
+    },
+}
+
+impl Segment {
+    /// The rules' candidate for the segment, if any.
+    pub fn rule_candidate(&self) -> Option<&Value> {
+        match self {
+            Segment::Confirmed { candidate, .. } => Some(candidate),
+            Segment::Clause { reading, .. } => reading.candidate.as_ref(),
+        }
+    }
+
+    /// The index of the message it comes from.
+    pub fn message(&self) -> usize {
+        match self {
+            Segment::Confirmed { message, .. } | Segment::Clause { message, .. } => *message,
+        }
+    }
+}
+
+/// What the rules read in one clause: the family that matched, the marks of a statement that
+/// is not (yet) a memory, and the rules' own candidate.
+#[derive(Debug, Clone, Default)]
+pub struct Reading {
+    pub family: Option<MemoryType>,
+    pub question: bool,
+    pub hypothetical: bool,
+    /// The clause or its message hedges ("maybe", "还没想好").
+    pub hedged: bool,
+    /// A correction wording ("改成", "actually").
+    pub correction: bool,
+    /// A sum or a date.
+    pub figure: bool,
+    pub long_enough: bool,
+    /// What the rules extract from the clause.
+    pub candidate: Option<Value>,
+}
+
+fn read(clause: &str, role: &str, message_hedged: bool) -> Reading {
+    let text = clause.trim();
+    Reading {
+        family: classify(text).map(|f| f.memory_type),
+        question: is_question(text),
+        hypothetical: HYPOTHETICAL.is_match(text),
+        hedged: message_hedged || HEDGE.is_match(text),
+        correction: CORRECTION.iter().any(|r| r.is_match(text)),
+        figure: MONEY_OR_DATE.is_match(text),
+        long_enough: long_enough(text),
+        candidate: classify_clause(text, role, message_hedged),
+    }
+}
+
+fn messages_of(input: &Value) -> Vec<(String, String)> {
+    input["messages"]
         .as_array()
         .map(|items| {
             items
@@ -484,30 +544,62 @@ pub fn extract(input: &Value) -> Value {
                 })
                 .collect()
         })
-        .unwrap_or_default();
+        .unwrap_or_default()
+}
+
+/// The segments of a conversation (`input` as [`extract`] takes it), in order.
+pub fn segments(input: &Value) -> Vec<Segment> {
+    let role = input["role_id"].as_str().unwrap_or("");
     let mut out = Vec::new();
     let mut last_proposal: Option<String> = None;
-    for (author, content) in &messages {
+    for (message, (author, content)) in messages_of(input).iter().enumerate() {
         if !is_user(author) {
             last_proposal = proposal_in(content);
             continue;
         }
         if CONFIRMATION.is_match(content) {
             if let Some(proposal) = last_proposal.take() {
-                out.push(candidate(MemoryType::ProjectDecision, &proposal, 4, 0.85, role));
+                out.push(Segment::Confirmed {
+                    message,
+                    candidate: candidate(MemoryType::ProjectDecision, &proposal, 4, 0.85, role),
+                });
             }
             continue;
         }
         // Hedging anywhere in a message ("…, not sure yet", "尚未确认，等老板拍板") makes its
         // decisions, constraints and corrections tentative.
         let hedged = HEDGE.is_match(content);
-        for clause in clauses(content) {
-            if let Some(item) = classify_clause(&clause, role, hedged) {
-                out.push(item);
-            }
+        for text in clauses(content) {
+            let reading = read(&text, role, hedged);
+            out.push(Segment::Clause { message, text, reading });
         }
     }
-    Value::Array(out)
+    out
+}
+
+/// The extraction rules: `input` is `{"messages": [{"role", "content"}], "role_id": ...}`.
+pub fn extract(input: &Value) -> Value {
+    Value::Array(
+        segments(input)
+            .iter()
+            .filter_map(Segment::rule_candidate)
+            .cloned()
+            .collect(),
+    )
+}
+
+/// A candidate of `memory_type` for `content`, as the rules write one (the content without
+/// its filler, a summary, the subject as a tag, whether it is project-specific).
+pub fn candidate_for(memory_type: MemoryType, content: &str, confidence: f64, role: &str) -> Value {
+    candidate(memory_type, content, importance_of(memory_type), confidence, role)
+}
+
+/// The importance the rules give a type (its first family's).
+pub fn importance_of(memory_type: MemoryType) -> u8 {
+    FAMILIES
+        .iter()
+        .find(|f| f.memory_type == memory_type)
+        .map_or(3, |f| f.importance)
 }
 
 /// The sentence of an assistant message that proposes something, if any.

@@ -119,6 +119,8 @@ pub struct KnowledgeManager {
     pub(crate) rules: RuleEngine,
     pub(crate) llm: Option<Arc<dyn LanguageModel>>,
     pub(crate) bm25: Bm25Encoder,
+    /// The learned clause head of the built-in extraction, when loaded.
+    pub(crate) learned: Option<crate::learned::LearnedExtraction>,
     /// Serialises the check-then-commit part of writes per user (striped by user id), so that
     /// a write's duplicate and contradiction checks see every earlier write of the same user,
     /// concurrent ones included. Embedding happens before, outside the lock, so concurrent
@@ -147,8 +149,16 @@ impl KnowledgeManager {
             rules,
             llm,
             bm25: Bm25Encoder::default(),
+            learned: None,
             write_locks: (0..WRITE_LOCK_STRIPES).map(|_| tokio::sync::Mutex::new(())).collect(),
         }
+    }
+
+    /// Adds the learned clause head to the built-in extraction (used when the embedder is the
+    /// one it was trained on).
+    pub fn with_learned(mut self, learned: crate::learned::LearnedExtraction) -> Self {
+        self.learned = Some(learned);
+        self
     }
 
     /// The write lock of a user (see `write_locks`).

@@ -5,6 +5,9 @@
 /// The memory controller's heads (`thinkus train controller`).
 pub const CONTROLLER: &str = include_str!("../heads/controller.json");
 
+/// The knowledge manager's clause head (`thinkus train extract`).
+pub const EXTRACT: &str = include_str!("../heads/extract.json");
+
 #[cfg(test)]
 mod tests {
     use std::path::Path;
@@ -43,5 +46,10 @@ mod tests {
     #[test]
     fn the_controller_weights_match_their_training_data() {
         matches_its_data(super::CONTROLLER, "controller");
+    }
+
+    #[test]
+    fn the_extraction_weights_match_their_training_data() {
+        matches_its_data(super::EXTRACT, "extract");
     }
 }

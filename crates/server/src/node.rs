@@ -13,6 +13,7 @@ use thinkus_backends::{Backends, BackendsConfig, Needs};
 use thinkus_common::auth::Authenticator;
 use thinkus_common::grpc::{Gate, Health, ServeOptions, channel, client_channel};
 use thinkus_common::limits::Admission;
+use thinkus_knowledge_manager::learned::LearnedExtraction;
 use thinkus_knowledge_manager::{KnowledgeApi, KnowledgeClient, KnowledgeGrpc, KnowledgeManager};
 use thinkus_memory_controller::learned::Learned;
 use thinkus_memory_controller::{ControllerApi, ControllerClient, MemoryController};
@@ -137,14 +138,19 @@ pub async fn start(
     };
 
     let manager: Option<Arc<KnowledgeManager>> = if services.contains(&ServiceKind::KnowledgeManager) {
-        Some(Arc::new(KnowledgeManager::new(
+        let manager = KnowledgeManager::new(
             config.knowledge.clone(),
             required(&backends.store, "the database")?,
             required(&backends.vectors, "the vector index")?,
             required(&backends.embedder, "the embedder")?,
             backends.rules.clone(),
             backends.llm.clone(),
-        )))
+        );
+        Some(Arc::new(match config.knowledge.learned {
+            true => manager
+                .with_learned(LearnedExtraction::builtin().context("the knowledge manager's built-in weight file")?),
+            false => manager,
+        }))
     } else {
         None
     };

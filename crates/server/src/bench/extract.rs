@@ -1,9 +1,11 @@
 //! `thinkus bench extract`: the knowledge manager's built-in extraction on a labelled JSONL file
 //! (datasets/extract.jsonl, format in datasets/README.md). Each utterance goes through the
-//! path `learn` takes with the rules engine: the rule engine with the knowledge manager's rules
-//! registered answers `LlmTask::Extract`, the answer is parsed by `parse_candidates` and every
-//! candidate passes `admit` with the default configuration. What admission would write counts as
-//! stored (the candidate queue is not).
+//! path `learn` takes with the built-in engine: the learned clause head over the clauses'
+//! embeddings with the rules (or, with `--rules-only`, the rule engine with the knowledge
+//! manager's rules registered answering `LlmTask::Extract`), the answer is parsed by
+//! `parse_candidates` and every candidate passes `admit` with the default configuration. What
+//! admission would write counts as stored (the candidate queue is not). The time per message
+//! (the embedding of its clauses included) is reported.
 //!
 //! An extracted memory matches an expected one when the types are equal and every keyword occurs
 //! in its content (case-insensitive). Precision = matched stored memories / stored memories on
@@ -24,12 +26,16 @@ use std::path::Path;
 use anyhow::Context;
 use chrono::Utc;
 use serde_json::{Value, json};
+use thinkus_backends::embed::Embedder;
 use thinkus_backends::llm::{LanguageModel, RuleEngine};
 use thinkus_common::model::Message;
 use thinkus_knowledge_manager::KnowledgeConfig;
 use thinkus_knowledge_manager::learn::{Admission, Extracted, admit, extraction_call, parse_candidates};
+use thinkus_knowledge_manager::learned::LearnedExtraction;
 
 use super::say;
+use super::stats::percentile_ms;
+use crate::config::Config;
 
 /// Counts for one language (or overall).
 #[derive(Debug, Default, Clone, Copy)]
@@ -99,19 +105,31 @@ fn message(role: &str, content: &str, index: usize) -> Message {
 /// away (with its decision, for `--verbose`).
 async fn stored(
     engine: &RuleEngine,
+    learned: Option<&(LearnedExtraction, std::sync::Arc<dyn Embedder>)>,
     config: &KnowledgeConfig,
     messages: &[Message],
 ) -> anyhow::Result<(Vec<Extracted>, Vec<(Extracted, Admission)>)> {
     if messages.is_empty() {
         return Ok((Vec::new(), Vec::new()));
     }
-    let completion = engine
-        .complete(extraction_call(messages, "pm", Some("bench")))
-        .await
-        .map_err(|err| anyhow::anyhow!("rule extraction failed: {err}"))?;
+    let call = extraction_call(messages, "pm", Some("bench"));
+    let answer = match learned {
+        Some((learned, embedder)) => learned
+            .extract(embedder.as_ref(), &call.input)
+            .await
+            .map_err(|err| anyhow::anyhow!("learned extraction failed: {err}"))?
+            .to_string(),
+        None => {
+            engine
+                .complete(call)
+                .await
+                .map_err(|err| anyhow::anyhow!("rule extraction failed: {err}"))?
+                .text
+        }
+    };
     let mut written = Vec::new();
     let mut turned_away = Vec::new();
-    for candidate in parse_candidates(&completion.text) {
+    for candidate in parse_candidates(&answer) {
         match admit(config, &candidate, &[]).0 {
             Admission::Write => written.push(candidate),
             other => turned_away.push((candidate, other)),
@@ -120,11 +138,31 @@ async fn stored(
     Ok((written, turned_away))
 }
 
-pub async fn run(data: &Path, verbose: bool) -> anyhow::Result<()> {
+pub async fn run(config: Config, data: &Path, verbose: bool, rules_only: bool) -> anyhow::Result<()> {
     let text = std::fs::read_to_string(data).with_context(|| format!("cannot read {}", data.display()))?;
     let engine = RuleEngine::new();
     thinkus_knowledge_manager::rules::register(&engine);
+    let learned = if rules_only {
+        None
+    } else {
+        let learned = LearnedExtraction::builtin().context("the knowledge manager's built-in weight file")?;
+        let embedder = thinkus_backends::open_embedder(&config.embedder, &config.server.models_dir)?;
+        anyhow::ensure!(
+            learned.reads(embedder.as_ref()),
+            "embedder.uri: the learned head reads {} vectors, not {} (or pass --rules-only)",
+            learned.embedder,
+            embedder.name()
+        );
+        Some((learned, embedder))
+    };
+    let engine_name = if rules_only {
+        "rules"
+    } else {
+        "rules + learned clause head"
+    };
+    let mut times = Vec::new();
     let config = KnowledgeConfig::default();
+    let learned = learned.as_ref();
     let mut by_lang: BTreeMap<String, Score> = BTreeMap::new();
     let started = std::time::Instant::now();
     for (number, line) in text.lines().enumerate() {
@@ -165,9 +203,13 @@ pub async fn run(data: &Path, verbose: bool) -> anyhow::Result<()> {
                 message(role, content, i)
             })
             .collect();
-        let (earlier, _) = stored(&engine, &config, &messages).await?;
+        let (earlier, _) = stored(&engine, learned, &config, &messages).await?;
         messages.push(message("user", utterance, context.len()));
-        let (mut found, turned_away) = stored(&engine, &config, &messages).await?;
+        let timed = std::time::Instant::now();
+        let (mut found, turned_away) = stored(&engine, learned, &config, &messages).await?;
+        if context.is_empty() {
+            times.push(timed.elapsed());
+        }
         found.retain(|c| !earlier.iter().any(|e| e.content == c.content));
 
         let mut score = Score {
@@ -235,15 +277,29 @@ pub async fn run(data: &Path, verbose: bool) -> anyhow::Result<()> {
         overall.stored
     ));
     say(format!(
-        "{} lines in {:.2}s; targets: precision >= 0.9, recall >= 0.8, junk_ratio <= 0.02",
+        "{} lines in {:.2}s ({engine_name}); targets: precision >= 0.9, recall >= 0.8, junk_ratio <= 0.02, in each language",
         overall.lines,
         started.elapsed().as_secs_f64()
     ));
+    let p50 = percentile_ms(&times, 0.5);
+    say(format!(
+        "extraction and admission per message (lines without context, embedding included): p50 {p50:.1} ms, p95 {:.1} ms (target p50 <= 30 ms)",
+        percentile_ms(&times, 0.95)
+    ));
+    let round = |v: f64| (v * 10_000.0).round() / 10_000.0;
     say(json!({
-        "precision": overall.precision(),
-        "recall": overall.recall(),
-        "junk_ratio": overall.junk_ratio(),
+        "engine": engine_name,
+        "precision": round(overall.precision()),
+        "recall": round(overall.recall()),
+        "junk_ratio": round(overall.junk_ratio()),
+        "p50_ms": (p50 * 10.0).round() / 10.0,
         "n": overall.lines,
+        "by_language": by_lang.iter().map(|(lang, s)| (lang.clone(), json!({
+            "precision": round(s.precision()),
+            "recall": round(s.recall()),
+            "junk_ratio": round(s.junk_ratio()),
+            "n": s.lines,
+        }))).collect::<BTreeMap<_, _>>(),
     })
     .to_string());
     Ok(())

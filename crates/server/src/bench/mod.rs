@@ -126,9 +126,12 @@ pub enum Bench {
     Extract {
         #[arg(long)]
         data: PathBuf,
-        /// Print every line the rules got wrong.
+        /// Print every line the engine got wrong.
         #[arg(long)]
         verbose: bool,
+        /// The rules alone, without the learned clause head.
+        #[arg(long)]
+        rules_only: bool,
     },
     /// End-to-end write throughput of the knowledge manager (embedding and indexing included)
     /// on the embedded defaults in a temporary folder.
@@ -259,7 +262,11 @@ pub async fn run(bench: Bench, config: Config) -> anyhow::Result<()> {
             )
             .await
         }
-        Bench::Extract { data, verbose } => extract::run(&data, verbose).await,
+        Bench::Extract {
+            data,
+            verbose,
+            rules_only,
+        } => extract::run(config, &data, verbose, rules_only).await,
         Bench::Ingest { n, data_dir } => ingest::run(config, n, data_dir).await,
         Bench::Summary { data, limit, verbose } => summary::run(config, &data, limit, verbose).await,
         Bench::Artifacts { data, data_dir } => artifacts::run(config, &data, data_dir).await,

@@ -8,6 +8,7 @@
 //! lines. Training is deterministic: fixed seeds, one thread per head, sums in a fixed order.
 
 pub mod controller;
+pub mod extract;
 
 use std::path::{Path, PathBuf};
 
@@ -29,6 +30,9 @@ pub enum Train {
     /// The memory controller's need, mode and type heads, on controller lines
     /// (datasets/README.md format).
     Controller(TrainArgs),
+    /// The knowledge manager's clause head (memory type or not a memory), on extraction
+    /// lines (datasets/README.md format).
+    Extract(TrainArgs),
 }
 
 /// Where the data comes from and where the weights go.
@@ -89,6 +93,7 @@ impl TrainArgs {
 pub async fn run(train: Train, config: Config) -> anyhow::Result<()> {
     match train {
         Train::Controller(args) => tokio::task::block_in_place(|| controller::run(&args, &config)),
+        Train::Extract(args) => tokio::task::block_in_place(|| extract::run(&args, &config)),
     }
 }
 

@@ -1,0 +1,249 @@
+//! The learned layer of extraction: one head on each clause's embedding (multilingual-e5) that
+//! says which memory type the clause states, or that it is not a memory. Trained by
+//! `thinkus train extract`.
+//!
+//! The rules keep their answers and their precision: they cut a message into clauses
+//! (sentences, and within a sentence the clauses that each state their own thing), find a
+//! confirmation of the assistant's proposal, keep a correction that names a value, and give a
+//! clause their candidate where one of their families fires. The head brings recall: a clause
+//! the rules leave without a memory gets the head's most likely type when that type's
+//! probability reaches the threshold cross-validation chose (`add`). It never turns a rule's
+//! candidate away: a veto that cross-validation favoured also dropped plain rule hits such as
+//! "我喜欢简约的设计风格". When the weight file says so (`stacked`), the head also reads what
+//! the rules saw in the clause (family, question, hypothetical, hedge, correction, figure).
+
+use serde_json::Value;
+use thinkus_backends::embed::{EmbedError, Embedder};
+use thinkus_common::model::MemoryType;
+use thinkus_learn::{HeadError, HeadFile, Network};
+
+use crate::rules::{self, Reading, Segment};
+
+/// The types the head tells apart, in its label order; its last label is [`NOT_A_MEMORY`].
+pub const TYPES: &[MemoryType] = &[
+    MemoryType::ProjectDecision,
+    MemoryType::UserPreference,
+    MemoryType::DiscussionConclusion,
+    MemoryType::ActionItem,
+    MemoryType::Constraint,
+    MemoryType::Risk,
+    MemoryType::Feedback,
+    MemoryType::Insight,
+    MemoryType::Issue,
+    MemoryType::Learning,
+    MemoryType::Pattern,
+    MemoryType::Fact,
+];
+
+pub const NOT_A_MEMORY: &str = "none";
+
+/// What the head reads besides the embedding when stacked.
+pub fn rule_inputs(reading: &Reading) -> Vec<f32> {
+    let flag = |b: bool| f32::from(u8::from(b));
+    let mut values: Vec<f32> = TYPES.iter().map(|t| flag(reading.family == Some(*t))).collect();
+    values.push(flag(reading.family.is_none()));
+    values.extend([
+        flag(reading.question),
+        flag(reading.hypothetical),
+        flag(reading.hedged),
+        flag(reading.correction),
+        flag(reading.figure),
+        flag(reading.long_enough),
+        flag(reading.candidate.is_some()),
+    ]);
+    values
+}
+
+/// The head's input: the embedding, then the rules' inputs when stacked.
+pub fn inputs(embedding: &[f32], reading: &Reading, stacked: bool) -> Vec<f32> {
+    let mut values = embedding.to_vec();
+    if stacked {
+        values.extend(rule_inputs(reading));
+    }
+    values
+}
+
+/// How the head and the rules combine.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Policy {
+    /// A clause without a rule candidate gets the head's most likely type when that type's
+    /// probability reaches this.
+    pub add: f32,
+}
+
+impl Policy {
+    /// The candidate for one clause, given the head's probabilities (one per [`TYPES`], then
+    /// not a memory): the rules' where they give one, else the head's most likely type when
+    /// it is likely enough, with that probability as its confidence.
+    pub fn candidate(&self, text: &str, reading: &Reading, probabilities: &[f32], role: &str) -> Option<Value> {
+        if let Some(candidate) = &reading.candidate {
+            return Some(candidate.clone());
+        }
+        if !reading.long_enough {
+            return None;
+        }
+        let (best, probability) = probabilities[..TYPES.len()]
+            .iter()
+            .enumerate()
+            .max_by(|a, b| a.1.total_cmp(b.1).then(b.0.cmp(&a.0)))?;
+        (*probability >= self.add).then(|| rules::candidate_for(TYPES[best], text, f64::from(*probability), role))
+    }
+
+    /// Records the policy in a weight file.
+    pub fn record(&self, file: &mut HeadFile, stacked: bool) {
+        file.thresholds.insert("add".into(), self.add);
+        file.flags.insert("stacked".into(), stacked);
+    }
+}
+
+/// The trained head and how it combines with the rules.
+#[derive(Debug, Clone)]
+pub struct LearnedExtraction {
+    /// The embedder whose vectors the head reads, and its prefix ("query" or "passage").
+    pub embedder: String,
+    pub prefix: String,
+    pub dim: usize,
+    pub head: Network,
+    pub stacked: bool,
+    pub policy: Policy,
+}
+
+/// The weight file built into the binary.
+pub const BUILTIN: &str = thinkus_learn::builtin::EXTRACT;
+
+impl LearnedExtraction {
+    pub fn from_file(file: &HeadFile) -> Result<Self, HeadError> {
+        let head = file
+            .head("clause")
+            .cloned()
+            .ok_or_else(|| HeadError::Unreadable("no \"clause\" head".into()))?;
+        let expected: Vec<&str> = TYPES.iter().map(|t| t.as_str()).chain([NOT_A_MEMORY]).collect();
+        if head.labels != expected {
+            return Err(HeadError::Unreadable("unexpected clause labels".into()));
+        }
+        Ok(Self {
+            embedder: file.embedder.clone(),
+            prefix: file.prefix.clone(),
+            dim: file.dim,
+            head,
+            stacked: file.flag("stacked"),
+            policy: Policy {
+                add: file
+                    .threshold("add")
+                    .ok_or_else(|| HeadError::Unreadable("no \"add\" threshold".into()))?,
+            },
+        })
+    }
+
+    pub fn builtin() -> Result<Self, HeadError> {
+        Self::from_file(&HeadFile::parse(BUILTIN)?)
+    }
+
+    /// Whether an embedder's vectors are the ones the head reads.
+    pub fn reads(&self, embedder: &dyn Embedder) -> bool {
+        embedder.name() == self.embedder && embedder.dim() == self.dim
+    }
+
+    /// The candidates of a conversation (`input` as [`rules::extract`] takes it): every clause
+    /// of the user's messages embedded in one call.
+    pub async fn extract(&self, embedder: &dyn Embedder, input: &Value) -> Result<Value, EmbedError> {
+        let role = input["role_id"].as_str().unwrap_or("");
+        let segments = rules::segments(input);
+        let texts: Vec<String> = segments
+            .iter()
+            .filter_map(|s| match s {
+                Segment::Clause { text, .. } => Some(text.clone()),
+                Segment::Confirmed { .. } => None,
+            })
+            .collect();
+        let vectors = if texts.is_empty() {
+            Vec::new()
+        } else if self.prefix == "query" {
+            let mut vectors = Vec::with_capacity(texts.len());
+            for text in &texts {
+                vectors.push(embedder.embed_query(text).await?);
+            }
+            vectors
+        } else {
+            embedder.embed_passages(&texts).await?
+        };
+        let mut vectors = vectors.into_iter();
+        let mut out = Vec::new();
+        for segment in &segments {
+            match segment {
+                Segment::Confirmed { candidate, .. } => out.push(candidate.clone()),
+                Segment::Clause { text, reading, .. } => {
+                    let vector = vectors
+                        .next()
+                        .ok_or_else(|| EmbedError::BadResponse("fewer vectors than clauses".into()))?;
+                    if vector.len() != self.dim {
+                        return Err(EmbedError::BadResponse(format!(
+                            "a vector of {} values, the head reads {}",
+                            vector.len(),
+                            self.dim
+                        )));
+                    }
+                    let probabilities = self.head.predict(&inputs(&vector, reading, self.stacked));
+                    if let Some(candidate) = self.policy.candidate(text, reading, &probabilities, role) {
+                        out.push(candidate);
+                    }
+                }
+            }
+        }
+        Ok(Value::Array(out))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const POLICY: Policy = Policy { add: 0.35 };
+
+    /// The head's answer: `p` for the type at `best`, `none` for not a memory.
+    fn answer(best: usize, p: f32, none: f32) -> Vec<f32> {
+        let mut values = vec![0.0; TYPES.len() + 1];
+        values[best] = p;
+        values[TYPES.len()] = none;
+        values
+    }
+
+    fn reading(rules: Option<MemoryType>) -> Reading {
+        Reading {
+            long_enough: true,
+            candidate: rules.map(|t| rules::candidate_for(t, "We use Stripe for payments", 0.9, "pm")),
+            ..Reading::default()
+        }
+    }
+
+    #[test]
+    fn the_rules_keep_their_candidates_whatever_the_head_says() {
+        let rules = reading(Some(MemoryType::ProjectDecision));
+        let kept = POLICY.candidate("We use Stripe for payments", &rules, &answer(3, 0.9, 0.1), "pm");
+        assert_eq!(
+            kept.as_ref(),
+            rules.candidate.as_ref(),
+            "the rules' type, not the head's"
+        );
+        assert_eq!(
+            POLICY.candidate("x", &rules, &answer(3, 0.0, 1.0), "pm"),
+            rules.candidate
+        );
+    }
+
+    #[test]
+    fn the_head_adds_a_clause_the_rules_missed_at_its_threshold() {
+        let missed = reading(None);
+        let text = "Priya owns the vendor shortlist by Friday";
+        let added = POLICY
+            .candidate(text, &missed, &answer(3, 0.35, 0.2), "pm")
+            .expect("added at the threshold");
+        assert_eq!(added["type"], TYPES[3].as_str());
+        assert_eq!(POLICY.candidate(text, &missed, &answer(3, 0.34, 0.2), "pm"), None);
+        let short = Reading {
+            long_enough: false,
+            ..missed
+        };
+        assert_eq!(POLICY.candidate("ok", &short, &answer(3, 0.99, 0.0), "pm"), None);
+    }
+}
