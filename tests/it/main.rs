@@ -21,6 +21,7 @@ mod llm_learning;
 mod markdown;
 mod memory_page;
 mod nodes;
+mod rebuild_index;
 mod rest_routes;
 mod summary;
 mod support;

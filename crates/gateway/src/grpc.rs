@@ -180,6 +180,9 @@ fn job_to_proto(job: &JobRecord) -> pb::Job {
 
 /// The report a succeeded learn job stored.
 fn learn_report(job: &JobRecord) -> Option<pb::LearnReport> {
+    if job.kind != crate::service::LEARN_JOB {
+        return None;
+    }
     let report: LearnReport = serde_json::from_str(job.result.as_deref()?).ok()?;
     Some(pb::LearnReport {
         candidates: report.candidates as i32,

@@ -458,8 +458,11 @@ pub trait KnowledgeApi: Send + Sync {
         forget: bool,
         now: Option<DateTime<Utc>>,
     ) -> Result<MaintenanceReport, ApiError>;
-    /// Rebuilds the index of one user, a tenant's users or everyone.
-    async fn rebuild_index(&self, owners: Owners) -> Result<u64, ApiError>;
+    /// Starts a job that rebuilds the index of one user, a tenant's users or everyone (or finds
+    /// the same rebuild already queued or running).
+    async fn rebuild_index(&self, owners: Owners) -> Result<crate::rebuild::IndexJob, ApiError>;
+    /// An index rebuild job and its progress.
+    async fn index_job(&self, job_id: String) -> Result<crate::rebuild::IndexJob, ApiError>;
     /// Pending conflicts of the scope's user (narrowed by role and project), newest first.
     async fn list_conflicts(&self, scope: Scope, limit: usize) -> Result<Vec<Conflict>, ApiError>;
     /// Keeps one side of a pending conflict.

@@ -482,7 +482,7 @@ impl KnowledgeApi for KnowledgeClient {
         }
     }
 
-    async fn rebuild_index(&self, owners: Owners) -> Result<u64, ApiError> {
+    async fn rebuild_index(&self, owners: Owners) -> Result<crate::rebuild::IndexJob, ApiError> {
         match self {
             Self::Local(api) => api.rebuild_index(owners).await,
             Self::Grpc(client) => {
@@ -492,7 +492,17 @@ impl KnowledgeApi for KnowledgeClient {
                         scope: owners_scope(&owners),
                     })
                     .await?;
-                Ok(response.get_ref().indexed.max(0) as u64)
+                convert::index_job_from_proto(response.get_ref().job.as_ref())
+            }
+        }
+    }
+
+    async fn index_job(&self, job_id: String) -> Result<crate::rebuild::IndexJob, ApiError> {
+        match self {
+            Self::Local(api) => api.index_job(job_id).await,
+            Self::Grpc(client) => {
+                let response = client.clone().get_index_job(pb::GetIndexJobRequest { job_id }).await?;
+                convert::index_job_from_proto(response.get_ref().job.as_ref())
             }
         }
     }

@@ -80,6 +80,9 @@ pub struct KnowledgeConfig {
     pub decay_rate: f64,
     /// Hours between decay sweeps (0 disables the schedule; RunMaintenance still works).
     pub decay_interval_hours: u64,
+    /// Seconds an index rebuild job stays with its worker between two progress reports; a job
+    /// whose worker died goes back to the queue this long after its last report.
+    pub rebuild_lease_secs: u64,
     /// Forgetting (seed 002 section 5.2): memories older than this many days, with importance at
     /// most `forget_max_importance` and at most `forget_max_access` reads, are forgotten.
     pub forget_after_days: i64,
@@ -108,6 +111,7 @@ impl Default for KnowledgeConfig {
             profile_min_evidence: 3,
             decay_rate: 0.95,
             decay_interval_hours: 24,
+            rebuild_lease_secs: 60,
             forget_after_days: 180,
             forget_max_importance: 2,
             forget_max_access: 2,

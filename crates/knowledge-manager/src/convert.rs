@@ -584,3 +584,94 @@ pub fn erasure_from_proto(response: &pb::EraseUserResponse) -> crate::api::Erasu
         counts: erasure_counts_from_proto(response.counts.as_ref()),
     }
 }
+
+fn index_job_status_to_proto(status: thinkus_backends::sql::JobStatus) -> i32 {
+    use thinkus_backends::sql::JobStatus;
+    (match status {
+        JobStatus::Pending => pb::IndexJobStatus::Pending,
+        JobStatus::Running => pb::IndexJobStatus::Running,
+        JobStatus::Succeeded => pb::IndexJobStatus::Succeeded,
+        JobStatus::Failed => pb::IndexJobStatus::Failed,
+    }) as i32
+}
+
+fn index_job_status_from_proto(value: i32) -> Result<thinkus_backends::sql::JobStatus, ApiError> {
+    use thinkus_backends::sql::JobStatus;
+    match pb::IndexJobStatus::try_from(value) {
+        Ok(pb::IndexJobStatus::Pending) => Ok(JobStatus::Pending),
+        Ok(pb::IndexJobStatus::Running) => Ok(JobStatus::Running),
+        Ok(pb::IndexJobStatus::Succeeded) => Ok(JobStatus::Succeeded),
+        Ok(pb::IndexJobStatus::Failed) => Ok(JobStatus::Failed),
+        _ => Err(ApiError::invalid(
+            "job.status",
+            format!("unknown index job status {value}"),
+        )),
+    }
+}
+
+/// The scope of a job's owners: a user, a tenant (no user) or everyone (neither).
+pub fn owners_to_proto(owners: &crate::api::Owners) -> pbc::Scope {
+    use crate::api::Owners;
+    match owners {
+        Owners::One(owner) => pbc::Scope {
+            tenant_id: owner.tenant_id.clone(),
+            user_id: owner.user_id.clone(),
+            ..Default::default()
+        },
+        Owners::Tenant(tenant) => pbc::Scope {
+            tenant_id: tenant.clone(),
+            ..Default::default()
+        },
+        Owners::All => pbc::Scope::default(),
+    }
+}
+
+fn owners_from_proto(scope: Option<&pbc::Scope>) -> crate::api::Owners {
+    use crate::api::Owners;
+    match scope {
+        Some(scope) if !scope.user_id.is_empty() => {
+            Owners::One(Owner::new(scope.tenant_id.clone(), scope.user_id.clone()))
+        }
+        Some(scope) if !scope.tenant_id.is_empty() => Owners::Tenant(scope.tenant_id.clone()),
+        _ => Owners::All,
+    }
+}
+
+pub fn index_job_to_proto(job: &crate::rebuild::IndexJob) -> pb::IndexJob {
+    let count = |n: u64| i64::try_from(n).unwrap_or(i64::MAX);
+    pb::IndexJob {
+        id: job.id.clone(),
+        status: index_job_status_to_proto(job.status),
+        scope: Some(owners_to_proto(&job.owners)),
+        users_total: count(job.progress.users_total),
+        users_done: count(job.progress.users_done),
+        staged: count(job.progress.staged),
+        indexed: count(job.progress.indexed),
+        removed: count(job.progress.removed),
+        attempts: i32::try_from(job.attempts).unwrap_or(i32::MAX),
+        last_error: job.last_error.clone().unwrap_or_default(),
+        created_at: Some(timestamp(job.created_at)),
+        updated_at: Some(timestamp(job.updated_at)),
+    }
+}
+
+pub fn index_job_from_proto(job: Option<&pb::IndexJob>) -> Result<crate::rebuild::IndexJob, ApiError> {
+    let job = job.ok_or_else(|| ApiError::invalid("job", "missing"))?;
+    let count = |n: i64| n.max(0) as u64;
+    Ok(crate::rebuild::IndexJob {
+        id: job.id.clone(),
+        status: index_job_status_from_proto(job.status)?,
+        owners: owners_from_proto(job.scope.as_ref()),
+        progress: crate::rebuild::RebuildProgress {
+            users_total: count(job.users_total),
+            users_done: count(job.users_done),
+            staged: count(job.staged),
+            indexed: count(job.indexed),
+            removed: count(job.removed),
+        },
+        attempts: job.attempts.max(0) as u32,
+        last_error: (!job.last_error.is_empty()).then(|| job.last_error.clone()),
+        created_at: datetime_opt(job.created_at.as_ref(), "job.created_at")?.unwrap_or_default(),
+        updated_at: datetime_opt(job.updated_at.as_ref(), "job.updated_at")?.unwrap_or_default(),
+    })
+}

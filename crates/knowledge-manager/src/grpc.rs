@@ -104,6 +104,23 @@ fn reader(scope: Scope, all_roles: bool) -> Result<Scope, Status> {
     }
 }
 
+/// Whether the principal may rebuild (and so follow the rebuild of) these owners' index: the
+/// same rule as `owners` above.
+fn may_rebuild(principal: &Principal, owners: &Owners) -> bool {
+    match owners {
+        Owners::One(owner) => {
+            principal
+                .tenant_for(&owner.tenant_id)
+                .is_ok_and(|tenant| tenant == owner.tenant_id)
+                && principal.authorize_user(&owner.user_id).is_ok()
+        }
+        Owners::Tenant(tenant) => {
+            principal.is_admin() && principal.tenant_for(tenant).is_ok_and(|granted| &granted == tenant)
+        }
+        Owners::All => principal.is_admin() && principal.any_tenant,
+    }
+}
+
 fn optional(value: &str) -> Option<String> {
     (!value.is_empty()).then(|| value.to_string())
 }
@@ -622,9 +639,28 @@ impl KnowledgeManagerService for KnowledgeGrpc {
         request: Request<pb::RebuildIndexRequest>,
     ) -> Result<Response<pb::RebuildIndexResponse>, Status> {
         let owners = owners(&request, request.get_ref().scope.as_ref(), "rebuilding the index")?;
-        let indexed = self.api.rebuild_index(owners).await.map_err(status)?;
+        let job = self.api.rebuild_index(owners).await.map_err(status)?;
         Ok(Response::new(pb::RebuildIndexResponse {
-            indexed: indexed as i64,
+            job: Some(convert::index_job_to_proto(&job)),
+        }))
+    }
+
+    async fn get_index_job(
+        &self,
+        request: Request<pb::GetIndexJobRequest>,
+    ) -> Result<Response<pb::GetIndexJobResponse>, Status> {
+        let principal = principal(&request)?;
+        let id = request.get_ref().job_id.clone();
+        if id.is_empty() {
+            return Err(status(ApiError::invalid("job_id", "required")));
+        }
+        let job = self.api.index_job(id.clone()).await.map_err(status)?;
+        // Someone who could not have started the job is told it does not exist.
+        if !may_rebuild(&principal, &job.owners) {
+            return Err(status(ApiError::not_found("index job", &id)));
+        }
+        Ok(Response::new(pb::GetIndexJobResponse {
+            job: Some(convert::index_job_to_proto(&job)),
         }))
     }
 

@@ -16,6 +16,7 @@ pub mod learn;
 pub mod learned;
 pub mod markdown;
 mod prompts;
+pub mod rebuild;
 pub mod rules;
 pub mod service;
 mod standing;

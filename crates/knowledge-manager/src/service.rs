@@ -38,6 +38,7 @@ use crate::api::{
     WriteOutcome, WriteResult,
 };
 use crate::config::KnowledgeConfig;
+use crate::rebuild::IndexJob;
 use crate::subject;
 
 /// Who made a change, for the history.
@@ -126,6 +127,10 @@ pub struct KnowledgeManager {
     /// concurrent ones included. Embedding happens before, outside the lock, so concurrent
     /// writes still share the embedder's batches.
     write_locks: Vec<tokio::sync::Mutex<()>>,
+    /// The job queue index rebuilds run in (`rebuild`).
+    pub(crate) jobs: Option<Arc<dyn thinkus_backends::sql::JobStore>>,
+    /// Wakes this node's rebuild worker when a rebuild is queued here.
+    pub(crate) rebuild_queued: tokio::sync::Notify,
 }
 
 /// Stripes of the per-user write lock.
@@ -151,6 +156,8 @@ impl KnowledgeManager {
             bm25: Bm25Encoder::default(),
             learned: None,
             write_locks: (0..WRITE_LOCK_STRIPES).map(|_| tokio::sync::Mutex::new(())).collect(),
+            jobs: None,
+            rebuild_queued: tokio::sync::Notify::new(),
         }
     }
 
@@ -158,6 +165,13 @@ impl KnowledgeManager {
     /// one it was trained on).
     pub fn with_learned(mut self, learned: crate::learned::LearnedExtraction) -> Self {
         self.learned = Some(learned);
+        self
+    }
+
+    /// Runs index rebuilds as jobs of this queue (`crate::rebuild`); without one, RebuildIndex
+    /// answers FAILED_PRECONDITION.
+    pub fn with_jobs(mut self, jobs: Arc<dyn thinkus_backends::sql::JobStore>) -> Self {
+        self.jobs = Some(jobs);
         self
     }
 
@@ -1085,7 +1099,7 @@ impl KnowledgeManager {
         Ok(repaired)
     }
 
-    async fn users(&self, owners: Owners) -> Result<Vec<Owner>, ApiError> {
+    pub(crate) async fn users(&self, owners: Owners) -> Result<Vec<Owner>, ApiError> {
         match owners {
             Owners::One(owner) => Ok(vec![owner]),
             Owners::Tenant(tenant) => Ok(self
@@ -1306,14 +1320,12 @@ impl KnowledgeApi for KnowledgeManager {
         crate::turns::value_changes(self, &scope, limit).await
     }
 
-    async fn rebuild_index(&self, owners: Owners) -> Result<u64, ApiError> {
-        let mut total = 0;
-        for user in self.users(owners).await? {
-            self.vectors.delete_user(&user).await?;
-            total += self.reconcile(&user).await?;
-        }
-        self.vectors.flush().await?;
-        Ok(total)
+    async fn rebuild_index(&self, owners: Owners) -> Result<IndexJob, ApiError> {
+        self.start_rebuild(owners).await
+    }
+
+    async fn index_job(&self, job_id: String) -> Result<IndexJob, ApiError> {
+        self.find_index_job(&job_id).await
     }
 
     async fn list_conflicts(&self, scope: Scope, limit: usize) -> Result<Vec<Conflict>, ApiError> {

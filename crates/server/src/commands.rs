@@ -2,6 +2,7 @@
 //! administrative tasks.
 
 use std::io::Read;
+use thinkus_backends::sql::JobStatus;
 
 use clap::{Args, Subcommand};
 use thinkus_common::grpc::{channel, client_channel};
@@ -114,7 +115,8 @@ pub struct ShowArgs {
 /// `thinkus admin …`.
 #[derive(Debug, Clone, Subcommand)]
 pub enum AdminTask {
-    /// Rebuilds the vector index from the relational store.
+    /// Rebuilds the vector index from the relational store, as a job of the knowledge manager
+    /// that goes on if this command stops; follows it until it is done.
     RebuildIndex {
         #[command(flatten)]
         connection: Connection,
@@ -124,6 +126,12 @@ pub enum AdminTask {
         /// One user; all users (of the tenant) when omitted (needs an admin key).
         #[arg(long)]
         user: Option<String>,
+        /// Prints the job id and returns at once instead of following the job.
+        #[arg(long)]
+        detach: bool,
+        /// Follows this job (started earlier) instead of starting one.
+        #[arg(long, conflicts_with_all = ["tenant", "user", "detach"])]
+        job: Option<String>,
     },
     /// Runs the decay and forgetting sweeps now.
     Maintenance {
@@ -291,17 +299,67 @@ fn owners(tenant: Option<String>, user: Option<String>) -> Owners {
     }
 }
 
+/// Polls an index rebuild job until it succeeded or failed for good, drawing its progress (users
+/// done of all) on a terminal.
+async fn follow_index_job(
+    client: &KnowledgeClient,
+    mut job: thinkus_knowledge_manager::rebuild::IndexJob,
+) -> anyhow::Result<thinkus_knowledge_manager::rebuild::IndexJob> {
+    let mut bar: Option<crate::progress::Progress> = None;
+    let mut shown = 0;
+    loop {
+        if job.progress.users_total > 0 {
+            let bar = bar.get_or_insert_with(|| {
+                crate::progress::Progress::new("rebuilding the index (users)", Some(job.progress.users_total))
+            });
+            bar.inc(job.progress.users_done.saturating_sub(shown));
+            shown = shown.max(job.progress.users_done);
+        }
+        if matches!(job.status, JobStatus::Succeeded | JobStatus::Failed) {
+            if let Some(bar) = bar {
+                bar.finish();
+            }
+            return Ok(job);
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(500)).await;
+        job = client.index_job(job.id.clone()).await?;
+    }
+}
+
 pub async fn admin(task: AdminTask) -> anyhow::Result<()> {
     match task {
         AdminTask::RebuildIndex {
             connection,
             tenant,
             user,
+            detach,
+            job,
         } => {
             let client = KnowledgeClient::grpc(connect(&connection)?, MAX_MESSAGE);
-            let indexed =
-                crate::progress::during("rebuilding the index", client.rebuild_index(owners(tenant, user))).await?;
-            out(&format!("indexed {indexed} memories"));
+            let job = match job {
+                Some(id) => client.index_job(id).await?,
+                None => client.rebuild_index(owners(tenant, user)).await?,
+            };
+            if detach {
+                out(&format!("index rebuild job {} queued", job.id));
+                return Ok(());
+            }
+            let job = follow_index_job(&client, job).await?;
+            let progress = job.progress;
+            match job.status {
+                JobStatus::Succeeded => out(&format!(
+                    "indexed {} memories of {} users ({} stale points removed)",
+                    progress.indexed, progress.users_done, progress.removed
+                )),
+                _ => anyhow::bail!(
+                    "index rebuild job {} failed after {} runs: {} ({} of {} users done; the others keep their old index)",
+                    job.id,
+                    job.attempts,
+                    job.last_error.unwrap_or_default(),
+                    progress.users_done,
+                    progress.users_total
+                ),
+            }
         }
         AdminTask::Maintenance {
             connection,

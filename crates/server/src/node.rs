@@ -138,6 +138,7 @@ pub async fn start(
     };
 
     let manager: Option<Arc<KnowledgeManager>> = if services.contains(&ServiceKind::KnowledgeManager) {
+        let jobs: Arc<dyn thinkus_backends::sql::JobStore> = required(&backends.store, "the database")?;
         let manager = KnowledgeManager::new(
             config.knowledge.clone(),
             required(&backends.store, "the database")?,
@@ -145,7 +146,8 @@ pub async fn start(
             required(&backends.embedder, "the embedder")?,
             backends.rules.clone(),
             backends.llm.clone(),
-        );
+        )
+        .with_jobs(jobs);
         Some(Arc::new(match config.knowledge.learned {
             true => manager
                 .with_learned(LearnedExtraction::builtin().context("the knowledge manager's built-in weight file")?),
@@ -401,6 +403,11 @@ pub async fn start(
         )));
     }
     if let Some(km) = &manager {
+        // Index rebuilds run as jobs that outlive their request (RebuildIndex, GetIndexJob).
+        tasks.push(thinkus_knowledge_manager::rebuild::spawn_worker(
+            km.clone(),
+            shutdown.clone(),
+        ));
         tasks.push(tokio::spawn(maintenance(
             km.clone(),
             Duration::from_secs(config.knowledge.decay_interval_hours * 3600),

@@ -1089,6 +1089,52 @@ pub async fn job_store_suite(store: &dyn JobStore) {
         JobStatus::Pending
     );
 
+    // A long job reports progress and extends its lease; once its lease ran out and it went
+    // back to the queue, its old worker is told to stop.
+    let running = store
+        .claim(&[&kind_sum], Utc::now(), Utc::now() + Duration::seconds(1))
+        .await
+        .unwrap()
+        .unwrap();
+    let extended = Utc::now() + Duration::hours(1);
+    assert!(
+        store
+            .job_progress(&running.id, "{\"done\":3}", Utc::now(), extended)
+            .await
+            .unwrap()
+    );
+    let reported = store.get_job(&running.id).await.unwrap().unwrap();
+    assert_eq!(reported.status, JobStatus::Running);
+    assert_eq!(reported.result.as_deref(), Some("{\"done\":3}"));
+    assert_eq!(
+        reported.lease_until.map(|t| t.timestamp_millis()),
+        Some(extended.timestamp_millis())
+    );
+    store.requeue_expired(Utc::now() + Duration::seconds(2)).await.unwrap();
+    assert_eq!(
+        store.get_job(&running.id).await.unwrap().unwrap().status,
+        JobStatus::Running,
+        "the extended lease holds past the first one"
+    );
+    assert!(store.requeue_expired(extended + Duration::seconds(1)).await.unwrap() >= 1);
+    assert!(
+        !store
+            .job_progress(&running.id, "{\"done\":4}", Utc::now(), extended)
+            .await
+            .unwrap(),
+        "a requeued job's old worker must stop"
+    );
+    assert_eq!(
+        store.get_job(&running.id).await.unwrap().unwrap().result.as_deref(),
+        Some("{\"done\":3}")
+    );
+    assert!(
+        !store
+            .job_progress("job_missing", "{}", Utc::now(), extended)
+            .await
+            .unwrap()
+    );
+
     let listed = store.list_jobs(&user, Some("s1"), None, 100, 0).await.unwrap();
     assert_eq!(listed.len(), 4, "a, b, the later one, the fresh one");
     let failed = store

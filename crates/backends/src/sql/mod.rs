@@ -378,6 +378,17 @@ pub trait JobStore: Send + Sync {
         retry_at: Option<DateTime<Utc>>,
     ) -> Result<(), StoreError>;
 
+    /// Records the progress of a running job (`result`, serialised by its producer) and extends
+    /// its lease to `lease_until`. Returns false when the job is no longer running (its lease
+    /// ran out and it went back to the queue, or it finished): the caller must stop.
+    async fn job_progress(
+        &self,
+        id: &str,
+        progress: &str,
+        now: DateTime<Utc>,
+        lease_until: DateTime<Utc>,
+    ) -> Result<bool, StoreError>;
+
     /// Returns jobs whose lease expired (their worker died) to the queue.
     async fn requeue_expired(&self, now: DateTime<Utc>) -> Result<u64, StoreError>;
 

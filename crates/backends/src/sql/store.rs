@@ -1950,6 +1950,20 @@ impl JobStore for SqlStore {
         Ok(())
     }
 
+    async fn job_progress(
+        &self,
+        id: &str,
+        progress: &str,
+        now: DateTime<Utc>,
+        lease_until: DateTime<Utc>,
+    ) -> Result<bool, StoreError> {
+        let mut q = Query::new(
+            "UPDATE jobs SET result = ?, lease_until = ?, updated_at = ? WHERE id = ? AND status = 'running'",
+        );
+        q.text(progress.to_string()).int(ms(lease_until)).int(ms(now)).text(id);
+        Ok(self.execute(&q).await? > 0)
+    }
+
     async fn requeue_expired(&self, now: DateTime<Utc>) -> Result<u64, StoreError> {
         let mut q = Query::new(
             "UPDATE jobs SET status = 'pending', lease_until = NULL, last_error = 'lease expired: the worker stopped', updated_at = ? \
