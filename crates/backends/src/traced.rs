@@ -66,6 +66,10 @@ impl VectorIndex for TracedVectors {
         traced("vector", self.name(), "delete", self.0.delete(ids)).await
     }
 
+    async fn replace(&self, points: Vec<IndexedPoint>, stale: &[String]) -> Result<(), VectorError> {
+        traced("vector", self.name(), "replace", self.0.replace(points, stale)).await
+    }
+
     async fn delete_user(&self, owner: &Owner) -> Result<(), VectorError> {
         traced("vector", self.name(), "delete_user", self.0.delete_user(owner)).await
     }

@@ -348,10 +348,7 @@ impl KnowledgeManager {
             .filter(|id| !stored.contains(id.as_str()))
             .collect();
         let indexed = points.len() as u64;
-        self.vectors.upsert(points).await?;
-        if !extra.is_empty() {
-            self.vectors.delete(&extra).await?;
-        }
+        self.vectors.replace(points, &extra).await?;
         Ok((indexed, extra.len() as u64))
     }
 }

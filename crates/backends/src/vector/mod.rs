@@ -105,7 +105,13 @@ pub trait VectorIndex: Send + Sync + Debug {
     /// Deletes points; unknown ids are ignored.
     async fn delete(&self, ids: &[String]) -> Result<(), VectorError>;
 
-    /// Deletes every point of an owner (before a rebuild, at an erasure).
+    /// Replaces points (inserting those missing) and deletes the `stale` ones, for an index
+    /// rebuild's swap. The edge index does it as one step for searches: none runs in between.
+    /// A Qdrant server gets one upsert then one delete; a search running meanwhile on another
+    /// node may miss a point the server moves between its segments.
+    async fn replace(&self, points: Vec<IndexedPoint>, stale: &[String]) -> Result<(), VectorError>;
+
+    /// Deletes every point of an owner (at an erasure).
     async fn delete_user(&self, owner: &Owner) -> Result<(), VectorError>;
 
     /// Nearest neighbours of a dense query vector, best first, cosine similarity scores.

@@ -343,6 +343,11 @@ impl VectorIndex for QdrantIndex {
         Ok(())
     }
 
+    async fn replace(&self, points: Vec<IndexedPoint>, stale: &[String]) -> Result<(), VectorError> {
+        self.upsert(points).await?;
+        self.delete(stale).await
+    }
+
     async fn delete_user(&self, owner: &Owner) -> Result<(), VectorError> {
         self.client
             .delete_points(
