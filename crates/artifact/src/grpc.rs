@@ -4,12 +4,12 @@ use std::sync::Arc;
 
 use bytes::Bytes;
 use futures::StreamExt;
+use thinkus_common::ApiError;
 use thinkus_common::auth::principal;
 use thinkus_common::convert::{
     ScopeRules, datetime_opt, language_from_proto, next_page, page_from_proto, scope_from_proto,
 };
 use thinkus_common::model::Scope;
-use thinkus_common::{ApiError, to_status};
 use thinkus_proto::artifact as pb;
 use thinkus_proto::artifact::artifact_service_server::{ArtifactService as ArtifactRpc, ArtifactServiceServer};
 use thinkus_proto::artifact::upload_artifact_request::Part;
@@ -38,15 +38,11 @@ impl ArtifactGrpc {
     }
 }
 
-fn status(err: ApiError) -> Status {
-    to_status(&err)
-}
-
 /// Validates the scope and checks the caller may act for its user.
 fn scoped<T>(request: &Request<T>, scope: Option<&thinkus_proto::common::Scope>) -> Result<Scope, Status> {
     let principal = principal(request)?;
-    let mut scope = scope_from_proto(scope, "scope", ScopeRules::USER).map_err(status)?;
-    principal.authorize(&mut scope).map_err(status)?;
+    let mut scope = scope_from_proto(scope, "scope", ScopeRules::USER)?;
+    principal.authorize(&mut scope)?;
     Ok(scope)
 }
 
@@ -57,10 +53,10 @@ impl ArtifactRpc for ArtifactGrpc {
         request: Request<pb::CreateArtifactRequest>,
     ) -> Result<Response<pb::CreateArtifactResponse>, Status> {
         let principal = principal(&request)?;
-        let mut header = convert::header_from_proto(request.get_ref().header.as_ref()).map_err(status)?;
-        principal.authorize(&mut header.scope).map_err(status)?;
+        let mut header = convert::header_from_proto(request.get_ref().header.as_ref())?;
+        principal.authorize(&mut header.scope)?;
         let content = Bytes::from(request.into_inner().content);
-        let stored = self.api.create(header, content).await.map_err(status)?;
+        let stored = self.api.create(header, content).await?;
         Ok(Response::new(convert::create_response(&stored)))
     }
 
@@ -73,16 +69,16 @@ impl ArtifactRpc for ArtifactGrpc {
         let mut header = match messages.message().await? {
             Some(pb::UploadArtifactRequest {
                 part: Some(Part::Header(header)),
-            }) => convert::header_from_proto(Some(&header)).map_err(status)?,
+            }) => convert::header_from_proto(Some(&header))?,
             Some(_) => {
-                return Err(status(ApiError::invalid(
+                return Err(Status::from(ApiError::invalid(
                     "header",
                     "the first message must carry the header",
                 )));
             }
-            None => return Err(status(ApiError::invalid("header", "the upload stream is empty"))),
+            None => return Err(Status::from(ApiError::invalid("header", "the upload stream is empty"))),
         };
-        principal.authorize(&mut header.scope).map_err(status)?;
+        principal.authorize(&mut header.scope)?;
         let content: ContentStream = messages
             .filter_map(|item| async move {
                 match item {
@@ -103,7 +99,7 @@ impl ArtifactRpc for ArtifactGrpc {
                 }
             })
             .boxed();
-        let stored = self.api.upload(header, content).await.map_err(status)?;
+        let stored = self.api.upload(header, content).await?;
         Ok(Response::new(convert::upload_response(&stored)))
     }
 
@@ -113,12 +109,8 @@ impl ArtifactRpc for ArtifactGrpc {
     ) -> Result<Response<pb::GetArtifactResponse>, Status> {
         let scope = scoped(&request, request.get_ref().scope.as_ref())?;
         let message = request.get_ref();
-        let language = language_from_proto(&message.language, "language").map_err(status)?;
-        let (artifact, compact) = self
-            .api
-            .get(scope, message.artifact_id.clone(), language)
-            .await
-            .map_err(status)?;
+        let language = language_from_proto(&message.language, "language")?;
+        let (artifact, compact) = self.api.get(scope, message.artifact_id.clone(), language).await?;
         Ok(Response::new(pb::GetArtifactResponse {
             artifact: Some(convert::artifact_to_proto(&artifact)),
             compact: Some(convert::compact_to_proto(&compact)),
@@ -130,9 +122,9 @@ impl ArtifactRpc for ArtifactGrpc {
         request: Request<pb::ReadArtifactRequest>,
     ) -> Result<Response<pb::ReadArtifactResponse>, Status> {
         let principal = principal(&request)?;
-        let mut read = convert::read_from_proto(request.get_ref()).map_err(status)?;
-        principal.authorize(&mut read.scope).map_err(status)?;
-        let result = self.api.read(read).await.map_err(status)?;
+        let mut read = convert::read_from_proto(request.get_ref())?;
+        principal.authorize(&mut read.scope)?;
+        let result = self.api.read(read).await?;
         Ok(Response::new(convert::read_result_to_proto(&result)))
     }
 
@@ -141,14 +133,10 @@ impl ArtifactRpc for ArtifactGrpc {
         request: Request<pb::DownloadArtifactRequest>,
     ) -> Result<Response<BoxStream<pb::DownloadArtifactResponse>>, Status> {
         let scope = scoped(&request, request.get_ref().scope.as_ref())?;
-        let stream = self
-            .api
-            .download(scope, request.get_ref().artifact_id.clone())
-            .await
-            .map_err(status)?;
+        let stream = self.api.download(scope, request.get_ref().artifact_id.clone()).await?;
         let stream = stream.map(|item| {
             item.map(|chunk| pb::DownloadArtifactResponse { chunk: chunk.to_vec() })
-                .map_err(status)
+                .map_err(Status::from)
         });
         Ok(Response::new(Box::pin(stream)))
     }
@@ -158,12 +146,8 @@ impl ArtifactRpc for ArtifactGrpc {
         request: Request<pb::ListArtifactsRequest>,
     ) -> Result<Response<pb::ListArtifactsResponse>, Status> {
         let scope = scoped(&request, request.get_ref().scope.as_ref())?;
-        let (limit, offset) = page_from_proto(request.get_ref().page.as_ref(), "page").map_err(status)?;
-        let listed = self
-            .api
-            .list(ListRequest { scope, limit, offset })
-            .await
-            .map_err(status)?;
+        let (limit, offset) = page_from_proto(request.get_ref().page.as_ref(), "page")?;
+        let listed = self.api.list(ListRequest { scope, limit, offset }).await?;
         Ok(Response::new(pb::ListArtifactsResponse {
             artifacts: listed.iter().map(|(a, _)| convert::artifact_to_proto(a)).collect(),
             compacts: listed.iter().map(|(_, c)| convert::compact_to_proto(c)).collect(),
@@ -176,10 +160,7 @@ impl ArtifactRpc for ArtifactGrpc {
         request: Request<pb::DeleteArtifactRequest>,
     ) -> Result<Response<pb::DeleteArtifactResponse>, Status> {
         let scope = scoped(&request, request.get_ref().scope.as_ref())?;
-        self.api
-            .delete(scope, request.get_ref().artifact_id.clone())
-            .await
-            .map_err(status)?;
+        self.api.delete(scope, request.get_ref().artifact_id.clone()).await?;
         Ok(Response::new(pb::DeleteArtifactResponse {}))
     }
 
@@ -191,22 +172,22 @@ impl ArtifactRpc for ArtifactGrpc {
         let message = request.get_ref();
         let owner = match message.scope.as_ref().filter(|s| !s.user_id.is_empty()) {
             Some(scope) => {
-                let mut scope = scope_from_proto(Some(scope), "scope", ScopeRules::USER).map_err(status)?;
-                principal.authorize(&mut scope).map_err(status)?;
+                let mut scope = scope_from_proto(Some(scope), "scope", ScopeRules::USER)?;
+                principal.authorize(&mut scope)?;
                 Some(scope.owner())
             }
             None => {
-                principal.require_admin("purging artifacts").map_err(status)?;
+                principal.require_admin("purging artifacts")?;
                 if !principal.any_tenant {
-                    return Err(status(ApiError::permission_denied(
+                    return Err(Status::from(ApiError::permission_denied(
                         "purging every tenant's expired artifacts needs a service key; name a user to purge theirs",
                     )));
                 }
                 None
             }
         };
-        let now = datetime_opt(message.now.as_ref(), "now").map_err(status)?;
-        let result = self.api.purge_expired(owner, now).await.map_err(status)?;
+        let now = datetime_opt(message.now.as_ref(), "now")?;
+        let result = self.api.purge_expired(owner, now).await?;
         Ok(Response::new(pb::PurgeExpiredResponse {
             removed: result.removed as i64,
             blobs_removed: result.blobs_removed as i64,

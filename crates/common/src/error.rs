@@ -163,6 +163,14 @@ impl From<Status> for ApiError {
     }
 }
 
+/// What every gRPC adapter answers for an error: `?` on a `Result<_, ApiError>` in a tonic
+/// handler goes through [`to_status`].
+impl From<ApiError> for Status {
+    fn from(error: ApiError) -> Self {
+        to_status(&error)
+    }
+}
+
 /// Metadata key carrying the retry delay in seconds on RESOURCE_EXHAUSTED.
 pub const RETRY_AFTER_METADATA: &str = "retry-after";
 
@@ -212,6 +220,23 @@ mod tests {
         let status = to_status(&error);
         assert_eq!(status.code(), Code::Internal);
         assert_eq!(status.message(), "internal error");
+    }
+
+    #[test]
+    fn question_mark_in_an_adapter_answers_to_status() {
+        fn handler(error: ApiError) -> Result<(), Status> {
+            Err(error)?;
+            Ok(())
+        }
+        let status = handler(ApiError::invalid("limit", "must not be negative")).unwrap_err();
+        assert_eq!(status.code(), Code::InvalidArgument);
+        assert_eq!(status.message(), "limit: must not be negative");
+        let status = handler(ApiError::internal("postgres://admin:secret@db")).unwrap_err();
+        assert_eq!((status.code(), status.message()), (Code::Internal, "internal error"));
+        let busy = ApiError::new(ErrorCode::ResourceExhausted, "busy").with_retry_after(Duration::from_secs(3));
+        let status = handler(busy).unwrap_err();
+        assert_eq!(status.code(), Code::ResourceExhausted);
+        assert_eq!(status.metadata().get(RETRY_AFTER_METADATA).unwrap(), "3");
     }
 
     #[test]

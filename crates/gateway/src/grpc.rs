@@ -12,7 +12,7 @@ use thinkus_common::convert::{
     timestamp,
 };
 use thinkus_common::model::Scope;
-use thinkus_common::{ApiError, deadline, to_status};
+use thinkus_common::{ApiError, deadline};
 use thinkus_proto::gateway as pb;
 use thinkus_proto::gateway::gateway_service_server::{GatewayService, GatewayServiceServer};
 use tonic::{Request, Response, Status};
@@ -36,28 +36,30 @@ impl GatewayGrpc {
             .max_encoding_message_size(max_message_bytes)
     }
 
-    /// Checks the caller's rights on `scope`, then runs `work` under the request's deadline
-    /// with the caller's credential forwarded.
+    /// Checks the caller's rights on the scope `scope_of` takes out of the request's body, then
+    /// runs `work` on the scope and the body (taken by value: a turn's tool outputs are not
+    /// copied) under the request's deadline with the caller's credential forwarded.
     async fn guarded<T, R, F>(
         &self,
-        request: &Request<T>,
-        scope: Option<&thinkus_proto::common::Scope>,
+        request: Request<T>,
         rules: ScopeRules,
-        work: impl FnOnce(Scope) -> F,
+        scope_of: impl FnOnce(&mut T) -> Option<thinkus_proto::common::Scope>,
+        work: impl FnOnce(Scope, T) -> F,
     ) -> Result<R, Status>
     where
         F: Future<Output = Result<R, ApiError>>,
     {
-        let principal: Principal = principal(request)?;
-        let mut scope = scope_from_proto(scope, "scope", rules).map_err(|e| to_status(&e))?;
-        principal.authorize(&mut scope).map_err(|e| to_status(&e))?;
+        let principal: Principal = principal(&request)?;
         let deadline = deadline::from_metadata(request.metadata());
+        let mut body = request.into_inner();
+        let mut scope = scope_from_proto(scope_of(&mut body).as_ref(), "scope", rules)?;
+        principal.authorize(&mut scope)?;
         with_forwarded_credential(
-            principal.credential.clone(),
-            deadline::with_deadline(deadline, work(scope)),
+            principal.credential,
+            deadline::with_deadline(deadline, work(scope, body)),
         )
         .await
-        .map_err(|e| to_status(&e))
+        .map_err(Status::from)
     }
 }
 
@@ -74,17 +76,17 @@ fn section_kind(kind: SectionKind) -> pb::SectionKind {
     }
 }
 
-/// The wire form of a prepared context.
-pub fn prepared_to_proto(prepared: &Prepared) -> pb::PrepareTurnResponse {
+/// The wire form of a prepared context (moved, not copied).
+pub fn prepared_to_proto(prepared: Prepared) -> pb::PrepareTurnResponse {
     pb::PrepareTurnResponse {
-        context: prepared.context.clone(),
+        context: prepared.context,
         sections: prepared
             .sections
-            .iter()
+            .into_iter()
             .map(|s| pb::ContextSection {
                 kind: section_kind(s.kind) as i32,
-                title: s.title.clone(),
-                text: s.text.clone(),
+                title: s.title,
+                text: s.text,
                 tokens: s.tokens as i32,
             })
             .collect(),
@@ -94,44 +96,44 @@ pub fn prepared_to_proto(prepared: &Prepared) -> pb::PrepareTurnResponse {
             decision: Some(control_decision_to_proto(&prepared.decision)),
             items: prepared
                 .items
-                .iter()
+                .into_iter()
                 .map(|item| pb::TraceItem {
                     kind: match item.kind {
                         TraceKind::Memory => pb::TraceItemKind::Memory,
                         TraceKind::Artifact => pb::TraceItemKind::Artifact,
                         TraceKind::Summary => pb::TraceItemKind::Summary,
                     } as i32,
-                    id: item.id.clone(),
+                    id: item.id,
                     score: item.score,
                     confidence: item.confidence,
-                    reason: item.reason.clone(),
+                    reason: item.reason,
                     included: item.included,
                     score_breakdown: item.parts.as_ref().map(thinkus_retriever::convert::parts_to_proto),
                     tokens: item.tokens as i32,
                 })
                 .collect(),
-            timings_ms: prepared.timings_ms.clone().into_iter().collect(),
-            degraded: prepared.degraded.clone(),
+            timings_ms: prepared.timings_ms.into_iter().collect(),
+            degraded: prepared.degraded,
         }),
     }
 }
 
-/// The wire form of a completed turn.
-pub fn completed_to_proto(completed: &Completed) -> pb::CompleteTurnResponse {
+/// The wire form of a completed turn (moved, not copied).
+pub fn completed_to_proto(completed: Completed) -> pb::CompleteTurnResponse {
     pb::CompleteTurnResponse {
         tool_calls: completed
             .tool_calls
-            .iter()
+            .into_iter()
             .map(|r| pb::ToolCallResult {
-                id: r.id.clone(),
+                id: r.id,
                 offloaded: r.offloaded,
-                artifact_id: r.artifact_id.clone().unwrap_or_default(),
-                compact: r.compact.clone(),
-                replacement: r.replacement.clone(),
+                artifact_id: r.artifact_id.unwrap_or_default(),
+                compact: r.compact,
+                replacement: r.replacement,
                 original_tokens: r.original_tokens as i32,
             })
             .collect(),
-        job_ids: completed.job_ids.clone(),
+        job_ids: completed.job_ids,
         learning: completed.learning.as_ref().map(job_to_proto),
     }
 }
@@ -209,14 +211,13 @@ impl GatewayService for GatewayGrpc {
         &self,
         request: Request<pb::PrepareTurnRequest>,
     ) -> Result<Response<pb::PrepareTurnResponse>, Status> {
-        let body = request.get_ref().clone();
         let gateway = self.gateway.clone();
         let prepared = self
             .guarded(
-                &request,
-                body.scope.as_ref(),
+                request,
                 ScopeRules::USER_ROLE_SESSION,
-                |scope| async move {
+                |body| body.scope.take(),
+                |scope, body| async move {
                     gateway
                         .prepare_turn(PrepareRequest {
                             scope,
@@ -229,21 +230,20 @@ impl GatewayService for GatewayGrpc {
                 },
             )
             .await?;
-        Ok(Response::new(prepared_to_proto(&prepared)))
+        Ok(Response::new(prepared_to_proto(prepared)))
     }
 
     async fn complete_turn(
         &self,
         request: Request<pb::CompleteTurnRequest>,
     ) -> Result<Response<pb::CompleteTurnResponse>, Status> {
-        let body = request.get_ref().clone();
         let gateway = self.gateway.clone();
         let completed = self
             .guarded(
-                &request,
-                body.scope.as_ref(),
+                request,
                 ScopeRules::USER_ROLE_SESSION,
-                |scope| async move {
+                |body| body.scope.take(),
+                |scope, body| async move {
                     gateway
                         .complete(CompleteRequest {
                             scope,
@@ -271,18 +271,17 @@ impl GatewayService for GatewayGrpc {
                 },
             )
             .await?;
-        Ok(Response::new(completed_to_proto(&completed)))
+        Ok(Response::new(completed_to_proto(completed)))
     }
 
     async fn converse(&self, request: Request<pb::ConverseRequest>) -> Result<Response<pb::ConverseResponse>, Status> {
-        let body = request.get_ref().clone();
         let gateway = self.gateway.clone();
         let (reply, prepared, completed) = self
             .guarded(
-                &request,
-                body.scope.as_ref(),
+                request,
                 ScopeRules::USER_ROLE_SESSION,
-                |scope| async move {
+                |body| body.scope.take(),
+                |scope, body| async move {
                     gateway
                         .converse(
                             PrepareRequest {
@@ -301,34 +300,37 @@ impl GatewayService for GatewayGrpc {
             .await?;
         Ok(Response::new(pb::ConverseResponse {
             reply,
-            prepared: Some(prepared_to_proto(&prepared)),
-            completed: Some(completed_to_proto(&completed)),
+            prepared: Some(prepared_to_proto(prepared)),
+            completed: Some(completed_to_proto(completed)),
         }))
     }
 
     async fn list_jobs(&self, request: Request<pb::ListJobsRequest>) -> Result<Response<pb::ListJobsResponse>, Status> {
-        let body = request.get_ref().clone();
         let gateway = self.gateway.clone();
-        let rules = ScopeRules::USER;
         let (jobs, size, offset) = self
-            .guarded(&request, body.scope.as_ref(), rules, |scope| async move {
-                let (size, offset) = page_from_proto(body.page.as_ref(), "page")?;
-                let status = match pb::JobStatus::try_from(body.status) {
-                    Ok(pb::JobStatus::Unspecified) => None,
-                    Ok(pb::JobStatus::Pending) => Some(JobStatus::Pending),
-                    Ok(pb::JobStatus::Running) => Some(JobStatus::Running),
-                    Ok(pb::JobStatus::Succeeded) => Some(JobStatus::Succeeded),
-                    Ok(pb::JobStatus::Failed) => Some(JobStatus::Failed),
-                    Err(_) => {
-                        return Err(ApiError::invalid(
-                            "status",
-                            format!("unknown job status {}", body.status),
-                        ));
-                    }
-                };
-                let jobs = gateway.list_jobs(&scope, status, size, offset).await?;
-                Ok((jobs, size, offset))
-            })
+            .guarded(
+                request,
+                ScopeRules::USER,
+                |body| body.scope.take(),
+                |scope, body| async move {
+                    let (size, offset) = page_from_proto(body.page.as_ref(), "page")?;
+                    let status = match pb::JobStatus::try_from(body.status) {
+                        Ok(pb::JobStatus::Unspecified) => None,
+                        Ok(pb::JobStatus::Pending) => Some(JobStatus::Pending),
+                        Ok(pb::JobStatus::Running) => Some(JobStatus::Running),
+                        Ok(pb::JobStatus::Succeeded) => Some(JobStatus::Succeeded),
+                        Ok(pb::JobStatus::Failed) => Some(JobStatus::Failed),
+                        Err(_) => {
+                            return Err(ApiError::invalid(
+                                "status",
+                                format!("unknown job status {}", body.status),
+                            ));
+                        }
+                    };
+                    let jobs = gateway.list_jobs(&scope, status, size, offset).await?;
+                    Ok((jobs, size, offset))
+                },
+            )
             .await?;
         Ok(Response::new(pb::ListJobsResponse {
             page: Some(next_page(size, offset, jobs.len())),
@@ -340,13 +342,15 @@ impl GatewayService for GatewayGrpc {
         &self,
         request: Request<pb::EraseUserRequest>,
     ) -> Result<Response<pb::EraseUserResponse>, Status> {
-        let body = request.get_ref().clone();
         let gateway = self.gateway.clone();
         let actor = thinkus_knowledge_manager::grpc::actor_of_key(&principal(&request)?);
         let erasure = self
-            .guarded(&request, body.scope.as_ref(), ScopeRules::USER, |scope| async move {
-                gateway.erase_user(&scope.owner(), &actor).await
-            })
+            .guarded(
+                request,
+                ScopeRules::USER,
+                |body| body.scope.take(),
+                |scope, _| async move { gateway.erase_user(&scope.owner(), &actor).await },
+            )
             .await?;
         let answer = thinkus_knowledge_manager::convert::erasure_to_proto(&erasure);
         Ok(Response::new(pb::EraseUserResponse {

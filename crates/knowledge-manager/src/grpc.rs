@@ -2,13 +2,13 @@
 
 use std::sync::Arc;
 
+use thinkus_common::ApiError;
 use thinkus_common::auth::{Principal, principal};
 use thinkus_common::convert::{
     ScopeRules, datetime_opt, engine_from_proto, memory_to_proto, memory_types, next_page, page_from_proto,
     scope_from_proto, status_from_proto,
 };
 use thinkus_common::model::Scope;
-use thinkus_common::{ApiError, to_status};
 use thinkus_proto::knowledge as pb;
 use thinkus_proto::knowledge::knowledge_manager_service_server::{
     KnowledgeManagerService, KnowledgeManagerServiceServer,
@@ -38,10 +38,6 @@ impl KnowledgeGrpc {
     }
 }
 
-fn status(err: ApiError) -> Status {
-    to_status(&err)
-}
-
 /// Validates the scope, puts it in the caller's tenant and checks the caller may act for its
 /// user.
 fn scoped<T>(
@@ -50,8 +46,8 @@ fn scoped<T>(
     rules: ScopeRules,
 ) -> Result<(Principal, Scope), Status> {
     let principal = principal(request)?;
-    let mut scope = scope_from_proto(scope, "scope", rules).map_err(status)?;
-    principal.authorize(&mut scope).map_err(status)?;
+    let mut scope = scope_from_proto(scope, "scope", rules)?;
+    principal.authorize(&mut scope)?;
     Ok((principal, scope))
 }
 
@@ -62,17 +58,17 @@ fn owners<T>(request: &Request<T>, scope: Option<&thinkus_proto::common::Scope>,
     let principal = principal(request)?;
     match scope {
         Some(scope) if !scope.user_id.is_empty() => {
-            let mut scope = scope_from_proto(Some(scope), "scope", ScopeRules::USER).map_err(status)?;
-            principal.authorize(&mut scope).map_err(status)?;
+            let mut scope = scope_from_proto(Some(scope), "scope", ScopeRules::USER)?;
+            principal.authorize(&mut scope)?;
             Ok(Owners::One(scope.owner()))
         }
         _ => {
-            principal.require_admin(what).map_err(status)?;
+            principal.require_admin(what)?;
             let requested = scope.map(|s| s.tenant_id.as_str()).unwrap_or("");
             if requested.is_empty() && principal.any_tenant {
                 return Ok(Owners::All);
             }
-            Ok(Owners::Tenant(principal.tenant_for(requested).map_err(status)?))
+            Ok(Owners::Tenant(principal.tenant_for(requested)?))
         }
     }
 }
@@ -91,12 +87,12 @@ pub const EXPORT_CHUNK_BYTES: usize = 256 * 1024;
 /// longer a silent wildcard over the roles' private memories.
 fn reader(scope: Scope, all_roles: bool) -> Result<Scope, Status> {
     match (scope.role_id.is_empty(), all_roles) {
-        (true, false) => Err(status(ApiError::invalid(
+        (true, false) => Err(Status::from(ApiError::invalid(
             "scope.role_id",
             "is required: a role reads its own memories and those shared with it (set all_roles for the \
              person's view of every role's memories)",
         ))),
-        (false, true) => Err(status(ApiError::invalid(
+        (false, true) => Err(Status::from(ApiError::invalid(
             "all_roles",
             "reads every role's memories: leave scope.role_id empty",
         ))),
@@ -155,8 +151,8 @@ impl KnowledgeManagerService for KnowledgeGrpc {
         request: Request<pb::ListConflictsRequest>,
     ) -> Result<Response<pb::ListConflictsResponse>, Status> {
         let (_, scope) = scoped(&request, request.get_ref().scope.as_ref(), ScopeRules::USER)?;
-        let limit = limit(request.get_ref().limit, 50, 200, "limit").map_err(status)?;
-        let conflicts = self.api.list_conflicts(scope, limit).await.map_err(status)?;
+        let limit = limit(request.get_ref().limit, 50, 200, "limit")?;
+        let conflicts = self.api.list_conflicts(scope, limit).await?;
         Ok(Response::new(pb::ListConflictsResponse {
             conflicts: conflicts.iter().map(convert::conflict_to_proto).collect(),
         }))
@@ -168,12 +164,11 @@ impl KnowledgeManagerService for KnowledgeGrpc {
     ) -> Result<Response<pb::ResolveConflictResponse>, Status> {
         let (_, scope) = scoped(&request, request.get_ref().scope.as_ref(), ScopeRules::USER)?;
         let body = request.get_ref();
-        let keep = convert::conflict_choice_from_proto(body.keep).map_err(status)?;
+        let keep = convert::conflict_choice_from_proto(body.keep)?;
         let resolution = self
             .api
             .resolve_conflict(scope, body.conflict_id.clone(), keep, body.reason.clone())
-            .await
-            .map_err(status)?;
+            .await?;
         Ok(Response::new(pb::ResolveConflictResponse {
             kept: Some(memory_to_proto(&resolution.kept)),
             replaced_ids: resolution.replaced_ids,
@@ -185,8 +180,8 @@ impl KnowledgeManagerService for KnowledgeGrpc {
         request: Request<pb::GetStandingRequest>,
     ) -> Result<Response<pb::GetStandingResponse>, Status> {
         let (_, scope) = scoped(&request, request.get_ref().scope.as_ref(), ScopeRules::USER_ROLE)?;
-        let limit = limit(request.get_ref().limit, 30, 200, "limit").map_err(status)?;
-        let standing = self.api.standing(scope, limit).await.map_err(status)?;
+        let limit = limit(request.get_ref().limit, 30, 200, "limit")?;
+        let standing = self.api.standing(scope, limit).await?;
         Ok(Response::new(pb::GetStandingResponse {
             rules: standing.rules.iter().map(memory_to_proto).collect(),
             profile: standing.profile.iter().map(memory_to_proto).collect(),
@@ -200,8 +195,8 @@ impl KnowledgeManagerService for KnowledgeGrpc {
         request: Request<pb::ExportMemoryRequest>,
     ) -> Result<Response<BoxStream<pb::ExportMemoryResponse>>, Status> {
         let (_, scope) = scoped(&request, request.get_ref().scope.as_ref(), ScopeRules::USER)?;
-        let language = language(&request.get_ref().language, "language").map_err(status)?;
-        let files = self.api.export_markdown(scope, language).await.map_err(status)?;
+        let language = language(&request.get_ref().language, "language")?;
+        let files = self.api.export_markdown(scope, language).await?;
         let stream = futures::stream::iter(files.into_iter().map(|file| {
             Ok(pb::ExportMemoryResponse {
                 file: Some(pb::MemoryFile {
@@ -218,9 +213,9 @@ impl KnowledgeManagerService for KnowledgeGrpc {
         request: Request<pb::ExportUserRequest>,
     ) -> Result<Response<BoxStream<pb::ExportUserResponse>>, Status> {
         let (_, scope) = scoped(&request, request.get_ref().scope.as_ref(), ScopeRules::USER)?;
-        let document = self.api.export_user(scope.owner()).await.map_err(status)?;
+        let document = self.api.export_user(scope.owner()).await?;
         let bytes = serde_json::to_vec(&document)
-            .map_err(|err| status(ApiError::internal(format!("cannot serialise the export: {err}"))))?;
+            .map_err(|err| ApiError::internal(format!("cannot serialise the export: {err}")))?;
         let chunks: Vec<Result<pb::ExportUserResponse, Status>> = bytes
             .chunks(EXPORT_CHUNK_BYTES)
             .map(|chunk| Ok(pb::ExportUserResponse { chunk: chunk.to_vec() }))
@@ -240,8 +235,7 @@ impl KnowledgeManagerService for KnowledgeGrpc {
                 actor_of_key(&principal),
                 request.get_ref().artifacts_erased,
             )
-            .await
-            .map_err(status)?;
+            .await?;
         Ok(Response::new(convert::erasure_to_proto(&erasure)))
     }
 
@@ -256,14 +250,14 @@ impl KnowledgeManagerService for KnowledgeGrpc {
                 item: Some(pb::import_memory_request::Item::Header(header)),
             }) => header,
             _ => {
-                return Err(status(ApiError::invalid(
+                return Err(Status::from(ApiError::invalid(
                     "header",
                     "the first message must be the header",
                 )));
             }
         };
-        let mut scope = scope_from_proto(header.scope.as_ref(), "header.scope", ScopeRules::USER).map_err(status)?;
-        principal.authorize(&mut scope).map_err(status)?;
+        let mut scope = scope_from_proto(header.scope.as_ref(), "header.scope", ScopeRules::USER)?;
+        principal.authorize(&mut scope)?;
         let mut files = Vec::new();
         let mut bytes = 0usize;
         while let Some(message) = stream.message().await? {
@@ -271,7 +265,7 @@ impl KnowledgeManagerService for KnowledgeGrpc {
                 Some(pb::import_memory_request::Item::File(file)) => {
                     bytes += file.content.len();
                     if files.len() >= MAX_IMPORT_FILES || bytes > MAX_IMPORT_BYTES {
-                        return Err(status(ApiError::invalid(
+                        return Err(Status::from(ApiError::invalid(
                             "file",
                             format!("an import holds at most {MAX_IMPORT_FILES} files and {MAX_IMPORT_BYTES} bytes"),
                         )));
@@ -281,14 +275,15 @@ impl KnowledgeManagerService for KnowledgeGrpc {
                         content: file.content,
                     });
                 }
-                _ => return Err(status(ApiError::invalid("file", "only the first message is a header"))),
+                _ => {
+                    return Err(Status::from(ApiError::invalid(
+                        "file",
+                        "only the first message is a header",
+                    )));
+                }
             }
         }
-        let report = self
-            .api
-            .import_markdown(scope, files, header.dry_run)
-            .await
-            .map_err(status)?;
+        let report = self.api.import_markdown(scope, files, header.dry_run).await?;
         Ok(Response::new(convert::import_report_to_proto(&report)))
     }
 
@@ -297,7 +292,7 @@ impl KnowledgeManagerService for KnowledgeGrpc {
         request: Request<pb::ListRolesRequest>,
     ) -> Result<Response<pb::ListRolesResponse>, Status> {
         let (_, scope) = scoped(&request, request.get_ref().scope.as_ref(), ScopeRules::USER)?;
-        let role_ids = self.api.list_roles(scope.owner()).await.map_err(status)?;
+        let role_ids = self.api.list_roles(scope.owner()).await?;
         Ok(Response::new(pb::ListRolesResponse { role_ids }))
     }
 
@@ -306,7 +301,7 @@ impl KnowledgeManagerService for KnowledgeGrpc {
         let body = request.get_ref();
         let admission_bypassed_by = if body.bypass_admission {
             if !principal.is_admin() {
-                return Err(status(ApiError::permission_denied(
+                return Err(Status::from(ApiError::permission_denied(
                     "bypass_admission: only a key that may act for every user of its tenant may bypass admission",
                 )));
             }
@@ -314,7 +309,7 @@ impl KnowledgeManagerService for KnowledgeGrpc {
         } else {
             None
         };
-        let draft = convert::draft_from_proto(body.memory.as_ref(), "memory").map_err(status)?;
+        let draft = convert::draft_from_proto(body.memory.as_ref(), "memory")?;
         let result = self
             .api
             .remember(RememberRequest {
@@ -324,8 +319,7 @@ impl KnowledgeManagerService for KnowledgeGrpc {
                 skip_dedup: body.skip_dedup,
                 admission_bypassed_by,
             })
-            .await
-            .map_err(status)?;
+            .await?;
         Ok(Response::new(pb::RememberResponse {
             result: Some(convert::write_result_to_proto(&result)),
         }))
@@ -337,9 +331,8 @@ impl KnowledgeManagerService for KnowledgeGrpc {
     ) -> Result<Response<pb::IngestTurnsResponse>, Status> {
         let (_, scope) = scoped(&request, request.get_ref().scope.as_ref(), ScopeRules::USER_ROLE)?;
         let body = request.get_ref();
-        let turns = convert::turns_from_proto(&body.turns).map_err(status)?;
-        let visibility = thinkus_common::convert::visibility_from_proto(body.visibility, "visibility")
-            .map_err(status)?
+        let turns = convert::turns_from_proto(&body.turns)?;
+        let visibility = thinkus_common::convert::visibility_from_proto(body.visibility, "visibility")?
             .unwrap_or(thinkus_common::model::Visibility::Private);
         let result = self
             .api
@@ -348,8 +341,7 @@ impl KnowledgeManagerService for KnowledgeGrpc {
                 turns,
                 visibility,
             })
-            .await
-            .map_err(status)?;
+            .await?;
         Ok(Response::new(convert::ingest_to_proto(&result)))
     }
 
@@ -359,21 +351,19 @@ impl KnowledgeManagerService for KnowledgeGrpc {
     ) -> Result<Response<pb::LearnFromConversationResponse>, Status> {
         let (_, scope) = scoped(&request, request.get_ref().scope.as_ref(), ScopeRules::USER_ROLE)?;
         let body = request.get_ref();
-        let messages =
-            thinkus_common::convert::messages_from_proto(&body.messages, "messages", 32 * 1024).map_err(status)?;
+        let messages = thinkus_common::convert::messages_from_proto(&body.messages, "messages", 32 * 1024)?;
         let result = self
             .api
             .learn(LearnRequest {
                 scope,
                 messages,
-                engine: engine_from_proto(body.engine, "engine").map_err(status)?,
+                engine: engine_from_proto(body.engine, "engine")?,
                 request_id: optional(&body.request_id),
                 not_memorable: body.not_memorable,
                 dry_run: body.dry_run,
                 injected_memories: body.injected_memories.clone(),
             })
-            .await
-            .map_err(status)?;
+            .await?;
         Ok(Response::new(convert::learn_to_proto(&result)))
     }
 
@@ -383,11 +373,7 @@ impl KnowledgeManagerService for KnowledgeGrpc {
     ) -> Result<Response<pb::GetMemoryResponse>, Status> {
         let (_, scope) = scoped(&request, request.get_ref().scope.as_ref(), ScopeRules::USER)?;
         let scope = reader(scope, request.get_ref().all_roles)?;
-        let memory = self
-            .api
-            .get_memory(scope, request.get_ref().memory_id.clone())
-            .await
-            .map_err(status)?;
+        let memory = self.api.get_memory(scope, request.get_ref().memory_id.clone()).await?;
         Ok(Response::new(pb::GetMemoryResponse {
             memory: Some(memory_to_proto(&memory)),
         }))
@@ -400,7 +386,7 @@ impl KnowledgeManagerService for KnowledgeGrpc {
         let (_, scope) = scoped(&request, request.get_ref().scope.as_ref(), ScopeRules::USER)?;
         let body = request.get_ref();
         let scope = reader(scope, body.all_roles)?;
-        let (size, offset) = page_from_proto(body.page.as_ref(), "page").map_err(status)?;
+        let (size, offset) = page_from_proto(body.page.as_ref(), "page")?;
         let statuses = body
             .statuses
             .iter()
@@ -409,19 +395,17 @@ impl KnowledgeManagerService for KnowledgeGrpc {
                 status_from_proto(*s, &format!("statuses[{i}]"))?
                     .ok_or_else(|| ApiError::invalid(&format!("statuses[{i}]"), "is unspecified"))
             })
-            .collect::<Result<Vec<_>, _>>()
-            .map_err(status)?;
+            .collect::<Result<Vec<_>, _>>()?;
         let memories = self
             .api
             .list_memories(ListRequest {
                 scope,
-                types: memory_types(&body.types, "types").map_err(status)?,
+                types: memory_types(&body.types, "types")?,
                 statuses,
                 limit: size,
                 offset,
             })
-            .await
-            .map_err(status)?;
+            .await?;
         Ok(Response::new(pb::ListMemoriesResponse {
             page: Some(next_page(size, offset, memories.len())),
             memories: memories.iter().map(memory_to_proto).collect(),
@@ -439,14 +423,13 @@ impl KnowledgeManagerService for KnowledgeGrpc {
             .correct(CorrectRequest {
                 scope,
                 memory_id: body.memory_id.clone(),
-                action: convert::correction_from_proto(body.action, body.importance).map_err(status)?,
+                action: convert::correction_from_proto(body.action, body.importance)?,
                 evidence: body.evidence.clone(),
                 new_content: optional(&body.new_content),
                 new_summary: optional(&body.new_summary),
                 request_id: optional(&body.request_id),
             })
-            .await
-            .map_err(status)?;
+            .await?;
         Ok(Response::new(pb::CorrectMemoryResponse {
             memory: Some(memory_to_proto(&result.memory)),
             replacement: result.replacement.as_ref().map(memory_to_proto),
@@ -464,11 +447,10 @@ impl KnowledgeManagerService for KnowledgeGrpc {
             .merge(
                 scope,
                 body.memory_ids.clone(),
-                engine_from_proto(body.engine, "engine").map_err(status)?,
+                engine_from_proto(body.engine, "engine")?,
                 optional(&body.request_id),
             )
-            .await
-            .map_err(status)?;
+            .await?;
         Ok(Response::new(pb::MergeMemoriesResponse {
             memory: Some(memory_to_proto(&memory)),
         }))
@@ -482,8 +464,7 @@ impl KnowledgeManagerService for KnowledgeGrpc {
         let body = request.get_ref();
         self.api
             .delete(scope, body.memory_id.clone(), body.reason.clone())
-            .await
-            .map_err(status)?;
+            .await?;
         Ok(Response::new(pb::DeleteMemoryResponse {}))
     }
 
@@ -493,11 +474,7 @@ impl KnowledgeManagerService for KnowledgeGrpc {
     ) -> Result<Response<pb::GetMemoryHistoryResponse>, Status> {
         let (_, scope) = scoped(&request, request.get_ref().scope.as_ref(), ScopeRules::USER)?;
         let scope = reader(scope, request.get_ref().all_roles)?;
-        let changes = self
-            .api
-            .history(scope, request.get_ref().memory_id.clone())
-            .await
-            .map_err(status)?;
+        let changes = self.api.history(scope, request.get_ref().memory_id.clone()).await?;
         Ok(Response::new(pb::GetMemoryHistoryResponse {
             changes: changes.iter().map(convert::change_to_proto).collect(),
         }))
@@ -509,17 +486,11 @@ impl KnowledgeManagerService for KnowledgeGrpc {
     ) -> Result<Response<pb::ListCandidatesResponse>, Status> {
         let (_, scope) = scoped(&request, request.get_ref().scope.as_ref(), ScopeRules::USER)?;
         let body = request.get_ref();
-        let (size, offset) = page_from_proto(body.page.as_ref(), "page").map_err(status)?;
+        let (size, offset) = page_from_proto(body.page.as_ref(), "page")?;
         let candidates = self
             .api
-            .list_candidates(
-                scope,
-                convert::candidate_status_from_proto(body.status).map_err(status)?,
-                size,
-                offset,
-            )
-            .await
-            .map_err(status)?;
+            .list_candidates(scope, convert::candidate_status_from_proto(body.status)?, size, offset)
+            .await?;
         Ok(Response::new(pb::ListCandidatesResponse {
             page: Some(next_page(size, offset, candidates.len())),
             candidates: candidates.iter().map(convert::candidate_to_proto).collect(),
@@ -535,8 +506,7 @@ impl KnowledgeManagerService for KnowledgeGrpc {
         let result = self
             .api
             .approve_candidate(scope, body.candidate_id.clone(), optional(&body.edited_content))
-            .await
-            .map_err(status)?;
+            .await?;
         Ok(Response::new(pb::ApproveCandidateResponse {
             result: Some(convert::write_result_to_proto(&result)),
         }))
@@ -550,8 +520,7 @@ impl KnowledgeManagerService for KnowledgeGrpc {
         let body = request.get_ref();
         self.api
             .reject_candidate(scope, body.candidate_id.clone(), body.reason.clone())
-            .await
-            .map_err(status)?;
+            .await?;
         Ok(Response::new(pb::RejectCandidateResponse {}))
     }
 
@@ -561,13 +530,11 @@ impl KnowledgeManagerService for KnowledgeGrpc {
     ) -> Result<Response<pb::PromoteMemoryResponse>, Status> {
         let (_, scope) = scoped(&request, request.get_ref().scope.as_ref(), ScopeRules::USER)?;
         let body = request.get_ref();
-        let target =
-            thinkus_common::convert::memory_type_from_proto(body.target_type, "target_type").map_err(status)?;
+        let target = thinkus_common::convert::memory_type_from_proto(body.target_type, "target_type")?;
         let memory = self
             .api
             .promote(scope, body.memory_id.clone(), target, optional(&body.title))
-            .await
-            .map_err(status)?;
+            .await?;
         Ok(Response::new(pb::PromoteMemoryResponse {
             memory: Some(memory_to_proto(&memory)),
         }))
@@ -585,8 +552,7 @@ impl KnowledgeManagerService for KnowledgeGrpc {
         let result = self
             .api
             .finalize_iteration(scope, request.get_ref().iteration_id.clone())
-            .await
-            .map_err(status)?;
+            .await?;
         Ok(Response::new(pb::FinalizeIterationResponse {
             promoted: result.promoted.iter().map(memory_to_proto).collect(),
             skipped_ids: result.skipped_ids,
@@ -595,7 +561,7 @@ impl KnowledgeManagerService for KnowledgeGrpc {
 
     async fn get_quota(&self, request: Request<pb::GetQuotaRequest>) -> Result<Response<pb::GetQuotaResponse>, Status> {
         let (_, scope) = scoped(&request, request.get_ref().scope.as_ref(), ScopeRules::USER_ROLE)?;
-        let quota = self.api.quota(scope).await.map_err(status)?;
+        let quota = self.api.quota(scope).await?;
         Ok(Response::new(pb::GetQuotaResponse {
             plan: quota.plan,
             used: quota.used as i64,
@@ -605,11 +571,8 @@ impl KnowledgeManagerService for KnowledgeGrpc {
 
     async fn set_plan(&self, request: Request<pb::SetPlanRequest>) -> Result<Response<pb::SetPlanResponse>, Status> {
         let (principal, scope) = scoped(&request, request.get_ref().scope.as_ref(), ScopeRules::USER)?;
-        principal.require_admin("setting a plan").map_err(status)?;
-        self.api
-            .set_plan(scope.owner(), request.get_ref().plan.clone())
-            .await
-            .map_err(status)?;
+        principal.require_admin("setting a plan")?;
+        self.api.set_plan(scope.owner(), request.get_ref().plan.clone()).await?;
         Ok(Response::new(pb::SetPlanResponse {}))
     }
 
@@ -620,14 +583,13 @@ impl KnowledgeManagerService for KnowledgeGrpc {
         let owners = owners(&request, request.get_ref().scope.as_ref(), "maintenance")?;
         let body = request.get_ref();
         if !body.decay && !body.forget {
-            return Err(status(ApiError::invalid("decay", "ask for decay, forget or both")));
+            return Err(Status::from(ApiError::invalid(
+                "decay",
+                "ask for decay, forget or both",
+            )));
         }
-        let now = datetime_opt(body.now.as_ref(), "now").map_err(status)?;
-        let report = self
-            .api
-            .run_maintenance(owners, body.decay, body.forget, now)
-            .await
-            .map_err(status)?;
+        let now = datetime_opt(body.now.as_ref(), "now")?;
+        let report = self.api.run_maintenance(owners, body.decay, body.forget, now).await?;
         Ok(Response::new(pb::RunMaintenanceResponse {
             decayed: report.decayed as i64,
             forgotten: report.forgotten as i64,
@@ -639,7 +601,7 @@ impl KnowledgeManagerService for KnowledgeGrpc {
         request: Request<pb::RebuildIndexRequest>,
     ) -> Result<Response<pb::RebuildIndexResponse>, Status> {
         let owners = owners(&request, request.get_ref().scope.as_ref(), "rebuilding the index")?;
-        let job = self.api.rebuild_index(owners).await.map_err(status)?;
+        let job = self.api.rebuild_index(owners).await?;
         Ok(Response::new(pb::RebuildIndexResponse {
             job: Some(convert::index_job_to_proto(&job)),
         }))
@@ -652,12 +614,12 @@ impl KnowledgeManagerService for KnowledgeGrpc {
         let principal = principal(&request)?;
         let id = request.get_ref().job_id.clone();
         if id.is_empty() {
-            return Err(status(ApiError::invalid("job_id", "required")));
+            return Err(Status::from(ApiError::invalid("job_id", "required")));
         }
-        let job = self.api.index_job(id.clone()).await.map_err(status)?;
+        let job = self.api.index_job(id.clone()).await?;
         // Someone who could not have started the job is told it does not exist.
         if !may_rebuild(&principal, &job.owners) {
-            return Err(status(ApiError::not_found("index job", &id)));
+            return Err(Status::from(ApiError::not_found("index job", &id)));
         }
         Ok(Response::new(pb::GetIndexJobResponse {
             job: Some(convert::index_job_to_proto(&job)),
@@ -672,9 +634,14 @@ impl KnowledgeManagerService for KnowledgeGrpc {
         let limit = match request.get_ref().limit {
             0 => 200,
             n @ 1..=1000 => n as usize,
-            n => return Err(status(ApiError::invalid("limit", format!("must be 0-1000, got {n}")))),
+            n => {
+                return Err(Status::from(ApiError::invalid(
+                    "limit",
+                    format!("must be 0-1000, got {n}"),
+                )));
+            }
         };
-        let changes = self.api.value_changes(scope, limit).await.map_err(status)?;
+        let changes = self.api.value_changes(scope, limit).await?;
         Ok(Response::new(pb::ListValueChangesResponse {
             changes: changes.iter().map(convert::value_change_to_proto).collect(),
         }))

@@ -2,12 +2,12 @@
 
 use std::sync::Arc;
 
+use thinkus_common::ApiError;
 use thinkus_common::auth::principal;
 use thinkus_common::convert::{
     ScopeRules, control_decision_to_proto, datetime_opt, engine_from_proto, memory_types, query_embedding_from_proto,
     scope_from_proto,
 };
-use thinkus_common::{ApiError, to_status};
 use thinkus_proto::controller as pb;
 use thinkus_proto::controller::memory_controller_service_server::{
     MemoryControllerService, MemoryControllerServiceServer,
@@ -54,9 +54,9 @@ pub fn decide_from_proto(request: &pb::DecideRequest) -> Result<DecideRequest, A
 impl MemoryControllerService for MemoryControllerGrpc {
     async fn decide(&self, request: Request<pb::DecideRequest>) -> Result<Response<pb::DecideResponse>, Status> {
         let principal = principal(&request)?;
-        let mut request = decide_from_proto(request.get_ref()).map_err(|e| to_status(&e))?;
-        principal.authorize(&mut request.scope).map_err(|e| to_status(&e))?;
-        let decision = self.api.decide(request).await.map_err(|e| to_status(&e))?;
+        let mut request = decide_from_proto(request.get_ref())?;
+        principal.authorize(&mut request.scope)?;
+        let decision = self.api.decide(request).await?;
         Ok(Response::new(pb::DecideResponse {
             decision: Some(control_decision_to_proto(&decision)),
         }))

@@ -3,7 +3,6 @@
 use std::sync::Arc;
 
 use thinkus_common::auth::principal;
-use thinkus_common::to_status;
 use thinkus_proto::retriever as pb;
 use thinkus_proto::retriever::retriever_service_server::{RetrieverService, RetrieverServiceServer};
 use tonic::{Request, Response, Status};
@@ -33,9 +32,9 @@ impl RetrieverGrpc {
 impl RetrieverService for RetrieverGrpc {
     async fn recall(&self, request: Request<pb::RecallRequest>) -> Result<Response<pb::RecallResponse>, Status> {
         let principal = principal(&request)?;
-        let mut request = convert::recall_from_proto(request.get_ref()).map_err(|e| to_status(&e))?;
-        principal.authorize(&mut request.scope).map_err(|e| to_status(&e))?;
-        let result = self.api.recall(request).await.map_err(|e| to_status(&e))?;
+        let mut request = convert::recall_from_proto(request.get_ref())?;
+        principal.authorize(&mut request.scope)?;
+        let result = self.api.recall(request).await?;
         Ok(Response::new(convert::result_to_proto(&result)))
     }
 
@@ -44,9 +43,9 @@ impl RetrieverService for RetrieverGrpc {
         request: Request<pb::GetDetailsRequest>,
     ) -> Result<Response<pb::GetDetailsResponse>, Status> {
         let principal = principal(&request)?;
-        let mut request = convert::details_request_from_proto(request.get_ref()).map_err(|e| to_status(&e))?;
-        principal.authorize(&mut request.scope).map_err(|e| to_status(&e))?;
-        let result = self.api.get_details(request).await.map_err(|e| to_status(&e))?;
+        let mut request = convert::details_request_from_proto(request.get_ref())?;
+        principal.authorize(&mut request.scope)?;
+        let result = self.api.get_details(request).await?;
         Ok(Response::new(convert::details_result_to_proto(&result)))
     }
 }

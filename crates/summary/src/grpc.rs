@@ -2,9 +2,9 @@
 
 use std::sync::Arc;
 
+use thinkus_common::ApiError;
 use thinkus_common::auth::principal;
 use thinkus_common::convert::{ScopeRules, datetime_opt, scope_from_proto};
-use thinkus_common::{ApiError, to_status};
 use thinkus_proto::summary as pb;
 use thinkus_proto::summary::summary_service_server::{SummaryService, SummaryServiceServer};
 use tonic::{Request, Response, Status};
@@ -30,10 +30,6 @@ impl SummaryGrpc {
     }
 }
 
-fn status(err: ApiError) -> Status {
-    to_status(&err)
-}
-
 #[tonic::async_trait]
 impl SummaryService for SummaryGrpc {
     async fn record_messages(
@@ -41,9 +37,9 @@ impl SummaryService for SummaryGrpc {
         request: Request<pb::RecordMessagesRequest>,
     ) -> Result<Response<pb::RecordMessagesResponse>, Status> {
         let principal = principal(&request)?;
-        let mut body = convert::record_from_proto(request.get_ref()).map_err(status)?;
-        principal.authorize(&mut body.scope).map_err(status)?;
-        let result = self.api.record(body).await.map_err(status)?;
+        let mut body = convert::record_from_proto(request.get_ref())?;
+        principal.authorize(&mut body.scope)?;
+        let result = self.api.record(body).await?;
         Ok(Response::new(pb::RecordMessagesResponse {
             first_index: result.first_index as i32,
             message_count: result.message_count as i32,
@@ -56,9 +52,9 @@ impl SummaryService for SummaryGrpc {
         request: Request<pb::GenerateSummaryRequest>,
     ) -> Result<Response<pb::GenerateSummaryResponse>, Status> {
         let principal = principal(&request)?;
-        let mut body = convert::generate_from_proto(request.get_ref()).map_err(status)?;
-        principal.authorize(&mut body.scope).map_err(status)?;
-        let result = self.api.generate(body).await.map_err(status)?;
+        let mut body = convert::generate_from_proto(request.get_ref())?;
+        principal.authorize(&mut body.scope)?;
+        let result = self.api.generate(body).await?;
         Ok(Response::new(pb::GenerateSummaryResponse {
             summary: Some(convert::summary_to_proto(&result.summary)),
             messages_read: result.messages_read as i32,
@@ -71,12 +67,12 @@ impl SummaryService for SummaryGrpc {
     ) -> Result<Response<pb::GetSummaryResponse>, Status> {
         let principal = principal(&request)?;
         let body = request.get_ref();
-        let mut scope = scope_from_proto(body.scope.as_ref(), "scope", ScopeRules::USER).map_err(status)?;
-        principal.authorize(&mut scope).map_err(status)?;
+        let mut scope = scope_from_proto(body.scope.as_ref(), "scope", ScopeRules::USER)?;
+        principal.authorize(&mut scope)?;
         if body.session_id.is_empty() {
-            return Err(status(ApiError::invalid("session_id", "is required")));
+            return Err(Status::from(ApiError::invalid("session_id", "is required")));
         }
-        let summary = self.api.get(scope, body.session_id.clone()).await.map_err(status)?;
+        let summary = self.api.get(scope, body.session_id.clone()).await?;
         Ok(Response::new(pb::GetSummaryResponse {
             summary: Some(convert::summary_to_proto(&summary)),
         }))
@@ -87,9 +83,9 @@ impl SummaryService for SummaryGrpc {
         request: Request<pb::ListSummariesRequest>,
     ) -> Result<Response<pb::ListSummariesResponse>, Status> {
         let principal = principal(&request)?;
-        let mut body = convert::list_from_proto(request.get_ref()).map_err(status)?;
-        principal.authorize(&mut body.scope).map_err(status)?;
-        let summaries = self.api.list(body).await.map_err(status)?;
+        let mut body = convert::list_from_proto(request.get_ref())?;
+        principal.authorize(&mut body.scope)?;
+        let summaries = self.api.list(body).await?;
         Ok(Response::new(pb::ListSummariesResponse {
             summaries: summaries.iter().map(convert::summary_to_proto).collect(),
         }))
@@ -100,9 +96,9 @@ impl SummaryService for SummaryGrpc {
         request: Request<pb::RenderSummaryRequest>,
     ) -> Result<Response<pb::RenderSummaryResponse>, Status> {
         let principal = principal(&request)?;
-        let mut body = convert::render_from_proto(request.get_ref()).map_err(status)?;
-        principal.authorize(&mut body.scope).map_err(status)?;
-        let rendered = self.api.render(body).await.map_err(status)?;
+        let mut body = convert::render_from_proto(request.get_ref())?;
+        principal.authorize(&mut body.scope)?;
+        let rendered = self.api.render(body).await?;
         Ok(Response::new(pb::RenderSummaryResponse {
             markdown: rendered.markdown,
             tokens: rendered.tokens as i32,
@@ -115,12 +111,10 @@ impl SummaryService for SummaryGrpc {
     ) -> Result<Response<pb::GetPreviousSummaryResponse>, Status> {
         let principal = principal(&request)?;
         let body = request.get_ref();
-        let mut scope = scope_from_proto(body.scope.as_ref(), "scope", ScopeRules::USER_ROLE).map_err(status)?;
-        principal.authorize(&mut scope).map_err(status)?;
-        let now = datetime_opt(body.now.as_ref(), "now")
-            .map_err(status)?
-            .unwrap_or_else(chrono::Utc::now);
-        let previous = self.api.previous(scope, now).await.map_err(status)?;
+        let mut scope = scope_from_proto(body.scope.as_ref(), "scope", ScopeRules::USER_ROLE)?;
+        principal.authorize(&mut scope)?;
+        let now = datetime_opt(body.now.as_ref(), "now")?.unwrap_or_else(chrono::Utc::now);
+        let previous = self.api.previous(scope, now).await?;
         Ok(Response::new(pb::GetPreviousSummaryResponse {
             summary: previous.as_ref().map(convert::summary_to_proto),
         }))
@@ -131,10 +125,9 @@ impl SummaryService for SummaryGrpc {
         request: Request<pb::EndSessionRequest>,
     ) -> Result<Response<pb::EndSessionResponse>, Status> {
         let principal = principal(&request)?;
-        let mut scope =
-            scope_from_proto(request.get_ref().scope.as_ref(), "scope", ScopeRules::USER_SESSION).map_err(status)?;
-        principal.authorize(&mut scope).map_err(status)?;
-        let scheduled = self.api.end_session(scope).await.map_err(status)?;
+        let mut scope = scope_from_proto(request.get_ref().scope.as_ref(), "scope", ScopeRules::USER_SESSION)?;
+        principal.authorize(&mut scope)?;
+        let scheduled = self.api.end_session(scope).await?;
         Ok(Response::new(pb::EndSessionResponse {
             summary_scheduled: scheduled,
         }))
