@@ -54,6 +54,7 @@ sql_suites!(
     job_store => conformance::sql::job_store_suite,
     job_order => conformance::sql::job_order_suite,
     retention => conformance::sql::retention_suite,
+    corrupt_rows => conformance::sql::corrupt_rows_suite,
 );
 
 mod blobs {

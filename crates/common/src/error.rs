@@ -171,6 +171,13 @@ impl From<ApiError> for Status {
     }
 }
 
+/// `value` as JSON text, for a column or a record that keeps it. Serialising fails only for
+/// values JSON cannot hold (a map with keys that are not strings, a serialiser that refuses):
+/// that is an internal error naming `what`, never an empty string stored in the value's place.
+pub fn to_json<T: serde::Serialize + ?Sized>(value: &T, what: &str) -> Result<String, ApiError> {
+    serde_json::to_string(value).map_err(|err| ApiError::internal(format!("serialising {what}: {err}")))
+}
+
 /// Metadata key carrying the retry delay in seconds on RESOURCE_EXHAUSTED.
 pub const RETRY_AFTER_METADATA: &str = "retry-after";
 
@@ -237,6 +244,15 @@ mod tests {
         let status = handler(busy).unwrap_err();
         assert_eq!(status.code(), Code::ResourceExhausted);
         assert_eq!(status.metadata().get(RETRY_AFTER_METADATA).unwrap(), "3");
+    }
+
+    #[test]
+    fn a_value_json_cannot_hold_is_an_error_not_an_empty_string() {
+        assert_eq!(to_json(&vec!["a"], "tags").unwrap(), r#"["a"]"#);
+        let keyed_by_pairs: std::collections::HashMap<(u8, u8), u8> = [((1, 2), 3)].into();
+        let err = to_json(&keyed_by_pairs, "the pairs").unwrap_err();
+        assert_eq!(err.code(), ErrorCode::Internal);
+        assert!(err.to_string().contains("the pairs"), "{err}");
     }
 
     #[test]

@@ -21,4 +21,4 @@ pub mod time;
 pub mod tokens;
 pub mod work;
 
-pub use error::{ApiError, ErrorCode, ServiceError, to_status};
+pub use error::{ApiError, ErrorCode, ServiceError, to_json, to_status};

@@ -29,8 +29,8 @@ impl StoredDraft {
             .map_err(|err| ApiError::internal(format!("unreadable candidate draft {}: {err}", candidate.id)))
     }
 
-    pub(crate) fn json(&self) -> String {
-        serde_json::to_string(self).unwrap_or_default()
+    pub(crate) fn json(&self) -> Result<String, ApiError> {
+        thinkus_common::to_json(self, "a candidate's draft")
     }
 }
 

@@ -73,7 +73,7 @@ pub(crate) async fn hold(
                     stored.conflicts_with.push(id.clone());
                 }
             }
-            seen.draft = stored.json();
+            seen.draft = stored.json()?;
             seen.evidence_count += 1;
             seen.score = seen.score.max(memory.confidence);
             seen
@@ -101,7 +101,7 @@ pub(crate) async fn hold(
                     draft,
                     conflicts_with: current,
                 }
-                .json(),
+                .json()?,
                 reason: reason.clone(),
                 score: memory.confidence,
                 evidence_count: 1,
@@ -359,8 +359,8 @@ pub(crate) async fn keep_current(
             kind: ChangeKind::Correction,
             actor: actor.clone(),
             reason: why.clone(),
-            before: Some(serde_json::to_string(&memory).unwrap_or_default()),
-            after: Some(serde_json::to_string(&updated).unwrap_or_default()),
+            before: Some(thinkus_common::to_json(&memory, "a memory's image")?),
+            after: Some(thinkus_common::to_json(&updated, "a memory's image")?),
             at: now,
         });
         batch.updates.push(updated.clone());

@@ -245,10 +245,10 @@ async fn promote_profile(km: &KnowledgeManager, result: &mut WriteResult) -> Res
         .get_memory(&memory.scope.owner(), &memory.id)
         .await?
         .ok_or_else(|| ApiError::not_found("memory", &memory.id))?;
-    let before = serde_json::to_string(&stored).unwrap_or_default();
+    let before = thinkus_common::to_json(&stored, "a memory's image")?;
     stored.visibility = Visibility::Global;
     stored.updated_at = Utc::now();
-    let after = serde_json::to_string(&stored).unwrap_or_default();
+    let after = thinkus_common::to_json(&stored, "a memory's image")?;
     km.store
         .commit(WriteBatch {
             updates: vec![stored.clone()],
@@ -447,7 +447,7 @@ pub(crate) async fn learn(km: &KnowledgeManager, request: LearnRequest) -> Resul
             tenant_id: request.scope.tenant_id.clone(),
             user_id: request.scope.user_id.clone(),
             key,
-            response: serde_json::to_string(&learned).unwrap_or_default(),
+            response: thinkus_common::to_json(&learned, "a learn answer")?,
             created_at: Utc::now(),
         };
         // Losing this race only means a concurrent twin wrote its record first.

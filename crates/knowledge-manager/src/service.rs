@@ -50,8 +50,8 @@ pub(crate) fn actor_of(scope: &Scope) -> String {
     }
 }
 
-fn memory_json(memory: &Memory) -> String {
-    serde_json::to_string(memory).unwrap_or_default()
+fn memory_json(memory: &Memory) -> Result<String, ApiError> {
+    thinkus_common::to_json(memory, "a memory's image")
 }
 
 /// How a write passes admission: every memory goes through [`KnowledgeManager::write`], and
@@ -660,8 +660,8 @@ impl KnowledgeManager {
                 kind: *kind,
                 actor: options.actor.clone(),
                 reason: reason.clone(),
-                before: Some(memory_json(old)),
-                after: Some(memory_json(&updated)),
+                before: Some(memory_json(old)?),
+                after: Some(memory_json(&updated)?),
                 at: now,
             });
             status_changes.push((old.id.clone(), MemoryStatus::Replaced));
@@ -683,8 +683,8 @@ impl KnowledgeManager {
                     "quota cleanup: importance {} with {} reads, the least valuable of role {:?}, makes room for {}",
                     old.importance, old.access_count, scope.role_id, memory.id
                 ),
-                before: Some(memory_json(old)),
-                after: Some(memory_json(&updated)),
+                before: Some(memory_json(old)?),
+                after: Some(memory_json(&updated)?),
                 at: now,
             });
             status_changes.push((old.id.clone(), MemoryStatus::Forgotten));
@@ -723,7 +723,7 @@ impl KnowledgeManager {
             actor: options.actor.clone(),
             reason: reason.clone(),
             before: None,
-            after: Some(memory_json(&memory)),
+            after: Some(memory_json(&memory)?),
             at: now,
         });
         batch.changes.extend(options.extra_changes.iter().cloned());
@@ -776,7 +776,7 @@ impl KnowledgeManager {
             None => thinkus_backends::sql::Candidate {
                 id: new_id(IdKind::Candidate),
                 scope: scope.clone(),
-                draft: serde_json::to_string(draft).unwrap_or_default(),
+                draft: thinkus_common::to_json(draft, "a candidate's draft")?,
                 reason: reason.to_string(),
                 score,
                 evidence_count: 1,
@@ -819,7 +819,7 @@ impl KnowledgeManager {
                 tenant_id: owner.tenant_id.clone(),
                 user_id: owner.user_id.clone(),
                 key: key.clone(),
-                response: serde_json::to_string(result).unwrap_or_default(),
+                response: thinkus_common::to_json(result, "a write's answer")?,
                 created_at: Utc::now(),
             });
         }
@@ -858,8 +858,8 @@ impl KnowledgeManager {
                 kind: ChangeKind::Evidence,
                 actor: options.actor.clone(),
                 reason: reason.clone(),
-                before: Some(memory_json(&existing)),
-                after: Some(memory_json(&updated)),
+                before: Some(memory_json(&existing)?),
+                after: Some(memory_json(&updated)?),
                 at: now,
             }],
             candidates: options.candidate.iter().cloned().collect(),
@@ -943,8 +943,8 @@ impl KnowledgeManager {
                         "importance {} with {} reads, older than {} days",
                         memory.importance, memory.access_count, self.config.forget_after_days
                     ),
-                    before: Some(memory_json(memory)),
-                    after: Some(memory_json(&updated)),
+                    before: Some(memory_json(memory)?),
+                    after: Some(memory_json(&updated)?),
                     at: now,
                 });
                 status_changes.push((memory.id.clone(), MemoryStatus::Forgotten));

@@ -27,8 +27,8 @@ fn admitted(result: crate::api::WriteResult, field: &str) -> Result<Memory, ApiE
     }
 }
 
-fn json_of(memory: &Memory) -> String {
-    serde_json::to_string(memory).unwrap_or_default()
+fn json_of(memory: &Memory) -> Result<String, ApiError> {
+    thinkus_common::to_json(memory, "a memory's image")
 }
 
 /// A draft that carries a memory's attributes over to a successor.
@@ -163,8 +163,8 @@ pub(crate) async fn correct_as(
                 }
                 action => format!("{}: {evidence}", action.as_str()),
             },
-            before: Some(json_of(&memory)),
-            after: Some(json_of(&updated)),
+            before: Some(json_of(&memory)?),
+            after: Some(json_of(&updated)?),
             at: now,
         }],
         ..Default::default()
@@ -189,6 +189,15 @@ pub(crate) async fn correct_as(
 
 async fn store_correction_result(km: &KnowledgeManager, owner: &Owner, key: &Option<String>, result: &CorrectResult) {
     if let Some(key) = key {
+        // The correction is written: an answer that cannot be kept for a replay is logged and
+        // not stored, so a retry runs again instead of replaying an empty answer.
+        let response = match thinkus_common::to_json(result, "a correction's answer") {
+            Ok(response) => response,
+            Err(err) => {
+                tracing::error!(error = %err, "the correction's answer is not kept for replays");
+                return;
+            }
+        };
         let _ = km
             .store
             .commit(WriteBatch {
@@ -196,7 +205,7 @@ async fn store_correction_result(km: &KnowledgeManager, owner: &Owner, key: &Opt
                     tenant_id: owner.tenant_id.clone(),
                     user_id: owner.user_id.clone(),
                     key: key.clone(),
-                    response: serde_json::to_string(result).unwrap_or_default(),
+                    response,
                     created_at: Utc::now(),
                 }),
                 ..Default::default()
@@ -447,8 +456,8 @@ async fn promote_memory(
             kind: ChangeKind::Promote,
             actor: actor_of(scope),
             reason: format!("promoted to a {target}"),
-            before: Some(json_of(memory)),
-            after: Some(json_of(&marked)),
+            before: Some(json_of(memory)?),
+            after: Some(json_of(&marked)?),
             at: now,
         }],
         ..Default::default()

@@ -773,6 +773,70 @@ fn summary(key: &SessionKey, end: i32) -> SummaryRecord {
     }
 }
 
+/// A JSON column that no longer parses (a row written by hand, a disk fault) is an error naming
+/// the table, the row and the column when the row is read, never an empty list.
+pub async fn corrupt_rows_suite(store: &crate::sql::SqlStore) {
+    let run = uuid::Uuid::now_v7().simple().to_string();
+    let alice = Owner::new(format!("acme-{run}"), format!("alice-{run}"));
+    let mut tagged = memory(&alice, "cto", None, MemoryType::ProjectDecision, "We go with Postgres");
+    tagged.tags = vec!["db".into()];
+    let refs = memory(&alice, "cto", None, MemoryType::ProjectDecision, "The spec is in art_1");
+    store.commit(insert(&[tagged.clone(), refs.clone()])).await.unwrap();
+    for (id, column) in [(&tagged.id, "tags"), (&refs.id, "artifact_refs")] {
+        store
+            .execute_raw(&format!("UPDATE memories SET {column} = '[\"db\"' WHERE id = '{id}'"))
+            .await
+            .unwrap();
+        let err = store
+            .get_memory(&alice, id)
+            .await
+            .expect_err("a corrupt JSON column is an error");
+        let message = err.to_string();
+        assert!(
+            matches!(err, StoreError::Backend(_)) && message.contains(id.as_str()) && message.contains(column),
+            "the error names the row and the column: {message}"
+        );
+        let listed = store
+            .list_memories(&MemoryQuery::of(MemoryFilter::any_status(&alice)))
+            .await;
+        assert!(listed.is_err(), "a listing over the corrupt row fails too: {listed:?}");
+        store
+            .execute_raw(&format!("UPDATE memories SET {column} = '[]' WHERE id = '{id}'"))
+            .await
+            .unwrap();
+    }
+
+    let key = SessionKey {
+        tenant_id: alice.tenant_id.clone(),
+        user_id: alice.user_id.clone(),
+        session_id: "s1".into(),
+        role_id: "cto".into(),
+        project_id: None,
+    };
+    store
+        .append_messages(&key, &[message("user", "我们用Postgres")])
+        .await
+        .unwrap();
+    let record = summary(&key, 0);
+    store.put_summary(&record, Some(-1)).await.unwrap();
+    store
+        .execute_raw(&format!(
+            "UPDATE session_summaries SET decisions = 'not json' WHERE id = '{}'",
+            record.id
+        ))
+        .await
+        .unwrap();
+    let err = store
+        .get_summary(&alice, "s1")
+        .await
+        .expect_err("a corrupt JSON column is an error");
+    let message = err.to_string();
+    assert!(
+        message.contains(&record.id) && message.contains("decisions"),
+        "the error names the row and the column: {message}"
+    );
+}
+
 /// The suite of [`SessionStore`].
 pub async fn session_store_suite(store: &dyn SessionStore) {
     let run = uuid::Uuid::now_v7().simple().to_string();

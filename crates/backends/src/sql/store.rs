@@ -67,8 +67,19 @@ fn json<T: serde::Serialize>(value: &T) -> String {
     serde_json::to_string(value).expect("serialising plain data cannot fail")
 }
 
-fn parse_json<T: serde::de::DeserializeOwned + Default>(text: &str) -> T {
-    serde_json::from_str(text).unwrap_or_default()
+/// The value of a JSON column. One that does not parse is an error naming the table, the row
+/// and the column: a corrupt row is reported, never read as empty (no tags, no decisions).
+fn parse_json<T: serde::de::DeserializeOwned>(
+    table: &str,
+    id: &str,
+    column: &str,
+    text: &str,
+) -> Result<T, StoreError> {
+    serde_json::from_str(text).map_err(|err| {
+        StoreError::Backend(format!(
+            "{table} row {id}: column {column} does not hold valid JSON ({err})"
+        ))
+    })
 }
 
 fn parse_enum<T: std::str::FromStr>(column: &str, value: &str) -> Result<T, StoreError> {
@@ -223,9 +234,11 @@ fn memory_from_row(row: &AnyRow) -> Result<Memory, StoreError> {
     let get_text = |name: &str| row.try_get::<String, _>(name).map_err(backend_error);
     let get_opt = |name: &str| row.try_get::<Option<String>, _>(name).map_err(backend_error);
     let get_int = |name: &str| row.try_get::<i64, _>(name).map_err(backend_error);
-    let artifact_refs: Vec<ArtifactRef> = parse_json(&get_text("artifact_refs")?);
+    let id = get_text("id")?;
+    let artifact_refs: Vec<ArtifactRef> = parse_json("memories", &id, "artifact_refs", &get_text("artifact_refs")?)?;
+    let list = |name: &str| -> Result<Vec<String>, StoreError> { parse_json("memories", &id, name, &get_text(name)?) };
     Ok(Memory {
-        id: get_text("id")?,
+        id: id.clone(),
         scope: Scope {
             tenant_id: get_text("tenant_id")?,
             user_id: get_text("user_id")?,
@@ -244,7 +257,7 @@ fn memory_from_row(row: &AnyRow) -> Result<Memory, StoreError> {
         status: parse_enum::<MemoryStatus>("status", &get_text("status")?)?,
         superseded_by: get_opt("superseded_by")?,
         source: parse_enum::<MemorySource>("source", &get_text("source")?)?,
-        tags: parse_json(&get_text("tags")?),
+        tags: list("tags")?,
         created_at: from_ms(get_int("created_at")?),
         updated_at: from_ms(get_int("updated_at")?),
         last_accessed_at: row
@@ -253,7 +266,7 @@ fn memory_from_row(row: &AnyRow) -> Result<Memory, StoreError> {
             .map(from_ms),
         access_count: get_int("access_count")?.max(0) as u64,
         context: get_text("context")?,
-        related_decision_ids: parse_json(&get_text("related_decision_ids")?),
+        related_decision_ids: list("related_decision_ids")?,
         artifact_refs,
         language: parse_enum::<Language>("language", &get_text("language")?)?,
         speaker: get_opt("speaker")?,
@@ -350,21 +363,24 @@ fn session_from_row(row: &AnyRow) -> Result<SessionRecord, StoreError> {
 
 fn summary_from_row(row: &AnyRow) -> Result<SummaryRecord, StoreError> {
     let text = |name: &str| row.try_get::<String, _>(name).map_err(backend_error);
+    let id = text("id")?;
+    let list =
+        |name: &str| -> Result<Vec<String>, StoreError> { parse_json("session_summaries", &id, name, &text(name)?) };
     Ok(SummaryRecord {
-        id: text("id")?,
+        id: id.clone(),
         tenant_id: text("tenant_id")?,
         user_id: text("user_id")?,
         role_id: text("role_id")?,
         project_id: row.try_get("project_id").map_err(backend_error)?,
         session_id: text("session_id")?,
         goal: text("goal")?,
-        constraints: parse_json(&text("constraints")?),
-        decisions: parse_json(&text("decisions")?),
-        progress: parse_json(&text("progress")?),
-        artifacts: parse_json(&text("artifacts")?),
-        next_actions: parse_json(&text("next_actions")?),
-        risks: parse_json(&text("risks")?),
-        open_questions: parse_json(&text("open_questions")?),
+        constraints: list("constraints")?,
+        decisions: parse_json("session_summaries", &id, "decisions", &text("decisions")?)?,
+        progress: list("progress")?,
+        artifacts: parse_json("session_summaries", &id, "artifacts", &text("artifacts")?)?,
+        next_actions: list("next_actions")?,
+        risks: list("risks")?,
+        open_questions: list("open_questions")?,
         trajectory_start: row.try_get::<i64, _>("trajectory_start").map_err(backend_error)? as i32,
         trajectory_end: row.try_get::<i64, _>("trajectory_end").map_err(backend_error)? as i32,
         language: text("language")?,

