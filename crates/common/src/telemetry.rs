@@ -273,15 +273,64 @@ impl Interceptor for TraceContextInterceptor {
 mod tests {
     use super::*;
 
+    /// The fields of every span opened under it, as text.
+    #[derive(Clone, Default)]
+    struct SpanFields(std::sync::Arc<std::sync::Mutex<Vec<(String, String)>>>);
+
+    impl tracing::field::Visit for SpanFields {
+        fn record_debug(&mut self, field: &tracing::field::Field, value: &dyn std::fmt::Debug) {
+            self.0
+                .lock()
+                .unwrap()
+                .push((field.name().to_string(), format!("{value:?}")));
+        }
+
+        fn record_str(&mut self, field: &tracing::field::Field, value: &str) {
+            self.0
+                .lock()
+                .unwrap()
+                .push((field.name().to_string(), value.to_string()));
+        }
+    }
+
+    impl<S: tracing::Subscriber> tracing_subscriber::Layer<S> for SpanFields {
+        fn on_new_span(
+            &self,
+            attributes: &tracing::span::Attributes<'_>,
+            _: &tracing::span::Id,
+            _: tracing_subscriber::layer::Context<'_, S>,
+        ) {
+            attributes.record(&mut self.clone());
+        }
+    }
+
+    fn server_span_fields(path: &str) -> std::collections::HashMap<String, String> {
+        use tracing_subscriber::layer::SubscriberExt;
+        let fields = SpanFields::default();
+        let subscriber = tracing_subscriber::registry().with(fields.clone());
+        tracing::subscriber::with_default(subscriber, || {
+            let request = http::Request::builder().uri(path).body(()).unwrap();
+            let span = server_span(&request);
+            assert_eq!(span.metadata().map(|m| m.name()), Some("grpc.server"));
+        });
+        let fields = fields.0.lock().unwrap();
+        fields.iter().cloned().collect()
+    }
+
     #[test]
     fn server_span_reads_the_path() {
-        let request = http::Request::builder()
-            .uri("/thinkus.retriever.v1.RetrieverService/Recall")
-            .body(())
-            .unwrap();
-        let span = server_span(&request);
-        // Without a subscriber the span is disabled; building it must not panic.
-        drop(span);
+        let fields = server_span_fields("/thinkus.retriever.v1.RetrieverService/Recall");
+        assert_eq!(fields["otel.name"], "thinkus.retriever.v1.RetrieverService/Recall");
+        assert_eq!(fields["otel.kind"], "server");
+        assert_eq!(fields["rpc.system"], "grpc");
+        assert_eq!(fields["rpc.service"], "thinkus.retriever.v1.RetrieverService");
+        assert_eq!(fields["rpc.method"], "Recall");
+        assert_eq!(fields["thinkus.service"], "retriever");
+        // A path that is not /service/method keeps the whole path as the method.
+        let fields = server_span_fields("/healthz");
+        assert_eq!(fields["rpc.service"], "unknown");
+        assert_eq!(fields["rpc.method"], "/healthz");
+        assert_eq!(fields["thinkus.service"], "other");
     }
 
     #[test]
