@@ -7,6 +7,7 @@ mod capacity;
 mod conflicts;
 mod conformance;
 mod data_rights;
+mod dedup_calibration;
 mod degraded;
 mod durability;
 mod embed_once;

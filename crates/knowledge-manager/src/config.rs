@@ -64,7 +64,7 @@ pub struct KnowledgeConfig {
     /// Cosine similarity (of passage embeddings) at or above which a new memory reinforces an
     /// existing one of the same owner and type instead of being written, unless the two name
     /// different values (`subject::values_conflict`). Calibrated for multilingual-e5-small,
-    /// whose cosines are compressed near 1 (tests/dedup_calibration.rs, 12 zh+en pairs each):
+    /// whose cosines are compressed near 1 (tests/it/dedup_calibration.rs, 12 zh+en pairs each):
     /// paraphrases 0.950-0.995 (min: "we'll go with Stripe for payments" / "we decided to use
     /// Stripe for payments"), distinct statements of the same kind 0.826-0.942 (max: Stripe
     /// vs PostgreSQL decisions, which the value check separates; without names 0.941: "我担心
