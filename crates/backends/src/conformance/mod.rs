@@ -4,6 +4,7 @@
 pub mod blob;
 pub mod embed;
 pub mod llm;
+pub mod memory_store;
 pub mod sql;
 pub mod vector;
 pub mod visibility;
