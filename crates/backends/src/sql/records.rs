@@ -319,21 +319,27 @@ impl ErasureCounts {
     /// Rows removed from the relational store (artifacts' included: the artifact service
     /// removes them with their blobs).
     pub fn rows(&self) -> u64 {
-        self.memories
-            + self.changes
-            + self.candidates
-            + self.idempotency
-            + self.plans
-            + self.artifacts
-            + self.sessions
-            + self.session_messages
-            + self.summaries
-            + self.jobs
+        // Saturating: the artifact count arrives in the request from the gateway, and a
+        // malformed one must not overflow (a panic reachable from a request).
+        [
+            self.memories,
+            self.changes,
+            self.candidates,
+            self.idempotency,
+            self.plans,
+            self.artifacts,
+            self.sessions,
+            self.session_messages,
+            self.summaries,
+            self.jobs,
+        ]
+        .into_iter()
+        .fold(0u64, u64::saturating_add)
     }
 
     /// Everything removed: rows and vector points.
     pub fn total(&self) -> u64 {
-        self.rows() + self.vectors
+        self.rows().saturating_add(self.vectors)
     }
 }
 
@@ -347,4 +353,27 @@ pub struct ErasureRecord {
     pub actor: String,
     pub at: DateTime<Utc>,
     pub counts: ErasureCounts,
+}
+
+#[cfg(test)]
+mod erasure_tests {
+    use super::ErasureCounts;
+
+    #[test]
+    fn counts_from_a_malformed_request_do_not_overflow() {
+        let counts = ErasureCounts {
+            artifacts: u64::MAX,
+            memories: 3,
+            vectors: 2,
+            ..Default::default()
+        };
+        assert_eq!(counts.rows(), u64::MAX);
+        assert_eq!(counts.total(), u64::MAX);
+        let plain = ErasureCounts {
+            memories: 3,
+            vectors: 2,
+            ..Default::default()
+        };
+        assert_eq!((plain.rows(), plain.total()), (3, 5));
+    }
 }
