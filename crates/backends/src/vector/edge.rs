@@ -182,6 +182,27 @@ impl Flush {
 /// The qdrant-edge backend: a shard in a local directory, searched in-process.
 pub struct EdgeIndex {
     shared: Arc<Shared>,
+    /// The log's thread; stopped and joined when the index is dropped, so that the directory's
+    /// lock is released by then and the directory can be opened again at once.
+    background: Option<Background>,
+}
+
+/// The thread that syncs and checkpoints the log on a schedule.
+struct Background {
+    /// Dropping it wakes the thread, which then stops.
+    stop: std::sync::mpsc::Sender<()>,
+    thread: std::thread::JoinHandle<()>,
+}
+
+impl Drop for EdgeIndex {
+    fn drop(&mut self) {
+        if let Some(Background { stop, thread }) = self.background.take() {
+            drop(stop);
+            // The thread finishes the sync or checkpoint it is in, then drops its handle on
+            // the shared state; a panic there was logged by the panic hook already.
+            let _ = thread.join();
+        }
+    }
 }
 
 struct Shared {
@@ -317,8 +338,11 @@ impl EdgeIndex {
             checkpointed: Mutex::new(std::time::Instant::now()),
             swap: tokio::sync::RwLock::new(()),
         });
-        spawn_background(Arc::downgrade(&shared))?;
-        Ok(Self { shared })
+        let background = spawn_background(Arc::downgrade(&shared))?;
+        Ok(Self {
+            shared,
+            background: Some(background),
+        })
     }
 
     /// The flush policy.
@@ -533,13 +557,16 @@ fn replay_log(
 
 /// Syncs the log on the timer of [`Flush::Every`] and checkpoints on schedule, until the
 /// index is gone.
-fn spawn_background(shared: std::sync::Weak<Shared>) -> Result<(), VectorError> {
+fn spawn_background(shared: std::sync::Weak<Shared>) -> Result<Background, VectorError> {
+    let (stop, stopped) = std::sync::mpsc::channel::<()>();
     std::thread::Builder::new()
         .name("edge-log".into())
         .spawn(move || {
             let mut last_sync = std::time::Instant::now();
             loop {
-                std::thread::sleep(TICK);
+                if stopped.recv_timeout(TICK) != Err(std::sync::mpsc::RecvTimeoutError::Timeout) {
+                    return;
+                }
                 let Some(shared) = shared.upgrade() else {
                     return;
                 };
@@ -562,7 +589,7 @@ fn spawn_background(shared: std::sync::Weak<Shared>) -> Result<(), VectorError> 
                 }
             }
         })
-        .map(drop)
+        .map(|thread| Background { stop, thread })
         .map_err(|err| VectorError::Unavailable(format!("cannot start the index's log thread: {err}")))
 }
 
