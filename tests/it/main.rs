@@ -27,6 +27,7 @@ mod rest_routes;
 mod summary;
 mod support;
 mod tenancy;
+mod tls;
 mod tracing;
 mod upkeep;
 mod visibility;

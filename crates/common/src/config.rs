@@ -121,6 +121,14 @@ pub struct ServerConfig {
     pub tenant_rate_burst: f64,
     /// The largest gRPC message accepted, in bytes.
     pub max_message_bytes: usize,
+    /// TLS on the gRPC listener, the REST facade and the memory page: a PEM certificate chain
+    /// (with `tls_key_file`); unset, they speak plain text (behind a mesh that encrypts).
+    pub tls_cert_file: Option<PathBuf>,
+    /// The PEM private key of `tls_cert_file`.
+    pub tls_key_file: Option<PathBuf>,
+    /// A PEM CA the clients of the other services trust at `https://` endpoints, beside the
+    /// system's roots (for a private CA).
+    pub tls_ca_file: Option<PathBuf>,
 }
 
 impl Default for ServerConfig {
@@ -139,6 +147,9 @@ impl Default for ServerConfig {
             tenant_rate_per_second: 50.0,
             tenant_rate_burst: 100.0,
             max_message_bytes: 16 * 1024 * 1024,
+            tls_cert_file: None,
+            tls_key_file: None,
+            tls_ca_file: None,
         }
     }
 }

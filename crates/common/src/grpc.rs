@@ -33,6 +33,8 @@ use crate::telemetry::{TraceContextInterceptor, server_span};
 pub struct ServeOptions {
     pub request_timeout: Duration,
     pub shutdown_grace: Duration,
+    /// TLS on the listener (`crate::tls::ServerTls::grpc`); plain text without.
+    pub tls: Option<tonic::transport::ServerTlsConfig>,
 }
 
 impl ServeOptions {
@@ -40,6 +42,7 @@ impl ServeOptions {
         Self {
             request_timeout: Duration::from_millis(config.request_timeout_ms.max(1)),
             shutdown_grace: Duration::from_secs(config.shutdown_grace_secs),
+            tls: None,
         }
     }
 }
@@ -130,7 +133,12 @@ pub async fn serve(
     let health_on_stop = health.clone();
     let drained_signal = drained.clone();
     let grace = options.shutdown_grace;
-    let server = Server::builder()
+    let tls = options.tls.is_some();
+    let mut server = Server::builder();
+    if let Some(config) = options.tls {
+        server = server.tls_config(config)?;
+    }
+    let server = server
         .trace_fn(server_span)
         .timeout(options.request_timeout)
         .layer(layers)
@@ -146,7 +154,7 @@ pub async fn serve(
             health_on_stop.not_serving().await;
             drained_signal.cancel();
         });
-    tracing::info!(%addr, "grpc listening");
+    tracing::info!(%addr, tls, "grpc listening");
     tokio::select! {
         result = server => result?,
         _ = async {
@@ -301,6 +309,27 @@ pub async fn bind(addr: SocketAddr) -> anyhow::Result<TcpListener> {
 pub fn channel(uri: &str, connect_timeout: Duration) -> Result<Channel, ApiError> {
     let endpoint = Endpoint::from_shared(uri.to_string())
         .map_err(|err| ApiError::invalid("endpoint", format!("{uri:?}: {err}")))?
+        .connect_timeout(connect_timeout)
+        .tcp_nodelay(true)
+        .http2_keep_alive_interval(Duration::from_secs(30))
+        .keep_alive_while_idle(true);
+    Ok(endpoint.connect_lazy())
+}
+
+/// A lazily connected channel speaking TLS with `tls` when `uri` is `https://` (plain `channel`
+/// otherwise, where an `https://` URI trusts the system's roots).
+pub fn channel_with_tls(
+    uri: &str,
+    connect_timeout: Duration,
+    tls: Option<&tonic::transport::ClientTlsConfig>,
+) -> Result<Channel, ApiError> {
+    let Some(tls) = tls.filter(|_| uri.starts_with("https://")) else {
+        return channel(uri, connect_timeout);
+    };
+    let endpoint = Endpoint::from_shared(uri.to_string())
+        .map_err(|err| ApiError::invalid("endpoint", format!("{uri:?}: {err}")))?
+        .tls_config(tls.clone())
+        .map_err(|err| ApiError::invalid("endpoint", format!("{uri:?}: TLS: {err}")))?
         .connect_timeout(connect_timeout)
         .tcp_nodelay(true)
         .http2_keep_alive_interval(Duration::from_secs(30))

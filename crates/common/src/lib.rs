@@ -18,6 +18,7 @@ pub mod shutdown;
 pub mod telemetry;
 pub mod text;
 pub mod time;
+pub mod tls;
 pub mod tokens;
 pub mod work;
 

@@ -152,14 +152,10 @@ async fn guard(
 pub async fn serve(
     listener: tokio::net::TcpListener,
     state: RestState,
+    tls: Option<thinkus_common::tls::ServerTls>,
     shutdown: tokio_util::sync::CancellationToken,
 ) -> std::io::Result<()> {
-    axum::serve(
-        listener,
-        router(state).into_make_service_with_connect_info::<SocketAddr>(),
-    )
-    .with_graceful_shutdown(async move { shutdown.cancelled().await })
-    .await
+    thinkus_common::tls::serve_http(listener, tls.as_ref(), router(state), shutdown).await
 }
 
 pub(crate) fn scope_of(

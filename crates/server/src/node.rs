@@ -11,7 +11,7 @@ use anyhow::Context;
 use thinkus_artifact::{ArtifactApi, ArtifactClient, ArtifactGrpc, ArtifactService};
 use thinkus_backends::{Backends, BackendsConfig, Needs};
 use thinkus_common::auth::Authenticator;
-use thinkus_common::grpc::{Gate, Health, ServeOptions, channel, client_channel};
+use thinkus_common::grpc::{Gate, Health, ServeOptions, channel_with_tls, client_channel};
 use thinkus_common::limits::Admission;
 use thinkus_knowledge_manager::learned::LearnedExtraction;
 use thinkus_knowledge_manager::{KnowledgeApi, KnowledgeClient, KnowledgeGrpc, KnowledgeManager};
@@ -123,6 +123,16 @@ pub async fn start(
             }
         }
     }
+    // TLS first: a wrong certificate or key stops the start before anything is opened.
+    let server_tls = match (&config.server.tls_cert_file, &config.server.tls_key_file) {
+        (Some(cert), Some(key)) => Some(thinkus_common::tls::ServerTls::load(cert, key)?),
+        (None, None) => None,
+        _ => anyhow::bail!("server.tls_cert_file and server.tls_key_file: set both for TLS, or neither"),
+    };
+    let client_tls = match &config.server.tls_ca_file {
+        Some(ca) => Some(thinkus_common::tls::client_tls(Some(ca))?),
+        None => None,
+    };
     let backends = match backends {
         Some(backends) => backends,
         None => open_backends(&config, &services).await?,
@@ -132,7 +142,10 @@ pub async fn start(
     let own_key = config.client_key();
     let remote = |kind: ServiceKind| -> anyhow::Result<Option<thinkus_common::grpc::ClientChannel>> {
         match config.endpoint(kind) {
-            Some(uri) => Ok(Some(client_channel(channel(uri, connect_timeout)?, own_key.clone()))),
+            Some(uri) => Ok(Some(client_channel(
+                channel_with_tls(uri, connect_timeout, client_tls.as_ref())?,
+                own_key.clone(),
+            ))),
             None => Ok(None),
         }
     };
@@ -324,7 +337,8 @@ pub async fn start(
     let names: Vec<&str> = services.iter().map(|k| k.grpc_name()).collect();
     let (health, health_service) = Health::new(&names).await;
     let addr = grpc_addr;
-    let options = ServeOptions::from_config(&config.server);
+    let mut options = ServeOptions::from_config(&config.server);
+    options.tls = server_tls.as_ref().map(thinkus_common::tls::ServerTls::grpc);
     let server_shutdown = shutdown.clone();
     let server = tokio::spawn(thinkus_common::grpc::serve(
         listener,
@@ -364,9 +378,9 @@ pub async fn start(
                     listener: listener.local_addr().ok(),
                     request_timeout,
                 };
-                let stop = shutdown.clone();
+                let (stop, tls) = (shutdown.clone(), server_tls.clone());
                 tasks.push(tokio::spawn(async move {
-                    if let Err(err) = thinkus_gateway::rest::serve(listener, state, stop).await {
+                    if let Err(err) = thinkus_gateway::rest::serve(listener, state, tls, stop).await {
                         tracing::error!(%err, "the REST facade stopped");
                     }
                 }));
@@ -379,9 +393,9 @@ pub async fn start(
                     listener.local_addr().ok(),
                     request_timeout,
                 );
-                let stop = shutdown.clone();
+                let (stop, tls) = (shutdown.clone(), server_tls.clone());
                 tasks.push(tokio::spawn(async move {
-                    if let Err(err) = thinkus_gateway::ui::serve(listener, state, stop).await {
+                    if let Err(err) = thinkus_gateway::ui::serve(listener, state, tls, stop).await {
                         tracing::error!(%err, "the memory page stopped");
                     }
                 }));
