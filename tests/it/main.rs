@@ -1,6 +1,30 @@
 //! The cross-service test binary: the conformance suites of every backend against every
 //! implementation, and the end-to-end scenarios. One binary keeps link time down.
 
+/// Stamps each named scenario `async fn name(backend: knowledge::Backend)` of the module into two
+/// tests, `sqlite::name` and `postgres::name` (the latter skipped loudly without PostgreSQL).
+/// Defined before the modules so that every one of them can use it.
+macro_rules! on_both_backends {
+    ($($name:ident),* $(,)?) => {
+        mod sqlite {
+            $(
+                #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+                async fn $name() {
+                    super::$name(crate::knowledge::Backend::Sqlite).await;
+                }
+            )*
+        }
+        mod postgres {
+            $(
+                #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+                async fn $name() {
+                    super::$name(crate::knowledge::Backend::Postgres).await;
+                }
+            )*
+        }
+    };
+}
+
 mod artifact;
 mod browser;
 mod capacity;

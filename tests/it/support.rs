@@ -117,3 +117,65 @@ fn missing_server<T>(what: &str, why: &str) -> Option<T> {
     loud(&format!("*** SKIPPED: {what} could not start ({why}) ***"));
     None
 }
+
+/// An embedder that counts its query embeddings; when gated, each one waits at the barrier first
+/// (to hold calls in flight together).
+#[derive(Debug)]
+pub(crate) struct CountingEmbedder {
+    inner: std::sync::Arc<dyn thinkus_backends::embed::Embedder>,
+    queries: std::sync::atomic::AtomicUsize,
+    gate: Option<std::sync::Arc<tokio::sync::Barrier>>,
+}
+
+impl CountingEmbedder {
+    pub fn new(inner: std::sync::Arc<dyn thinkus_backends::embed::Embedder>) -> Self {
+        Self {
+            inner,
+            queries: Default::default(),
+            gate: None,
+        }
+    }
+
+    pub fn gated(
+        inner: std::sync::Arc<dyn thinkus_backends::embed::Embedder>,
+        gate: std::sync::Arc<tokio::sync::Barrier>,
+    ) -> Self {
+        Self {
+            gate: Some(gate),
+            ..Self::new(inner)
+        }
+    }
+
+    /// The embedder behind it, uncounted.
+    pub fn inner(&self) -> &std::sync::Arc<dyn thinkus_backends::embed::Embedder> {
+        &self.inner
+    }
+
+    /// The query embeddings so far.
+    pub fn queries(&self) -> usize {
+        self.queries.load(std::sync::atomic::Ordering::SeqCst)
+    }
+}
+
+#[async_trait::async_trait]
+impl thinkus_backends::embed::Embedder for CountingEmbedder {
+    fn name(&self) -> String {
+        self.inner.name()
+    }
+
+    fn dim(&self) -> usize {
+        self.inner.dim()
+    }
+
+    async fn embed_query(&self, text: &str) -> Result<Vec<f32>, thinkus_backends::embed::EmbedError> {
+        self.queries.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        if let Some(gate) = &self.gate {
+            gate.wait().await;
+        }
+        self.inner.embed_query(text).await
+    }
+
+    async fn embed_passages(&self, texts: &[String]) -> Result<Vec<Vec<f32>>, thinkus_backends::embed::EmbedError> {
+        self.inner.embed_passages(texts).await
+    }
+}
