@@ -34,23 +34,45 @@ use thinkus_knowledge_manager::learn::{Admission, Extracted, admit, extraction_c
 use thinkus_knowledge_manager::learned::LearnedExtraction;
 
 use super::say;
-use super::stats::percentile_ms;
+use super::stats::{percentile_ms, ratio};
 use crate::config::Config;
 
-/// Counts for one language (or overall).
+/// Counts for one language (or overall). `thinkus train extract` scores its choices with it
+/// too, so that its figures are the bench's.
 #[derive(Debug, Default, Clone, Copy)]
-struct Score {
-    lines: usize,
-    stored: usize,
-    stored_matched: usize,
-    expected: usize,
-    expected_found: usize,
-    noise_lines: usize,
-    noise_stored: usize,
+pub(crate) struct Score {
+    pub lines: usize,
+    pub stored: usize,
+    pub stored_matched: usize,
+    pub expected: usize,
+    pub expected_found: usize,
+    pub noise_lines: usize,
+    pub noise_stored: usize,
+    /// Memories stored from lines labelled "store nothing".
+    pub noise_memories: usize,
 }
 
 impl Score {
-    fn add(&mut self, other: &Score) {
+    /// One line's counts: what was stored against what the line expects.
+    pub fn of_line(expected: &[Expected], stored: &[Extracted]) -> Self {
+        let mut score = Score {
+            lines: 1,
+            ..Default::default()
+        };
+        if expected.is_empty() {
+            score.noise_lines = 1;
+            score.noise_stored = usize::from(!stored.is_empty());
+            score.noise_memories = stored.len();
+        } else {
+            score.stored = stored.len();
+            score.stored_matched = stored.iter().filter(|s| expected.iter().any(|e| e.matches(s))).count();
+            score.expected = expected.len();
+            score.expected_found = expected.iter().filter(|e| stored.iter().any(|s| e.matches(s))).count();
+        }
+        score
+    }
+
+    pub fn add(&mut self, other: &Score) {
         self.lines += other.lines;
         self.stored += other.stored;
         self.stored_matched += other.stored_matched;
@@ -58,46 +80,98 @@ impl Score {
         self.expected_found += other.expected_found;
         self.noise_lines += other.noise_lines;
         self.noise_stored += other.noise_stored;
+        self.noise_memories += other.noise_memories;
     }
 
-    fn precision(&self) -> f64 {
+    pub fn precision(&self) -> f64 {
         ratio(self.stored_matched, self.stored, 1.0)
     }
 
-    fn recall(&self) -> f64 {
+    pub fn recall(&self) -> f64 {
         ratio(self.expected_found, self.expected, 1.0)
     }
 
-    fn junk_ratio(&self) -> f64 {
+    pub fn junk_ratio(&self) -> f64 {
         ratio(self.noise_stored, self.noise_lines, 0.0)
     }
-}
 
-fn ratio(part: usize, whole: usize, empty: f64) -> f64 {
-    if whole == 0 { empty } else { part as f64 / whole as f64 }
+    /// Precision counting the memories stored from noise lines as wrong too.
+    pub fn precision_with_noise(&self) -> f64 {
+        ratio(self.stored_matched, self.stored + self.noise_memories, 1.0)
+    }
 }
 
 /// An expected memory: its type and the keywords its content must hold.
-struct Expected {
-    memory_type: String,
-    keywords: Vec<String>,
+pub(crate) struct Expected {
+    pub memory_type: String,
+    pub keywords: Vec<String>,
 }
 
 impl Expected {
+    /// Whether `text` holds every keyword (case-insensitive).
+    pub fn held_in(&self, text: &str) -> bool {
+        let text = text.to_lowercase();
+        self.keywords.iter().all(|k| text.contains(&k.to_lowercase()))
+    }
+
     fn matches(&self, stored: &Extracted) -> bool {
-        let content = stored.content.to_lowercase();
-        stored.memory_type.as_str() == self.memory_type
-            && self.keywords.iter().all(|k| content.contains(&k.to_lowercase()))
+        stored.memory_type.as_str() == self.memory_type && self.held_in(&stored.content)
     }
 }
 
-fn message(role: &str, content: &str, index: usize) -> Message {
-    Message {
-        role: role.to_string(),
-        content: content.to_string(),
-        speaker: None,
-        created_at: Utc::now(),
-        index: index as u32,
+/// One line of a labelled extraction file (format in datasets/README.md).
+pub(crate) struct Labelled {
+    pub lang: String,
+    pub utterance: String,
+    /// The earlier messages, alternating, ending with the assistant's turn before the utterance.
+    pub context: Vec<String>,
+    pub expected: Vec<Expected>,
+}
+
+impl Labelled {
+    pub fn parse(line: &str) -> anyhow::Result<Self> {
+        let item: Value = serde_json::from_str(line).context("not JSON")?;
+        let strings = |value: &Value| -> Vec<String> {
+            value
+                .as_array()
+                .map(|a| a.iter().filter_map(|v| v.as_str().map(str::to_string)).collect())
+                .unwrap_or_default()
+        };
+        Ok(Self {
+            lang: item["lang"].as_str().unwrap_or("?").to_string(),
+            utterance: item["text"].as_str().context("no text")?.to_string(),
+            context: strings(&item["context"]),
+            expected: item["expected"]
+                .as_array()
+                .context("no expected list")?
+                .iter()
+                .map(|e| Expected {
+                    memory_type: e["type"].as_str().unwrap_or_default().to_string(),
+                    keywords: strings(&e["keywords"]),
+                })
+                .collect(),
+        })
+    }
+
+    /// The conversation as `learn` gets it: the context, then the utterance.
+    pub fn messages(&self) -> Vec<Message> {
+        let message = |role: &str, content: &str, index: usize| Message {
+            role: role.to_string(),
+            content: content.to_string(),
+            speaker: None,
+            created_at: Utc::now(),
+            index: index as u32,
+        };
+        let turns = self.context.len();
+        self.context
+            .iter()
+            .enumerate()
+            .map(|(i, content)| {
+                let role = if (turns - i) % 2 == 1 { "assistant" } else { "user" };
+                message(role, content, i)
+            })
+            .chain([message("user", &self.utterance, turns)])
+            .collect()
     }
 }
 
@@ -169,62 +243,20 @@ pub async fn run(config: Config, data: &Path, verbose: bool, rules_only: bool) -
         if line.trim().is_empty() {
             continue;
         }
-        let item: Value = serde_json::from_str(line).with_context(|| format!("line {}: not JSON", number + 1))?;
-        let utterance = item["text"]
-            .as_str()
-            .with_context(|| format!("line {}: no text", number + 1))?;
-        let lang = item["lang"].as_str().unwrap_or("?").to_string();
-        let expected: Vec<Expected> = item["expected"]
-            .as_array()
-            .with_context(|| format!("line {}: no expected list", number + 1))?
-            .iter()
-            .map(|e| Expected {
-                memory_type: e["type"].as_str().unwrap_or_default().to_string(),
-                keywords: e["keywords"]
-                    .as_array()
-                    .map(|k| k.iter().filter_map(|v| v.as_str().map(str::to_string)).collect())
-                    .unwrap_or_default(),
-            })
-            .collect();
-        let context: Vec<String> = item["context"]
-            .as_array()
-            .map(|c| c.iter().filter_map(|v| v.as_str().map(str::to_string)).collect())
-            .unwrap_or_default();
-        // The context alternates, ending with the assistant's turn before the utterance.
-        let mut messages: Vec<Message> = context
-            .iter()
-            .enumerate()
-            .map(|(i, content)| {
-                let role = if (context.len() - i) % 2 == 1 {
-                    "assistant"
-                } else {
-                    "user"
-                };
-                message(role, content, i)
-            })
-            .collect();
+        let labelled = Labelled::parse(line).with_context(|| format!("line {}", number + 1))?;
+        let mut messages = labelled.messages();
+        let said = messages.pop().context("the utterance")?;
         let (earlier, _) = stored(&engine, learned, &config, &messages).await?;
-        messages.push(message("user", utterance, context.len()));
+        messages.push(said);
         let timed = std::time::Instant::now();
         let (mut found, turned_away) = stored(&engine, learned, &config, &messages).await?;
-        if context.is_empty() {
+        if labelled.context.is_empty() {
             times.push(timed.elapsed());
         }
         found.retain(|c| !earlier.iter().any(|e| e.content == c.content));
 
-        let mut score = Score {
-            lines: 1,
-            ..Default::default()
-        };
-        if expected.is_empty() {
-            score.noise_lines = 1;
-            score.noise_stored = usize::from(!found.is_empty());
-        } else {
-            score.stored = found.len();
-            score.stored_matched = found.iter().filter(|f| expected.iter().any(|e| e.matches(f))).count();
-            score.expected = expected.len();
-            score.expected_found = expected.iter().filter(|e| found.iter().any(|f| e.matches(f))).count();
-        }
+        let (expected, utterance) = (&labelled.expected, &labelled.utterance);
+        let score = Score::of_line(expected, &found);
         let wrong =
             score.noise_stored > 0 || score.stored_matched < score.stored || score.expected_found < score.expected;
         if verbose && wrong {
@@ -248,7 +280,7 @@ pub async fn run(config: Config, data: &Path, verbose: bool, rules_only: bool) -
                 ));
             }
         }
-        by_lang.entry(lang).or_default().add(&score);
+        by_lang.entry(labelled.lang.clone()).or_default().add(&score);
     }
     let mut overall = Score::default();
     say(format!(

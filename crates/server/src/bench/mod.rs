@@ -5,7 +5,7 @@ mod artifacts;
 mod controller;
 mod corpus;
 mod embed;
-mod extract;
+pub(crate) mod extract;
 mod ingest;
 mod load;
 mod locomo;

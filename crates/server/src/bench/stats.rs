@@ -76,6 +76,11 @@ pub fn ndcg_at(ranked: &[String], relevant: &[String], k: usize) -> f64 {
     if ideal == 0.0 { 0.0 } else { dcg / ideal }
 }
 
+/// `part / whole`, or `empty` when there is no whole.
+pub fn ratio(part: usize, whole: usize, empty: f64) -> f64 {
+    if whole == 0 { empty } else { part as f64 / whole as f64 }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

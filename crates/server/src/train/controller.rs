@@ -25,7 +25,8 @@ use thinkus_learn::{HeadFile, Network, folds};
 use thinkus_memory_controller::learned::{self, Policy, Probabilities, TYPES};
 use thinkus_memory_controller::rules::{self, RuleInput};
 
-use super::{Embeddings, LOCAL_EMBEDDER, MODELS, Model, TrainArgs, out_of_fold, ratio, say, write};
+use super::{Embeddings, LOCAL_EMBEDDER, MODELS, Model, TrainArgs, out_of_fold, say, write};
+use crate::bench::stats::ratio;
 
 /// One labelled message.
 struct Line {

@@ -25,7 +25,6 @@ use std::collections::BTreeMap;
 
 use anyhow::Context;
 use serde_json::{Value, json};
-use thinkus_common::model::Message;
 use thinkus_e5::Role;
 use thinkus_knowledge_manager::KnowledgeConfig;
 use thinkus_knowledge_manager::learn::{Admission, Extracted, admit, extraction_call, parse_candidates};
@@ -34,12 +33,13 @@ use thinkus_knowledge_manager::rules::{self, Segment};
 use thinkus_learn::train::{Targets, train};
 use thinkus_learn::{HeadFile, folds};
 
-use super::{Embeddings, LOCAL_EMBEDDER, MODELS, Model, TrainArgs, out_of_fold, paired_difference, ratio, say, write};
+use super::{Embeddings, LOCAL_EMBEDDER, MODELS, Model, TrainArgs, out_of_fold, paired_difference, say, write};
+use crate::bench::extract::{Expected, Labelled, Score};
 
 /// One labelled utterance.
 struct Line {
     lang: String,
-    expected: Vec<(String, Vec<String>)>,
+    expected: Vec<Expected>,
     /// The utterance's segments (the rules' reading of its last message).
     segments: Vec<Segment>,
     utterance: String,
@@ -59,31 +59,9 @@ fn parse(text: &str, file: &str) -> anyhow::Result<Vec<Line>> {
         if raw.trim().is_empty() {
             continue;
         }
-        let at = || format!("{file}:{}", number + 1);
-        let item: Value = serde_json::from_str(raw).with_context(at)?;
-        let utterance = item["text"].as_str().with_context(at)?.to_string();
-        let context: Vec<String> = item["context"]
-            .as_array()
-            .into_iter()
-            .flatten()
-            .filter_map(|v| v.as_str().map(str::to_string))
-            .collect();
-        // As the bench builds it: the context alternates and ends with the assistant's turn.
-        let mut messages: Vec<Message> = context
-            .iter()
-            .enumerate()
-            .map(|(i, content)| {
-                message(
-                    if (context.len() - i) % 2 == 1 {
-                        "assistant"
-                    } else {
-                        "user"
-                    },
-                    content,
-                )
-            })
-            .collect();
-        messages.push(message("user", &utterance));
+        let labelled = Labelled::parse(raw).with_context(|| format!("{file}:{}", number + 1))?;
+        // As the bench builds the conversation.
+        let messages = labelled.messages();
         let input = extraction_call(&messages, "pm", Some("bench")).input;
         let last = messages.len() - 1;
         let segments = rules::segments(&input)
@@ -91,109 +69,44 @@ fn parse(text: &str, file: &str) -> anyhow::Result<Vec<Line>> {
             .filter(|s| s.message() == last)
             .collect();
         lines.push(Line {
-            lang: item["lang"].as_str().unwrap_or("?").to_string(),
-            expected: item["expected"]
-                .as_array()
-                .with_context(at)?
-                .iter()
-                .map(|e| {
-                    (
-                        e["type"].as_str().unwrap_or_default().to_string(),
-                        e["keywords"]
-                            .as_array()
-                            .into_iter()
-                            .flatten()
-                            .filter_map(|k| k.as_str().map(str::to_lowercase))
-                            .collect(),
-                    )
-                })
-                .collect(),
+            lang: labelled.lang,
+            expected: labelled.expected,
             segments,
-            utterance,
+            utterance: labelled.utterance,
         });
     }
     Ok(lines)
 }
 
-fn message(role: &str, content: &str) -> Message {
-    Message {
-        role: role.into(),
-        content: content.into(),
-        speaker: None,
-        created_at: chrono::Utc::now(),
-        index: 0,
-    }
-}
-
 /// The clause's label: the type of the first expected memory whose keywords it holds.
-fn label_of(text: &str, expected: &[(String, Vec<String>)]) -> usize {
-    let lower = text.to_lowercase();
+fn label_of(text: &str, expected: &[Expected]) -> usize {
     expected
         .iter()
-        .find(|(_, keywords)| keywords.iter().all(|k| lower.contains(k.as_str())))
-        .and_then(|(t, _)| TYPES.iter().position(|x| x.as_str() == t))
+        .find(|e| e.held_in(text))
+        .and_then(|e| TYPES.iter().position(|x| x.as_str() == e.memory_type))
         .unwrap_or(TYPES.len())
 }
 
-/// The bench's counts.
-#[derive(Debug, Default, Clone, Copy)]
-struct Score {
-    stored: usize,
-    stored_matched: usize,
-    expected: usize,
-    expected_found: usize,
-    noise_lines: usize,
-    noise_stored: usize,
-    /// Memories stored from lines labelled "store nothing".
-    noise_memories: usize,
+/// The trainer's views of the bench's counts.
+trait Figures {
+    fn row(&self) -> String;
+    fn json(&self) -> Value;
 }
 
-impl Score {
-    fn add(&mut self, o: &Score) {
-        self.stored += o.stored;
-        self.stored_matched += o.stored_matched;
-        self.expected += o.expected;
-        self.expected_found += o.expected_found;
-        self.noise_lines += o.noise_lines;
-        self.noise_stored += o.noise_stored;
-        self.noise_memories += o.noise_memories;
-    }
-
-    fn precision(&self) -> f64 {
-        ratio(self.stored_matched, self.stored, 1.0)
-    }
-
-    fn recall(&self) -> f64 {
-        ratio(self.expected_found, self.expected, 1.0)
-    }
-
-    fn junk(&self) -> f64 {
-        ratio(self.noise_stored, self.noise_lines, 0.0)
-    }
-
-    /// Precision counting the memories stored from noise lines as wrong too.
-    fn precision_with_noise(&self) -> f64 {
-        ratio(self.stored_matched, self.stored + self.noise_memories, 1.0)
-    }
-
+impl Figures for Score {
     fn row(&self) -> String {
         format!(
             "P {:.3} R {:.3} junk {:.3}",
             self.precision(),
             self.recall(),
-            self.junk()
+            self.junk_ratio()
         )
     }
 
     fn json(&self) -> Value {
         let r = |v: f64| (v * 1000.0).round() / 1000.0;
-        json!({"precision": r(self.precision()), "recall": r(self.recall()), "junk": r(self.junk())})
+        json!({"precision": r(self.precision()), "recall": r(self.recall()), "junk": r(self.junk_ratio())})
     }
-}
-
-fn matches(stored: &Extracted, expected: &(String, Vec<String>)) -> bool {
-    let content = stored.content.to_lowercase();
-    stored.memory_type.as_str() == expected.0 && expected.1.iter().all(|k| content.contains(k.as_str()))
 }
 
 /// What admission writes of a line's candidates, scored as the bench scores it.
@@ -202,25 +115,7 @@ fn score_line(line: &Line, candidates: Vec<Value>, config: &KnowledgeConfig) -> 
         .into_iter()
         .filter(|c| admit(config, c, &[]).0 == Admission::Write)
         .collect();
-    let mut score = Score::default();
-    if line.expected.is_empty() {
-        score.noise_lines = 1;
-        score.noise_stored = usize::from(!stored.is_empty());
-        score.noise_memories = stored.len();
-    } else {
-        score.stored = stored.len();
-        score.stored_matched = stored
-            .iter()
-            .filter(|s| line.expected.iter().any(|e| matches(s, e)))
-            .count();
-        score.expected = line.expected.len();
-        score.expected_found = line
-            .expected
-            .iter()
-            .filter(|e| stored.iter().any(|s| matches(s, e)))
-            .count();
-    }
-    score
+    Score::of_line(&line.expected, &stored)
 }
 
 /// Scores, overall ("all") and per language.
@@ -341,12 +236,7 @@ pub fn run(args: &TrainArgs, config: &crate::config::Config) -> anyhow::Result<(
         .map(|(l, line)| {
             line.expected
                 .iter()
-                .filter(|(_, keywords)| {
-                    clause_of[l].values().any(|c| {
-                        let lower = clauses[*c].text.to_lowercase();
-                        keywords.iter().all(|k| lower.contains(k.as_str()))
-                    })
-                })
+                .filter(|e| clause_of[l].values().any(|c| e.held_in(&clauses[*c].text)))
                 .count()
         })
         .sum();

@@ -272,8 +272,3 @@ pub fn paired_difference(a: &[f64], b: &[f64]) -> (f64, f64) {
     let variance = differences.iter().map(|d| (d - mean).powi(2)).sum::<f64>() / (n - 1.0).max(1.0);
     (mean, (variance / n).sqrt())
 }
-
-/// `part / whole`, or `empty` when there is no whole.
-pub fn ratio(part: usize, whole: usize, empty: f64) -> f64 {
-    if whole == 0 { empty } else { part as f64 / whole as f64 }
-}
