@@ -7,7 +7,7 @@
 //! resolves it (keep the current value, or the new one), and the history records who chose.
 
 use chrono::{DateTime, Utc};
-use thinkus_backends::sql::{Candidate, CandidateStatus, Change, ChangeKind, WriteBatch};
+use thinkus_backends::sql::{Candidate, CandidateStatus, ChangeKind, WriteBatch};
 use thinkus_common::ApiError;
 use thinkus_common::ids::{IdKind, new_id};
 use thinkus_common::model::{Language, Memory, MemorySource, MemoryStatus, MemoryType, Owner, Scope};
@@ -17,7 +17,7 @@ use crate::admission;
 use crate::api::{Conflict, ConflictChoice, ConflictResolution, MemoryDraft, WriteOutcome, WriteResult};
 use crate::candidates::{StoredDraft, pending};
 use crate::config::KnowledgeConfig;
-use crate::service::{Gate, KnowledgeManager, WriteOptions, actor_of};
+use crate::service::{Gate, KnowledgeManager, WriteOptions, actor_of, update_record};
 use crate::subject;
 
 /// Why a new value is too unsure to replace what it contradicts, or `None` when it is sure.
@@ -351,18 +351,14 @@ pub(crate) async fn keep_current(
         let mut updated = memory.clone();
         updated.confidence = 1.0;
         updated.updated_at = now;
-        batch.changes.push(Change {
-            id: new_id(IdKind::Change),
-            tenant_id: memory.scope.tenant_id.clone(),
-            user_id: memory.scope.user_id.clone(),
-            memory_id: memory.id.clone(),
-            kind: ChangeKind::Correction,
-            actor: actor.clone(),
-            reason: why.clone(),
-            before: Some(thinkus_common::to_json(&memory, "a memory's image")?),
-            after: Some(thinkus_common::to_json(&updated, "a memory's image")?),
-            at: now,
-        });
+        batch.changes.push(update_record(
+            &memory,
+            &updated,
+            ChangeKind::Correction,
+            &actor,
+            &why,
+            now,
+        )?);
         batch.updates.push(updated.clone());
         if kept.is_none() {
             updated.version += 1;

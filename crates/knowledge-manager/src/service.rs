@@ -54,6 +54,29 @@ fn memory_json(memory: &Memory) -> Result<String, ApiError> {
     thinkus_common::to_json(memory, "a memory's image")
 }
 
+/// The history record of `before` becoming `after`: both images, who and why.
+pub(crate) fn update_record(
+    before: &Memory,
+    after: &Memory,
+    kind: ChangeKind,
+    actor: impl Into<String>,
+    reason: impl Into<String>,
+    at: DateTime<Utc>,
+) -> Result<Change, ApiError> {
+    Ok(Change {
+        id: new_id(IdKind::Change),
+        tenant_id: before.scope.tenant_id.clone(),
+        user_id: before.scope.user_id.clone(),
+        memory_id: before.id.clone(),
+        kind,
+        actor: actor.into(),
+        reason: reason.into(),
+        before: Some(memory_json(before)?),
+        after: Some(memory_json(after)?),
+        at,
+    })
+}
+
 /// How a write passes admission: every memory goes through [`KnowledgeManager::write`], and
 /// its admission (`crate::learn::admit`: noise, echoes of the prompt's memories, the length
 /// limit, the score threshold, the profile rules) unless a trusted caller bypasses it.
@@ -652,18 +675,9 @@ impl KnowledgeManager {
             updated.status = MemoryStatus::Replaced;
             updated.superseded_by = Some(memory.id.clone());
             updated.updated_at = now;
-            batch.changes.push(Change {
-                id: new_id(IdKind::Change),
-                tenant_id: scope.tenant_id.clone(),
-                user_id: scope.user_id.clone(),
-                memory_id: old.id.clone(),
-                kind: *kind,
-                actor: options.actor.clone(),
-                reason: reason.clone(),
-                before: Some(memory_json(old)?),
-                after: Some(memory_json(&updated)?),
-                at: now,
-            });
+            batch
+                .changes
+                .push(update_record(old, &updated, *kind, &options.actor, reason, now)?);
             status_changes.push((old.id.clone(), MemoryStatus::Replaced));
             replaced_ids.push(old.id.clone());
             batch.updates.push(updated);
@@ -672,21 +686,18 @@ impl KnowledgeManager {
             let mut updated = old.clone();
             updated.status = MemoryStatus::Forgotten;
             updated.updated_at = now;
-            batch.changes.push(Change {
-                id: new_id(IdKind::Change),
-                tenant_id: scope.tenant_id.clone(),
-                user_id: scope.user_id.clone(),
-                memory_id: old.id.clone(),
-                kind: ChangeKind::Forget,
-                actor: "system:quota".into(),
-                reason: format!(
-                    "quota cleanup: importance {} with {} reads, the least valuable of role {:?}, makes room for {}",
-                    old.importance, old.access_count, scope.role_id, memory.id
-                ),
-                before: Some(memory_json(old)?),
-                after: Some(memory_json(&updated)?),
-                at: now,
-            });
+            let reason = format!(
+                "quota cleanup: importance {} with {} reads, the least valuable of role {:?}, makes room for {}",
+                old.importance, old.access_count, scope.role_id, memory.id
+            );
+            batch.changes.push(update_record(
+                old,
+                &updated,
+                ChangeKind::Forget,
+                "system:quota",
+                reason,
+                now,
+            )?);
             status_changes.push((old.id.clone(), MemoryStatus::Forgotten));
             batch.updates.push(updated);
         }
@@ -850,18 +861,14 @@ impl KnowledgeManager {
         let reason = format!("similar to {} ({similarity:.2})", existing.id);
         let batch = WriteBatch {
             updates: vec![updated.clone()],
-            changes: vec![Change {
-                id: new_id(IdKind::Change),
-                tenant_id: existing.scope.tenant_id.clone(),
-                user_id: existing.scope.user_id.clone(),
-                memory_id: existing.id.clone(),
-                kind: ChangeKind::Evidence,
-                actor: options.actor.clone(),
-                reason: reason.clone(),
-                before: Some(memory_json(&existing)?),
-                after: Some(memory_json(&updated)?),
-                at: now,
-            }],
+            changes: vec![update_record(
+                &existing,
+                &updated,
+                ChangeKind::Evidence,
+                &options.actor,
+                &reason,
+                now,
+            )?],
             candidates: options.candidate.iter().cloned().collect(),
             ..Default::default()
         };
@@ -932,21 +939,18 @@ impl KnowledgeManager {
                 let mut updated = memory.clone();
                 updated.status = MemoryStatus::Forgotten;
                 updated.updated_at = now;
-                batch.changes.push(Change {
-                    id: new_id(IdKind::Change),
-                    tenant_id: owner.tenant_id.clone(),
-                    user_id: owner.user_id.clone(),
-                    memory_id: memory.id.clone(),
-                    kind: ChangeKind::Forget,
-                    actor: "system:forget".into(),
-                    reason: format!(
-                        "importance {} with {} reads, older than {} days",
-                        memory.importance, memory.access_count, self.config.forget_after_days
-                    ),
-                    before: Some(memory_json(memory)?),
-                    after: Some(memory_json(&updated)?),
-                    at: now,
-                });
+                let reason = format!(
+                    "importance {} with {} reads, older than {} days",
+                    memory.importance, memory.access_count, self.config.forget_after_days
+                );
+                batch.changes.push(update_record(
+                    memory,
+                    &updated,
+                    ChangeKind::Forget,
+                    "system:forget",
+                    reason,
+                    now,
+                )?);
                 status_changes.push((memory.id.clone(), MemoryStatus::Forgotten));
                 batch.updates.push(updated);
             }

@@ -5,15 +5,14 @@ use serde_json::json;
 use thinkus_backends::filter::MemoryFilter;
 use thinkus_backends::llm::json::{extract_json, int_field, str_field};
 use thinkus_backends::llm::{CompletionRequest, LlmTask};
-use thinkus_backends::sql::{Change, ChangeKind, MemoryQuery, WriteBatch};
+use thinkus_backends::sql::{ChangeKind, MemoryQuery, WriteBatch};
 use thinkus_common::ApiError;
-use thinkus_common::ids::{IdKind, new_id};
 use thinkus_common::model::{EngineChoice, Memory, MemorySource, MemoryStatus, MemoryType, Owner, Scope, Visibility};
 use thinkus_common::text::summarize_to;
 
 use crate::api::{CorrectRequest, CorrectResult, CorrectionAction, FinalizeResult, MemoryDraft};
 use crate::prompts;
-use crate::service::{Gate, KnowledgeManager, WriteOptions, actor_of, request_key};
+use crate::service::{Gate, KnowledgeManager, WriteOptions, actor_of, request_key, update_record};
 
 /// The memory a write chain wrote for a person's correction, merge or promotion; a draft that
 /// admission rejects (noise, a temporary state) is FAILED_PRECONDITION naming `field`.
@@ -25,10 +24,6 @@ fn admitted(result: crate::api::WriteResult, field: &str) -> Result<Memory, ApiE
             result.reason
         ))),
     }
-}
-
-fn json_of(memory: &Memory) -> Result<String, ApiError> {
-    thinkus_common::to_json(memory, "a memory's image")
 }
 
 /// A draft that carries a memory's attributes over to a successor.
@@ -150,23 +145,19 @@ pub(crate) async fn correct_as(
     updated.updated_at = now;
     let batch = WriteBatch {
         updates: vec![updated.clone()],
-        changes: vec![Change {
-            id: new_id(IdKind::Change),
-            tenant_id: memory.scope.tenant_id.clone(),
-            user_id: memory.scope.user_id.clone(),
-            memory_id: memory.id.clone(),
-            kind: ChangeKind::Correction,
+        changes: vec![update_record(
+            &memory,
+            &updated,
+            ChangeKind::Correction,
             actor,
-            reason: match request.action {
+            match request.action {
                 CorrectionAction::SetImportance(importance) => {
                     format!("set importance: {} -> {importance}: {evidence}", memory.importance)
                 }
                 action => format!("{}: {evidence}", action.as_str()),
             },
-            before: Some(json_of(&memory)?),
-            after: Some(json_of(&updated)?),
-            at: now,
-        }],
+            now,
+        )?],
         ..Default::default()
     };
     km.store.commit(batch).await.map_err(|err| match err {
@@ -448,18 +439,14 @@ async fn promote_memory(
         gate: Gate::person(),
         skip_dedup: true,
         actor: actor_of(scope),
-        extra_changes: vec![Change {
-            id: new_id(IdKind::Change),
-            tenant_id: memory.scope.tenant_id.clone(),
-            user_id: memory.scope.user_id.clone(),
-            memory_id: memory.id.clone(),
-            kind: ChangeKind::Promote,
-            actor: actor_of(scope),
-            reason: format!("promoted to a {target}"),
-            before: Some(json_of(memory)?),
-            after: Some(json_of(&marked)?),
-            at: now,
-        }],
+        extra_changes: vec![update_record(
+            memory,
+            &marked,
+            ChangeKind::Promote,
+            actor_of(scope),
+            format!("promoted to a {target}"),
+            now,
+        )?],
         ..Default::default()
     };
     let written = admitted(km.write(&owner, &draft, options).await?, "memory_id")?;
