@@ -44,12 +44,17 @@ fn change_json(change: &Change) -> Value {
     })
 }
 
-fn memory_json(memory: &Memory, history: Vec<Value>) -> Value {
-    let mut value = serde_json::to_value(memory).unwrap_or(Value::Null);
+/// A record as a JSON value; a failure is an error naming it, never a null in the export.
+fn value_of<T: serde::Serialize>(record: &T, what: &str) -> Result<Value, ApiError> {
+    serde_json::to_value(record).map_err(|err| ApiError::internal(format!("serialising {what}: {err}")))
+}
+
+fn memory_json(memory: &Memory, history: Vec<Value>) -> Result<Value, ApiError> {
+    let mut value = value_of(memory, "a memory")?;
     if let Value::Object(fields) = &mut value {
         fields.insert("history".into(), Value::Array(history));
     }
-    value
+    Ok(value)
 }
 
 fn session_json(session: &SessionRecord, messages: Vec<Value>) -> Value {
@@ -154,7 +159,7 @@ pub fn document(owner: &Owner, records: OwnerRecords) -> Result<Value, ApiError>
     let memories_json: Vec<Value> = memories
         .iter()
         .map(|memory| memory_json(memory, history.remove(&memory.id).unwrap_or_default()))
-        .collect();
+        .collect::<Result<_, _>>()?;
     let deleted: Vec<Value> = history
         .into_iter()
         .map(|(memory_id, changes)| json!({"memory_id": memory_id, "history": changes}))
@@ -197,7 +202,7 @@ pub fn document(owner: &Owner, records: OwnerRecords) -> Result<Value, ApiError>
         by_session
             .entry(session_id.clone())
             .or_default()
-            .push(serde_json::to_value(message).unwrap_or(Value::Null));
+            .push(value_of(message, "a session message")?);
     }
     let sessions_json: Vec<Value> = sessions
         .iter()
