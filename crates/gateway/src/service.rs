@@ -422,52 +422,45 @@ impl Gateway {
                 Language::Zh => ("长期规则（每次都带上）", "用户画像（每次都带上）"),
                 Language::En => ("standing rule (in every context)", "profile (in every context)"),
             };
-            let memories = standing
+            let conflict = match language {
+                Language::Zh => "待用户确认的冲突",
+                Language::En => "a conflict waiting for the user",
+            };
+            let memories: Vec<_> = standing
                 .rules
                 .iter()
                 .map(|m| (m, rule))
-                .chain(standing.profile.iter().map(|m| (m, profile)));
-            for (memory, reason) in memories {
-                let text = strike(
-                    &memory_line(None, memory.content.trim()),
-                    memory.occurred_at,
-                    &changes,
-                    language,
+                .chain(standing.profile.iter().map(|m| (m, profile)))
+                .collect();
+            standing_ids.extend(memories.iter().map(|(memory, _)| memory.id.clone()));
+            // (trace id, confidence, why, the line), rules and profile first, then the conflicts
+            // as their questions ("budget: $500 or $800? unconfirmed").
+            let lines = memories
+                .into_iter()
+                .map(|(memory, reason)| {
+                    let text = strike(
+                        &memory_line(None, memory.content.trim()),
+                        memory.occurred_at,
+                        &changes,
+                        language,
+                    );
+                    (memory.id.clone(), memory.confidence, reason, text)
+                })
+                .chain(
+                    standing
+                        .conflicts
+                        .iter()
+                        .map(|c| (c.id.clone(), 0.0, conflict, format!("- {}", c.question))),
                 );
+            for (id, confidence, reason, text) in lines {
                 let tokens = self.tokens.count(&text) as u32;
                 used += tokens;
-                standing_ids.insert(memory.id.clone());
                 items.push(TraceItem {
                     kind: TraceKind::Memory,
-                    id: memory.id.clone(),
+                    id,
                     score: 0.0,
-                    confidence: memory.confidence,
+                    confidence,
                     reason: reason.to_string(),
-                    included: false,
-                    parts: None,
-                    tokens,
-                });
-                entries.push(Entry {
-                    kind: SectionKind::Standing,
-                    text,
-                    trace: items.len() - 1,
-                    section_cap: Some(cap),
-                    ..Default::default()
-                });
-            }
-            for conflict in &standing.conflicts {
-                let text = format!("- {}", conflict.question);
-                let tokens = self.tokens.count(&text) as u32;
-                used += tokens;
-                items.push(TraceItem {
-                    kind: TraceKind::Memory,
-                    id: conflict.id.clone(),
-                    score: 0.0,
-                    confidence: 0.0,
-                    reason: match language {
-                        Language::Zh => "待用户确认的冲突".to_string(),
-                        Language::En => "a conflict waiting for the user".to_string(),
-                    },
                     included: false,
                     parts: None,
                     tokens,
