@@ -5,13 +5,14 @@
 pub mod api;
 pub mod client;
 pub mod config;
+pub mod convert;
 pub mod grpc;
 pub mod learned;
 pub mod rules;
 pub mod service;
 
 pub use api::ControllerApi;
-pub use client::ControllerClient;
+pub use client::ControllerGrpcClient;
 pub use config::ControllerConfig;
 pub use grpc::MemoryControllerGrpc;
 pub use service::MemoryController;

@@ -16,7 +16,7 @@ use thinkus_common::limits::Admission;
 use thinkus_knowledge_manager::learned::LearnedExtraction;
 use thinkus_knowledge_manager::{KnowledgeApi, KnowledgeClient, KnowledgeGrpc, KnowledgeManager};
 use thinkus_memory_controller::learned::Learned;
-use thinkus_memory_controller::{ControllerApi, ControllerClient, MemoryController};
+use thinkus_memory_controller::{ControllerApi, ControllerGrpcClient, MemoryController};
 use thinkus_retriever::{Retriever, RetrieverApi, RetrieverClient, RetrieverGrpc};
 use thinkus_summary::{Summarizer, SummaryApi, SummaryClient, SummaryGrpc};
 use tokio::net::TcpListener;
@@ -99,6 +99,16 @@ fn required<T: Clone>(value: &Option<T>, what: &str) -> anyhow::Result<T> {
     value
         .clone()
         .ok_or_else(|| anyhow::anyhow!("{what} was not opened for this node"))
+}
+
+/// How this node reaches a service's API: the service itself when it runs here, else its gRPC
+/// client at the configured endpoint, else not at all.
+fn reach<T: ?Sized>(
+    local: &Option<Arc<T>>,
+    remote: Option<thinkus_common::grpc::ClientChannel>,
+    grpc_client: impl FnOnce(thinkus_common::grpc::ClientChannel) -> Arc<T>,
+) -> Option<Arc<T>> {
+    local.clone().or_else(|| remote.map(grpc_client))
 }
 
 /// Starts a node on `listener`. `backends` may be given to share already opened backends (an
@@ -211,11 +221,9 @@ pub async fn start(
             (None, Some(channel)) => Some(Arc::new(ArtifactClient::grpc(channel, max)) as Arc<dyn ArtifactApi>),
             (None, None) => None,
         },
-        controller: match (&controller_local, remote(ServiceKind::MemoryController)?) {
-            (Some(local), _) => Some(Arc::new(ControllerClient::Local(local.clone())) as Arc<dyn ControllerApi>),
-            (None, Some(channel)) => Some(Arc::new(ControllerClient::grpc(channel, max)) as Arc<dyn ControllerApi>),
-            (None, None) => None,
-        },
+        controller: reach(&controller_local, remote(ServiceKind::MemoryController)?, |channel| {
+            Arc::new(ControllerGrpcClient::new(channel, max))
+        }),
         knowledge: match (&knowledge_local, remote(ServiceKind::KnowledgeManager)?) {
             (Some(local), _) => Some(Arc::new(KnowledgeClient::Local(local.clone())) as Arc<dyn KnowledgeApi>),
             (None, Some(channel)) => Some(Arc::new(KnowledgeClient::grpc(channel, max)) as Arc<dyn KnowledgeApi>),
