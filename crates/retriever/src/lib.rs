@@ -13,7 +13,7 @@ pub mod render;
 pub mod service;
 
 pub use api::RetrieverApi;
-pub use client::RetrieverClient;
+pub use client::RetrieverGrpcClient;
 pub use config::RetrieverConfig;
 pub use grpc::RetrieverGrpc;
 pub use service::Retriever;

@@ -9,7 +9,7 @@ use thinkus_common::grpc::{channel, client_channel};
 use thinkus_common::model::{MemoryStatus, MemoryType, Owner, RetrievalMode, Scope, Visibility};
 use thinkus_knowledge_manager::KnowledgeClient;
 use thinkus_knowledge_manager::api::{KnowledgeApi, MemoryDraft, Owners, RememberRequest};
-use thinkus_retriever::RetrieverClient;
+use thinkus_retriever::RetrieverGrpcClient;
 use thinkus_retriever::api::{DetailsRequest, RecallRequest, RetrieverApi};
 
 use crate::cli::{Connection, KeysTask};
@@ -193,7 +193,7 @@ pub async fn remember(args: RememberArgs) -> anyhow::Result<()> {
 }
 
 pub async fn recall(args: RecallArgs) -> anyhow::Result<()> {
-    let client = RetrieverClient::grpc(connect(&args.connection)?, MAX_MESSAGE);
+    let client = RetrieverGrpcClient::new(connect(&args.connection)?, MAX_MESSAGE);
     let mode = match args.mode.as_str() {
         "catalog" => RetrievalMode::Catalog,
         "details" => RetrievalMode::Details,
@@ -244,7 +244,7 @@ pub async fn recall(args: RecallArgs) -> anyhow::Result<()> {
 
 pub async fn show(args: ShowArgs) -> anyhow::Result<()> {
     let channel = connect(&args.connection)?;
-    let retriever = RetrieverClient::grpc(channel.clone(), MAX_MESSAGE);
+    let retriever = RetrieverGrpcClient::new(channel.clone(), MAX_MESSAGE);
     let knowledge = KnowledgeClient::grpc(channel, MAX_MESSAGE);
     let details = retriever
         .get_details(DetailsRequest {

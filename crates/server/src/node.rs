@@ -17,7 +17,7 @@ use thinkus_knowledge_manager::learned::LearnedExtraction;
 use thinkus_knowledge_manager::{KnowledgeApi, KnowledgeClient, KnowledgeGrpc, KnowledgeManager};
 use thinkus_memory_controller::learned::Learned;
 use thinkus_memory_controller::{ControllerApi, ControllerGrpcClient, MemoryController};
-use thinkus_retriever::{Retriever, RetrieverApi, RetrieverClient, RetrieverGrpc};
+use thinkus_retriever::{Retriever, RetrieverApi, RetrieverGrpc, RetrieverGrpcClient};
 use thinkus_summary::{Summarizer, SummaryApi, SummaryClient, SummaryGrpc};
 use tokio::net::TcpListener;
 use tokio::task::JoinHandle;
@@ -229,11 +229,9 @@ pub async fn start(
             (None, Some(channel)) => Some(Arc::new(KnowledgeClient::grpc(channel, max)) as Arc<dyn KnowledgeApi>),
             (None, None) => None,
         },
-        retriever: match (&retriever_local, remote(ServiceKind::Retriever)?) {
-            (Some(local), _) => Some(Arc::new(RetrieverClient::Local(local.clone())) as Arc<dyn RetrieverApi>),
-            (None, Some(channel)) => Some(Arc::new(RetrieverClient::grpc(channel, max)) as Arc<dyn RetrieverApi>),
-            (None, None) => None,
-        },
+        retriever: reach(&retriever_local, remote(ServiceKind::Retriever)?, |channel| {
+            Arc::new(RetrieverGrpcClient::new(channel, max))
+        }),
         summary: None,
     };
     // The summary service offers decisions to the knowledge manager, wherever that runs.
