@@ -6,7 +6,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use thinkus_artifact::ArtifactClient;
+use thinkus_artifact::ArtifactGrpcClient;
 use thinkus_artifact::api::{ArtifactApi, NewArtifact};
 use thinkus_backends::blob::BlobStore;
 use thinkus_proto::artifact::artifact_service_client::ArtifactServiceClient;
@@ -362,7 +362,7 @@ async fn scenario(node: &NodeHandle) {
     assert!(status.message().starts_with("header: "), "{}", status.message());
 
     // The domain client over gRPC: a failing source aborts the upload and stores nothing.
-    let grpc = ArtifactClient::grpc(thinkus_common::grpc::client_channel(channel.clone(), None), 16 << 20);
+    let grpc = ArtifactGrpcClient::new(thinkus_common::grpc::client_channel(channel.clone(), None), 16 << 20);
     let before = blobs.list("artifacts").await.unwrap().len();
     let failing = futures::stream::iter(vec![
         Ok(bytes::Bytes::from_static(b"partial content\n")),

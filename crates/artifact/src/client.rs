@@ -1,6 +1,6 @@
-//! [`ArtifactClient`]: the artifact service in this process, or over gRPC.
-
-use std::sync::Arc;
+//! [`ArtifactGrpcClient`]: the artifact service over gRPC, behind the same [`ArtifactApi`] as
+//! the service itself (in process, a node holds the [`crate::ArtifactService`] as
+//! `Arc<dyn ArtifactApi>`).
 
 use async_trait::async_trait;
 use bytes::Bytes;
@@ -8,7 +8,6 @@ use chrono::{DateTime, Utc};
 use futures::StreamExt;
 use futures::future::BoxFuture;
 use thinkus_common::ApiError;
-use thinkus_common::convert::{scope_to_proto, timestamp_opt};
 use thinkus_common::grpc::ClientChannel;
 use thinkus_common::model::{Language, Owner, Scope};
 use thinkus_proto::artifact as pb;
@@ -25,20 +24,19 @@ use tokio::sync::oneshot;
 /// The largest chunk the client sends per upload message.
 const UPLOAD_CHUNK_BYTES: usize = 1024 * 1024;
 
-/// Calls the artifact service wherever it runs.
+/// Calls an artifact service that runs in another process.
 #[derive(Clone)]
-pub enum ArtifactClient {
-    Local(Arc<dyn ArtifactApi>),
-    Grpc(ArtifactServiceClient<ClientChannel>),
+pub struct ArtifactGrpcClient {
+    client: ArtifactServiceClient<ClientChannel>,
 }
 
-impl ArtifactClient {
-    pub fn grpc(channel: ClientChannel, max_message_bytes: usize) -> Self {
-        Self::Grpc(
-            ArtifactServiceClient::new(channel)
+impl ArtifactGrpcClient {
+    pub fn new(channel: ClientChannel, max_message_bytes: usize) -> Self {
+        Self {
+            client: ArtifactServiceClient::new(channel)
                 .max_decoding_message_size(max_message_bytes)
                 .max_encoding_message_size(max_message_bytes),
-        )
+        }
     }
 }
 
@@ -110,33 +108,26 @@ async fn pump(
 }
 
 #[async_trait]
-impl ArtifactApi for ArtifactClient {
+impl ArtifactApi for ArtifactGrpcClient {
     async fn create(&self, header: NewArtifact, content: Bytes) -> Result<StoredArtifact, ApiError> {
-        match self {
-            Self::Local(api) => api.create(header, content).await,
-            Self::Grpc(client) => {
-                let response = client
-                    .clone()
-                    .create_artifact(pb::CreateArtifactRequest {
-                        header: Some(convert::header_to_proto(&header)),
-                        content: content.to_vec(),
-                    })
-                    .await?
-                    .into_inner();
-                convert::stored_from_proto(
-                    response.artifact.as_ref(),
-                    response.compact.as_ref(),
-                    response.deduplicated,
-                )
-            }
-        }
+        let response = self
+            .client
+            .clone()
+            .create_artifact(pb::CreateArtifactRequest {
+                header: Some(convert::header_to_proto(&header)),
+                content: content.to_vec(),
+            })
+            .await?
+            .into_inner();
+        convert::stored_from_proto(
+            response.artifact.as_ref(),
+            response.compact.as_ref(),
+            response.deduplicated,
+        )
     }
 
     async fn upload(&self, header: NewArtifact, content: ContentStream) -> Result<StoredArtifact, ApiError> {
-        match self {
-            Self::Local(api) => api.upload(header, content).await,
-            Self::Grpc(client) => grpc_upload(client.clone(), header, content).await,
-        }
+        grpc_upload(self.client.clone(), header, content).await
     }
 
     async fn get(
@@ -145,133 +136,61 @@ impl ArtifactApi for ArtifactClient {
         artifact_id: String,
         language: Option<Language>,
     ) -> Result<(ArtifactInfo, Compact), ApiError> {
-        match self {
-            Self::Local(api) => api.get(scope, artifact_id, language).await,
-            Self::Grpc(client) => {
-                let response = client
-                    .clone()
-                    .get_artifact(pb::GetArtifactRequest {
-                        scope: Some(scope_to_proto(&scope)),
-                        artifact_id,
-                        language: language.map(|l| l.as_str().to_string()).unwrap_or_default(),
-                    })
-                    .await?
-                    .into_inner();
-                let compact = convert::compact_from_proto(response.compact.as_ref())?;
-                let artifact = convert::artifact_from_proto(response.artifact.as_ref(), compact.language)?;
-                Ok((artifact, compact))
-            }
-        }
+        let response = self
+            .client
+            .clone()
+            .get_artifact(convert::get_to_proto(&scope, artifact_id, language))
+            .await?;
+        convert::get_from_response(response.get_ref())
     }
 
     async fn read(&self, request: ReadRequest) -> Result<ReadResult, ApiError> {
-        match self {
-            Self::Local(api) => api.read(request).await,
-            Self::Grpc(client) => {
-                let response = client
-                    .clone()
-                    .read_artifact(convert::read_to_proto(&request))
-                    .await?
-                    .into_inner();
-                Ok(convert::read_result_from_proto(response))
-            }
-        }
+        let response = self
+            .client
+            .clone()
+            .read_artifact(convert::read_to_proto(&request))
+            .await?;
+        Ok(convert::read_result_from_proto(response.into_inner()))
     }
 
     async fn download(&self, scope: Scope, artifact_id: String) -> Result<ContentStream, ApiError> {
-        match self {
-            Self::Local(api) => api.download(scope, artifact_id).await,
-            Self::Grpc(client) => {
-                let stream = client
-                    .clone()
-                    .download_artifact(pb::DownloadArtifactRequest {
-                        scope: Some(scope_to_proto(&scope)),
-                        artifact_id,
-                    })
-                    .await?
-                    .into_inner();
-                Ok(stream
-                    .map(|item| {
-                        item.map(|message| Bytes::from(message.chunk))
-                            .map_err(|status| ApiError::from_status(&status))
-                    })
-                    .boxed())
-            }
-        }
+        let stream = self
+            .client
+            .clone()
+            .download_artifact(convert::download_to_proto(&scope, artifact_id))
+            .await?
+            .into_inner();
+        Ok(stream
+            .map(|item| {
+                item.map(|message| Bytes::from(message.chunk))
+                    .map_err(|status| ApiError::from_status(&status))
+            })
+            .boxed())
     }
 
     async fn list(&self, request: ListRequest) -> Result<Vec<(ArtifactInfo, Compact)>, ApiError> {
-        match self {
-            Self::Local(api) => api.list(request).await,
-            Self::Grpc(client) => {
-                let response = client
-                    .clone()
-                    .list_artifacts(pb::ListArtifactsRequest {
-                        scope: Some(scope_to_proto(&request.scope)),
-                        page: Some(thinkus_proto::common::PageRequest {
-                            page_size: request.limit.min(500) as i32,
-                            page_token: if request.offset == 0 {
-                                String::new()
-                            } else {
-                                format!("o{}", request.offset)
-                            },
-                        }),
-                    })
-                    .await?
-                    .into_inner();
-                if response.artifacts.len() != response.compacts.len() {
-                    return Err(ApiError::internal("the artifact service answered mismatched lists"));
-                }
-                response
-                    .artifacts
-                    .iter()
-                    .zip(&response.compacts)
-                    .map(|(artifact, compact)| {
-                        let compact = convert::compact_from_proto(Some(compact))?;
-                        Ok((convert::artifact_from_proto(Some(artifact), compact.language)?, compact))
-                    })
-                    .collect()
-            }
-        }
+        let response = self
+            .client
+            .clone()
+            .list_artifacts(convert::list_to_proto(&request))
+            .await?;
+        convert::list_from_response(response.get_ref())
     }
 
     async fn delete(&self, scope: Scope, artifact_id: String) -> Result<(), ApiError> {
-        match self {
-            Self::Local(api) => api.delete(scope, artifact_id).await,
-            Self::Grpc(client) => {
-                client
-                    .clone()
-                    .delete_artifact(pb::DeleteArtifactRequest {
-                        scope: Some(scope_to_proto(&scope)),
-                        artifact_id,
-                    })
-                    .await?;
-                Ok(())
-            }
-        }
+        self.client
+            .clone()
+            .delete_artifact(convert::delete_to_proto(&scope, artifact_id))
+            .await?;
+        Ok(())
     }
 
     async fn purge_expired(&self, owner: Option<Owner>, now: Option<DateTime<Utc>>) -> Result<PurgeResult, ApiError> {
-        match self {
-            Self::Local(api) => api.purge_expired(owner, now).await,
-            Self::Grpc(client) => {
-                let response = client
-                    .clone()
-                    .purge_expired(pb::PurgeExpiredRequest {
-                        scope: owner.map(|owner| thinkus_proto::common::Scope {
-                            tenant_id: owner.tenant_id,
-                            user_id: owner.user_id,
-                            ..Default::default()
-                        }),
-                        now: timestamp_opt(now),
-                    })
-                    .await?
-                    .into_inner();
-                Ok(PurgeResult {
-                    removed: response.removed.max(0) as u64,
-                    blobs_removed: response.blobs_removed.max(0) as u64,
-                })
-            }
-        }
+        let response = self
+            .client
+            .clone()
+            .purge_expired(convert::purge_to_proto(owner, now))
+            .await?;
+        Ok(convert::purge_result_from_proto(response.get_ref()))
     }
 }

@@ -3,18 +3,20 @@
 
 use std::collections::BTreeMap;
 
+use chrono::{DateTime, Utc};
 use thinkus_common::ApiError;
 use thinkus_common::convert::{
-    ScopeRules, datetime, datetime_opt, language_from_proto, scope_from_proto, scope_to_proto, timestamp, timestamp_opt,
+    ScopeRules, datetime, datetime_opt, language_from_proto, next_page, scope_from_proto, scope_to_proto, timestamp,
+    timestamp_opt,
 };
-use thinkus_common::model::Language;
+use thinkus_common::model::{Language, Owner, Scope};
 use thinkus_proto::artifact as pb;
 use thinkus_proto::artifact::read_artifact_request::Locator as PbLocator;
 use thinkus_proto::common as pbc;
 
 use crate::api::{
-    ArtifactInfo, ArtifactKind, Compact, Locator, LocatorExample, LocatorKind, NewArtifact, ReadRequest, ReadResult,
-    SearchHit, StoredArtifact,
+    ArtifactInfo, ArtifactKind, Compact, ListRequest, Locator, LocatorExample, LocatorKind, NewArtifact, PurgeResult,
+    ReadRequest, ReadResult, SearchHit, StoredArtifact,
 };
 use crate::locator::{MAX_READ_BYTES, parse_bytes, parse_lines};
 
@@ -223,6 +225,106 @@ pub fn stored_from_proto(
         compact,
         deduplicated,
     })
+}
+
+pub fn get_to_proto(scope: &Scope, artifact_id: String, language: Option<Language>) -> pb::GetArtifactRequest {
+    pb::GetArtifactRequest {
+        scope: Some(scope_to_proto(scope)),
+        artifact_id,
+        language: language.map(|l| l.as_str().to_string()).unwrap_or_default(),
+    }
+}
+
+pub fn get_response(artifact: &ArtifactInfo, compact: &Compact) -> pb::GetArtifactResponse {
+    pb::GetArtifactResponse {
+        artifact: Some(artifact_to_proto(artifact)),
+        compact: Some(compact_to_proto(compact)),
+    }
+}
+
+/// An artifact and its compact from a get answer.
+pub fn get_from_response(response: &pb::GetArtifactResponse) -> Result<(ArtifactInfo, Compact), ApiError> {
+    let compact = compact_from_proto(response.compact.as_ref())?;
+    let artifact = artifact_from_proto(response.artifact.as_ref(), compact.language)?;
+    Ok((artifact, compact))
+}
+
+pub fn list_to_proto(request: &ListRequest) -> pb::ListArtifactsRequest {
+    pb::ListArtifactsRequest {
+        scope: Some(scope_to_proto(&request.scope)),
+        page: Some(pbc::PageRequest {
+            page_size: request.limit.min(500) as i32,
+            page_token: if request.offset == 0 {
+                String::new()
+            } else {
+                format!("o{}", request.offset)
+            },
+        }),
+    }
+}
+
+pub fn list_response(listed: &[(ArtifactInfo, Compact)], limit: usize, offset: usize) -> pb::ListArtifactsResponse {
+    pb::ListArtifactsResponse {
+        artifacts: listed.iter().map(|(a, _)| artifact_to_proto(a)).collect(),
+        compacts: listed.iter().map(|(_, c)| compact_to_proto(c)).collect(),
+        page: Some(next_page(limit, offset, listed.len())),
+    }
+}
+
+/// The artifacts and their compacts from a list answer (two parallel lists).
+pub fn list_from_response(response: &pb::ListArtifactsResponse) -> Result<Vec<(ArtifactInfo, Compact)>, ApiError> {
+    if response.artifacts.len() != response.compacts.len() {
+        return Err(ApiError::internal("the artifact service answered mismatched lists"));
+    }
+    response
+        .artifacts
+        .iter()
+        .zip(&response.compacts)
+        .map(|(artifact, compact)| {
+            let compact = compact_from_proto(Some(compact))?;
+            Ok((artifact_from_proto(Some(artifact), compact.language)?, compact))
+        })
+        .collect()
+}
+
+pub fn download_to_proto(scope: &Scope, artifact_id: String) -> pb::DownloadArtifactRequest {
+    pb::DownloadArtifactRequest {
+        scope: Some(scope_to_proto(scope)),
+        artifact_id,
+    }
+}
+
+pub fn delete_to_proto(scope: &Scope, artifact_id: String) -> pb::DeleteArtifactRequest {
+    pb::DeleteArtifactRequest {
+        scope: Some(scope_to_proto(scope)),
+        artifact_id,
+    }
+}
+
+/// A purge of one owner's expired artifacts, or of everyone's when `owner` is `None`.
+pub fn purge_to_proto(owner: Option<Owner>, now: Option<DateTime<Utc>>) -> pb::PurgeExpiredRequest {
+    pb::PurgeExpiredRequest {
+        scope: owner.map(|owner| pbc::Scope {
+            tenant_id: owner.tenant_id,
+            user_id: owner.user_id,
+            ..Default::default()
+        }),
+        now: timestamp_opt(now),
+    }
+}
+
+pub fn purge_result_to_proto(result: &PurgeResult) -> pb::PurgeExpiredResponse {
+    pb::PurgeExpiredResponse {
+        removed: result.removed as i64,
+        blobs_removed: result.blobs_removed as i64,
+    }
+}
+
+pub fn purge_result_from_proto(response: &pb::PurgeExpiredResponse) -> PurgeResult {
+    PurgeResult {
+        removed: response.removed.max(0) as u64,
+        blobs_removed: response.blobs_removed.max(0) as u64,
+    }
 }
 
 fn range_text(start: u64, end: Option<u64>) -> String {

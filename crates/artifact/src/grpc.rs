@@ -6,9 +6,7 @@ use bytes::Bytes;
 use futures::StreamExt;
 use thinkus_common::ApiError;
 use thinkus_common::auth::principal;
-use thinkus_common::convert::{
-    ScopeRules, datetime_opt, language_from_proto, next_page, page_from_proto, scope_from_proto,
-};
+use thinkus_common::convert::{ScopeRules, datetime_opt, language_from_proto, page_from_proto, scope_from_proto};
 use thinkus_common::model::Scope;
 use thinkus_proto::artifact as pb;
 use thinkus_proto::artifact::artifact_service_server::{ArtifactService as ArtifactRpc, ArtifactServiceServer};
@@ -111,10 +109,7 @@ impl ArtifactRpc for ArtifactGrpc {
         let message = request.get_ref();
         let language = language_from_proto(&message.language, "language")?;
         let (artifact, compact) = self.api.get(scope, message.artifact_id.clone(), language).await?;
-        Ok(Response::new(pb::GetArtifactResponse {
-            artifact: Some(convert::artifact_to_proto(&artifact)),
-            compact: Some(convert::compact_to_proto(&compact)),
-        }))
+        Ok(Response::new(convert::get_response(&artifact, &compact)))
     }
 
     async fn read_artifact(
@@ -148,11 +143,7 @@ impl ArtifactRpc for ArtifactGrpc {
         let scope = scoped(&request, request.get_ref().scope.as_ref())?;
         let (limit, offset) = page_from_proto(request.get_ref().page.as_ref(), "page")?;
         let listed = self.api.list(ListRequest { scope, limit, offset }).await?;
-        Ok(Response::new(pb::ListArtifactsResponse {
-            artifacts: listed.iter().map(|(a, _)| convert::artifact_to_proto(a)).collect(),
-            compacts: listed.iter().map(|(_, c)| convert::compact_to_proto(c)).collect(),
-            page: Some(next_page(limit, offset, listed.len())),
-        }))
+        Ok(Response::new(convert::list_response(&listed, limit, offset)))
     }
 
     async fn delete_artifact(
@@ -188,9 +179,6 @@ impl ArtifactRpc for ArtifactGrpc {
         };
         let now = datetime_opt(message.now.as_ref(), "now")?;
         let result = self.api.purge_expired(owner, now).await?;
-        Ok(Response::new(pb::PurgeExpiredResponse {
-            removed: result.removed as i64,
-            blobs_removed: result.blobs_removed as i64,
-        }))
+        Ok(Response::new(convert::purge_result_to_proto(&result)))
     }
 }

@@ -12,7 +12,7 @@ pub mod locator;
 pub mod service;
 
 pub use api::ArtifactApi;
-pub use client::ArtifactClient;
+pub use client::ArtifactGrpcClient;
 pub use config::ArtifactConfig;
 pub use grpc::ArtifactGrpc;
 pub use service::ArtifactService;

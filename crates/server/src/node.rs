@@ -8,7 +8,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::Context;
-use thinkus_artifact::{ArtifactApi, ArtifactClient, ArtifactGrpc, ArtifactService};
+use thinkus_artifact::{ArtifactApi, ArtifactGrpc, ArtifactGrpcClient, ArtifactService};
 use thinkus_backends::{Backends, BackendsConfig, Needs};
 use thinkus_common::auth::Authenticator;
 use thinkus_common::grpc::{Gate, Health, ServeOptions, channel_with_tls, client_channel};
@@ -216,11 +216,11 @@ pub async fn start(
         None
     };
     let apis = Apis {
-        artifact: match (&artifact_local, remote(ServiceKind::Artifact)?) {
-            (Some(local), _) => Some(Arc::new(ArtifactClient::Local(local.clone())) as Arc<dyn ArtifactApi>),
-            (None, Some(channel)) => Some(Arc::new(ArtifactClient::grpc(channel, max)) as Arc<dyn ArtifactApi>),
-            (None, None) => None,
-        },
+        artifact: reach(
+            &artifact_local.clone().map(|local| local as Arc<dyn ArtifactApi>),
+            remote(ServiceKind::Artifact)?,
+            |channel| Arc::new(ArtifactGrpcClient::new(channel, max)),
+        ),
         controller: reach(&controller_local, remote(ServiceKind::MemoryController)?, |channel| {
             Arc::new(ControllerGrpcClient::new(channel, max))
         }),
