@@ -27,7 +27,7 @@ use thinkus_proto::gateway::gateway_service_client::GatewayServiceClient;
 use thinkus_proto::knowledge::knowledge_manager_service_client::KnowledgeManagerServiceClient;
 use thinkus_proto::knowledge::{GetMemoryHistoryRequest, ListMemoriesRequest, MemoryDraft, RememberRequest};
 use thinkus_server::ServiceKind;
-use thinkus_summary::SummaryClient;
+use thinkus_summary::SummaryGrpcClient;
 use thinkus_summary::api::{GenerateRequest, SummaryApi};
 use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
 use tokio::net::TcpStream;
@@ -448,7 +448,7 @@ async fn seed(node: &thinkus_server::node::NodeHandle, zh: bool) -> Seeded {
     let report = knowledge.import_markdown(who, files, false).await.unwrap();
     assert_eq!(report.queued, 1, "{report:?}");
     // The last session's summary.
-    let summaries = SummaryClient::grpc(
+    let summaries = SummaryGrpcClient::new(
         thinkus_common::grpc::client_channel(channel.clone(), Some(KEY.into())),
         16 * 1024 * 1024,
     );

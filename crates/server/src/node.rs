@@ -18,7 +18,7 @@ use thinkus_knowledge_manager::{KnowledgeApi, KnowledgeClient, KnowledgeGrpc, Kn
 use thinkus_memory_controller::learned::Learned;
 use thinkus_memory_controller::{ControllerApi, ControllerGrpcClient, MemoryController};
 use thinkus_retriever::{Retriever, RetrieverApi, RetrieverGrpc, RetrieverGrpcClient};
-use thinkus_summary::{Summarizer, SummaryApi, SummaryClient, SummaryGrpc};
+use thinkus_summary::{Summarizer, SummaryApi, SummaryGrpc, SummaryGrpcClient};
 use tokio::net::TcpListener;
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
@@ -250,13 +250,11 @@ pub async fn start(
         None
     };
     let apis = Apis {
-        summary: match (&summarizer, remote(ServiceKind::Summary)?) {
-            (Some(local), _) => Some(
-                Arc::new(SummaryClient::Local(Arc::new(local.clone()) as Arc<dyn SummaryApi>)) as Arc<dyn SummaryApi>,
-            ),
-            (None, Some(channel)) => Some(Arc::new(SummaryClient::grpc(channel, max)) as Arc<dyn SummaryApi>),
-            (None, None) => None,
-        },
+        summary: reach(
+            &summarizer.clone().map(|local| Arc::new(local) as Arc<dyn SummaryApi>),
+            remote(ServiceKind::Summary)?,
+            |channel| Arc::new(SummaryGrpcClient::new(channel, max)),
+        ),
         ..apis
     };
 

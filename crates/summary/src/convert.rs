@@ -1,6 +1,7 @@
 //! Conversions between the summary service's protobuf messages and its domain API, with
 //! validation naming the offending field.
 
+use chrono::{DateTime, Utc};
 use thinkus_common::ApiError;
 use thinkus_common::convert::{
     ScopeRules, artifact_ref_from_proto, artifact_ref_to_proto, datetime, datetime_opt, decision_from_proto,
@@ -11,7 +12,9 @@ use thinkus_common::model::{Language, Scope};
 use thinkus_proto::common as pbc;
 use thinkus_proto::summary as pb;
 
-use crate::api::{GenerateRequest, ListRequest, RecordRequest, RenderRequest, SessionSummary};
+use crate::api::{
+    GenerateRequest, GenerateResult, ListRequest, RecordRequest, RecordResult, RenderRequest, Rendered, SessionSummary,
+};
 
 /// The longest message accepted over gRPC, in characters (the service may be stricter).
 pub const MAX_MESSAGE_CHARS: usize = 32 * 1024;
@@ -71,6 +74,11 @@ pub fn summary_from_proto(summary: &pbc::SessionSummary) -> Result<SessionSummar
         created_at: at(&summary.created_at, "created_at")?,
         updated_at: at(&summary.updated_at, "updated_at")?,
     })
+}
+
+/// Reads a summary the service must have returned (the client side).
+fn required_summary(value: Option<&pbc::SessionSummary>) -> Result<SessionSummary, ApiError> {
+    summary_from_proto(value.ok_or_else(|| ApiError::internal("the summary service returned no summary"))?)
 }
 
 fn index(value: Option<i32>, field: &str) -> Result<Option<u32>, ApiError> {
@@ -172,5 +180,99 @@ pub fn render_to_proto(request: &RenderRequest) -> pb::RenderSummaryRequest {
         budget_tokens: request.budget_tokens.unwrap_or(0) as i32,
         language: request.language.map(|l| l.as_str().to_string()).unwrap_or_default(),
         now: timestamp_opt(request.now),
+    }
+}
+
+pub fn record_result_to_proto(result: &RecordResult) -> pb::RecordMessagesResponse {
+    pb::RecordMessagesResponse {
+        first_index: result.first_index as i32,
+        message_count: result.message_count as i32,
+        summary_scheduled: result.summary_scheduled,
+    }
+}
+
+pub fn record_result_from_proto(response: &pb::RecordMessagesResponse) -> RecordResult {
+    RecordResult {
+        first_index: response.first_index.max(0) as u32,
+        message_count: response.message_count.max(0) as u32,
+        summary_scheduled: response.summary_scheduled,
+    }
+}
+
+pub fn generate_result_to_proto(result: &GenerateResult) -> pb::GenerateSummaryResponse {
+    pb::GenerateSummaryResponse {
+        summary: Some(summary_to_proto(&result.summary)),
+        messages_read: result.messages_read as i32,
+    }
+}
+
+pub fn generate_result_from_proto(response: &pb::GenerateSummaryResponse) -> Result<GenerateResult, ApiError> {
+    Ok(GenerateResult {
+        summary: required_summary(response.summary.as_ref())?,
+        messages_read: response.messages_read.max(0) as u32,
+    })
+}
+
+pub fn get_to_proto(scope: &Scope, session_id: String) -> pb::GetSummaryRequest {
+    pb::GetSummaryRequest {
+        scope: Some(scope_to_proto(scope)),
+        session_id,
+    }
+}
+
+pub fn get_response(summary: &SessionSummary) -> pb::GetSummaryResponse {
+    pb::GetSummaryResponse {
+        summary: Some(summary_to_proto(summary)),
+    }
+}
+
+pub fn get_from_response(response: &pb::GetSummaryResponse) -> Result<SessionSummary, ApiError> {
+    required_summary(response.summary.as_ref())
+}
+
+pub fn list_response(summaries: &[SessionSummary]) -> pb::ListSummariesResponse {
+    pb::ListSummariesResponse {
+        summaries: summaries.iter().map(summary_to_proto).collect(),
+    }
+}
+
+pub fn list_from_response(response: &pb::ListSummariesResponse) -> Result<Vec<SessionSummary>, ApiError> {
+    response.summaries.iter().map(summary_from_proto).collect()
+}
+
+pub fn rendered_to_proto(rendered: Rendered) -> pb::RenderSummaryResponse {
+    pb::RenderSummaryResponse {
+        markdown: rendered.markdown,
+        tokens: rendered.tokens as i32,
+    }
+}
+
+pub fn rendered_from_proto(response: pb::RenderSummaryResponse) -> Rendered {
+    Rendered {
+        markdown: response.markdown,
+        tokens: response.tokens.max(0) as u32,
+    }
+}
+
+pub fn previous_to_proto(scope: &Scope, now: DateTime<Utc>) -> pb::GetPreviousSummaryRequest {
+    pb::GetPreviousSummaryRequest {
+        scope: Some(scope_to_proto(scope)),
+        now: Some(timestamp(now)),
+    }
+}
+
+pub fn previous_response(previous: Option<&SessionSummary>) -> pb::GetPreviousSummaryResponse {
+    pb::GetPreviousSummaryResponse {
+        summary: previous.map(summary_to_proto),
+    }
+}
+
+pub fn previous_from_response(response: &pb::GetPreviousSummaryResponse) -> Result<Option<SessionSummary>, ApiError> {
+    response.summary.as_ref().map(summary_from_proto).transpose()
+}
+
+pub fn end_session_to_proto(scope: &Scope) -> pb::EndSessionRequest {
+    pb::EndSessionRequest {
+        scope: Some(scope_to_proto(scope)),
     }
 }

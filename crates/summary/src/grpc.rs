@@ -40,11 +40,7 @@ impl SummaryService for SummaryGrpc {
         let mut body = convert::record_from_proto(request.get_ref())?;
         principal.authorize(&mut body.scope)?;
         let result = self.api.record(body).await?;
-        Ok(Response::new(pb::RecordMessagesResponse {
-            first_index: result.first_index as i32,
-            message_count: result.message_count as i32,
-            summary_scheduled: result.summary_scheduled,
-        }))
+        Ok(Response::new(convert::record_result_to_proto(&result)))
     }
 
     async fn generate_summary(
@@ -55,10 +51,7 @@ impl SummaryService for SummaryGrpc {
         let mut body = convert::generate_from_proto(request.get_ref())?;
         principal.authorize(&mut body.scope)?;
         let result = self.api.generate(body).await?;
-        Ok(Response::new(pb::GenerateSummaryResponse {
-            summary: Some(convert::summary_to_proto(&result.summary)),
-            messages_read: result.messages_read as i32,
-        }))
+        Ok(Response::new(convert::generate_result_to_proto(&result)))
     }
 
     async fn get_summary(
@@ -73,9 +66,7 @@ impl SummaryService for SummaryGrpc {
             return Err(Status::from(ApiError::invalid("session_id", "is required")));
         }
         let summary = self.api.get(scope, body.session_id.clone()).await?;
-        Ok(Response::new(pb::GetSummaryResponse {
-            summary: Some(convert::summary_to_proto(&summary)),
-        }))
+        Ok(Response::new(convert::get_response(&summary)))
     }
 
     async fn list_summaries(
@@ -86,9 +77,7 @@ impl SummaryService for SummaryGrpc {
         let mut body = convert::list_from_proto(request.get_ref())?;
         principal.authorize(&mut body.scope)?;
         let summaries = self.api.list(body).await?;
-        Ok(Response::new(pb::ListSummariesResponse {
-            summaries: summaries.iter().map(convert::summary_to_proto).collect(),
-        }))
+        Ok(Response::new(convert::list_response(&summaries)))
     }
 
     async fn render_summary(
@@ -99,10 +88,7 @@ impl SummaryService for SummaryGrpc {
         let mut body = convert::render_from_proto(request.get_ref())?;
         principal.authorize(&mut body.scope)?;
         let rendered = self.api.render(body).await?;
-        Ok(Response::new(pb::RenderSummaryResponse {
-            markdown: rendered.markdown,
-            tokens: rendered.tokens as i32,
-        }))
+        Ok(Response::new(convert::rendered_to_proto(rendered)))
     }
 
     async fn get_previous_summary(
@@ -115,9 +101,7 @@ impl SummaryService for SummaryGrpc {
         principal.authorize(&mut scope)?;
         let now = datetime_opt(body.now.as_ref(), "now")?.unwrap_or_else(chrono::Utc::now);
         let previous = self.api.previous(scope, now).await?;
-        Ok(Response::new(pb::GetPreviousSummaryResponse {
-            summary: previous.as_ref().map(convert::summary_to_proto),
-        }))
+        Ok(Response::new(convert::previous_response(previous.as_ref())))
     }
 
     async fn end_session(

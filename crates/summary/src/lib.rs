@@ -18,7 +18,7 @@ pub mod salience;
 pub mod service;
 
 pub use api::SummaryApi;
-pub use client::SummaryClient;
+pub use client::SummaryGrpcClient;
 pub use config::SummaryConfig;
 pub use grpc::SummaryGrpc;
 pub use service::Summarizer;
