@@ -19,7 +19,7 @@ use base64::Engine as _;
 use serde_json::{Value, json};
 use thinkus_common::config::{ApiKeyConfig, AuthMode};
 use thinkus_common::model::Scope as DomainScope;
-use thinkus_knowledge_manager::KnowledgeClient;
+use thinkus_knowledge_manager::KnowledgeGrpcClient;
 use thinkus_knowledge_manager::api::{KnowledgeApi, MarkdownFile};
 use thinkus_proto::common::{MemorySource, MemoryStatus, MemoryType, Scope, Visibility};
 use thinkus_proto::gateway::PrepareTurnRequest;
@@ -427,7 +427,7 @@ async fn seed(node: &thinkus_server::node::NodeHandle, zh: bool) -> Seeded {
     // An executive's guess that contradicts the budget: held as a conflict.
     remember("cfo", project, Constraint, texts[7], Inference, Shared, 5).await;
     // A new BOSS.md line with time-sensitive wording: queued for approval.
-    let knowledge = KnowledgeClient::grpc(
+    let knowledge = KnowledgeGrpcClient::new(
         thinkus_common::grpc::client_channel(channel.clone(), Some(KEY.into())),
         16 * 1024 * 1024,
     );

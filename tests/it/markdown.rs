@@ -4,7 +4,7 @@
 //! admission, an edited importance a priority change, each recorded with actor "import".
 
 use thinkus_common::model::Scope as DomainScope;
-use thinkus_knowledge_manager::KnowledgeClient;
+use thinkus_knowledge_manager::KnowledgeGrpcClient;
 use thinkus_knowledge_manager::api::{ImportReport, KnowledgeApi, MarkdownFile};
 use thinkus_proto::common::{MemoryStatus, MemoryType, Scope, Visibility};
 use thinkus_proto::knowledge::{ChangeKind, IngestTurnsRequest, MemoryDraft, RememberRequest, Turn};
@@ -40,9 +40,9 @@ async fn remember(
 }
 
 /// The knowledge manager's client over the node's gRPC channel (what `thinkus memory` uses).
-fn client(node: &Node) -> KnowledgeClient {
+fn client(node: &Node) -> KnowledgeGrpcClient {
     let channel = thinkus_common::grpc::client_channel(node.channel.clone(), None);
-    KnowledgeClient::grpc(channel, 16 * 1024 * 1024)
+    KnowledgeGrpcClient::new(channel, 16 * 1024 * 1024)
 }
 
 fn user_scope(user: &str) -> DomainScope {

@@ -416,7 +416,7 @@ async fn the_page_is_safe_and_shows_what_is_remembered() {
         files.iter().any(|f| f.path == ".thinkus-export.json"),
         "the manifest is in the archive"
     );
-    let knowledge = thinkus_knowledge_manager::KnowledgeClient::grpc(
+    let knowledge = thinkus_knowledge_manager::KnowledgeGrpcClient::new(
         thinkus_common::grpc::client_channel(channel.clone(), Some(ACME.into())),
         16 * 1024 * 1024,
     );

@@ -1,19 +1,24 @@
 //! Conversions between the knowledge manager's protobuf messages and its domain API.
 
+use chrono::{DateTime, Utc};
 use thinkus_backends::sql::{CandidateStatus, Change, ChangeKind};
 use thinkus_common::ApiError;
 use thinkus_common::convert::{
-    ScopeRules, artifact_ref_from_proto, artifact_ref_to_proto, datetime_opt, memory_to_proto, memory_type_to_proto,
-    required_memory_type, scope_from_proto, scope_to_proto, source_from_proto, source_to_proto, timestamp,
-    timestamp_opt, visibility_from_proto, visibility_to_proto,
+    ScopeRules, artifact_ref_from_proto, artifact_ref_to_proto, datetime_opt, engine_from_proto,
+    engine_to_proto_choice, memory_to_proto, memory_type_to_proto, memory_types, message_to_proto, messages_from_proto,
+    next_page, page_from_proto, required_memory_type, scope_from_proto, scope_to_proto, source_from_proto,
+    source_to_proto, status_from_proto, status_to_proto, timestamp, timestamp_opt, visibility_from_proto,
+    visibility_to_proto,
 };
-use thinkus_common::model::{Memory, MemorySource, Owner, Scope};
+use thinkus_common::model::{EngineChoice, Language, Memory, MemorySource, MemoryType, Owner, Scope, Visibility};
 use thinkus_proto::common as pbc;
 use thinkus_proto::knowledge as pb;
 
 use crate::api::{
-    CandidateView, Conflict, ConflictChoice, CorrectionAction, ImportChange, ImportReport, IngestResult, LearnResult,
-    MemoryDraft, Turn, ValueChange, WriteOutcome, WriteResult,
+    CandidateView, Conflict, ConflictChoice, ConflictResolution, CorrectRequest, CorrectResult, CorrectionAction,
+    FinalizeResult, ImportChange, ImportReport, IngestResult, IngestTurnsRequest, LearnRequest, LearnResult,
+    ListRequest, MaintenanceReport, MarkdownFile, MemoryDraft, Owners, Quota, RememberRequest, Standing, Turn,
+    ValueChange, WriteOutcome, WriteResult,
 };
 
 pub fn draft_from_proto(draft: Option<&pb::MemoryDraft>, field: &str) -> Result<MemoryDraft, ApiError> {
@@ -610,8 +615,7 @@ fn index_job_status_from_proto(value: i32) -> Result<thinkus_backends::sql::JobS
 }
 
 /// The scope of a job's owners: a user, a tenant (no user) or everyone (neither).
-pub fn owners_to_proto(owners: &crate::api::Owners) -> pbc::Scope {
-    use crate::api::Owners;
+pub fn owners_to_proto(owners: &Owners) -> pbc::Scope {
     match owners {
         Owners::One(owner) => pbc::Scope {
             tenant_id: owner.tenant_id.clone(),
@@ -626,8 +630,7 @@ pub fn owners_to_proto(owners: &crate::api::Owners) -> pbc::Scope {
     }
 }
 
-fn owners_from_proto(scope: Option<&pbc::Scope>) -> crate::api::Owners {
-    use crate::api::Owners;
+fn owners_from_proto(scope: Option<&pbc::Scope>) -> Owners {
     match scope {
         Some(scope) if !scope.user_id.is_empty() => {
             Owners::One(Owner::new(scope.tenant_id.clone(), scope.user_id.clone()))
@@ -674,4 +677,537 @@ pub fn index_job_from_proto(job: Option<&pb::IndexJob>) -> Result<crate::rebuild
         created_at: datetime_opt(job.created_at.as_ref(), "job.created_at")?.unwrap_or_default(),
         updated_at: datetime_opt(job.updated_at.as_ref(), "job.updated_at")?.unwrap_or_default(),
     })
+}
+
+// The gRPC client's side: domain calls to requests, responses to domain results.
+
+/// The scope of an administrative call: one user, a tenant's users (no user id), or everyone
+/// (no scope).
+fn owners_scope(owners: &Owners) -> Option<pbc::Scope> {
+    match owners {
+        Owners::All => None,
+        owners => Some(owners_to_proto(owners)),
+    }
+}
+
+fn page_to_proto(limit: usize, offset: usize) -> pbc::PageRequest {
+    pbc::PageRequest {
+        page_size: limit.min(500) as i32,
+        page_token: if offset == 0 {
+            String::new()
+        } else {
+            format!("o{offset}")
+        },
+    }
+}
+
+/// A memory the knowledge manager must have returned.
+pub fn required_memory(memory: Option<&pbc::Memory>) -> Result<Memory, ApiError> {
+    memory_from_proto(memory.ok_or_else(|| ApiError::internal("the knowledge manager returned no memory"))?)
+}
+
+pub fn memories_from_proto(memories: &[pbc::Memory]) -> Result<Vec<Memory>, ApiError> {
+    memories.iter().map(memory_from_proto).collect()
+}
+
+/// A write result the knowledge manager must have returned.
+pub fn required_write_result(result: Option<&pb::WriteResult>) -> Result<WriteResult, ApiError> {
+    write_result_from_proto(result.ok_or_else(|| ApiError::internal("the knowledge manager returned no result"))?)
+}
+
+pub fn remember_request_to_proto(request: RememberRequest) -> pb::RememberRequest {
+    pb::RememberRequest {
+        scope: Some(scope_to_proto(&request.scope)),
+        memory: Some(draft_to_proto(&request.draft)),
+        request_id: request.request_id.unwrap_or_default(),
+        skip_dedup: request.skip_dedup,
+        bypass_admission: request.admission_bypassed_by.is_some(),
+    }
+}
+
+pub fn remember_response_from_proto(response: &pb::RememberResponse) -> Result<WriteResult, ApiError> {
+    required_write_result(response.result.as_ref())
+}
+
+pub fn ingest_request_to_proto(request: &IngestTurnsRequest) -> pb::IngestTurnsRequest {
+    pb::IngestTurnsRequest {
+        scope: Some(scope_to_proto(&request.scope)),
+        turns: turns_to_proto(&request.turns),
+        visibility: visibility_to_proto(request.visibility),
+    }
+}
+
+pub fn ingest_from_proto(response: pb::IngestTurnsResponse) -> IngestResult {
+    IngestResult {
+        memory_ids: response.memory_ids,
+        created: response.created.max(0) as u32,
+    }
+}
+
+pub fn learn_request_to_proto(request: LearnRequest) -> pb::LearnFromConversationRequest {
+    pb::LearnFromConversationRequest {
+        scope: Some(scope_to_proto(&request.scope)),
+        messages: request.messages.iter().map(message_to_proto).collect(),
+        engine: engine_to_proto_choice(request.engine),
+        request_id: request.request_id.unwrap_or_default(),
+        not_memorable: request.not_memorable,
+        dry_run: request.dry_run,
+        injected_memories: request.injected_memories,
+    }
+}
+
+/// A read by one role, or the person's view of every role (a scope that names no role).
+pub fn get_memory_request_to_proto(scope: &Scope, memory_id: String) -> pb::GetMemoryRequest {
+    pb::GetMemoryRequest {
+        scope: Some(scope_to_proto(scope)),
+        memory_id,
+        all_roles: scope.role_id.is_empty(),
+    }
+}
+
+pub fn list_request_to_proto(request: &ListRequest) -> pb::ListMemoriesRequest {
+    pb::ListMemoriesRequest {
+        scope: Some(scope_to_proto(&request.scope)),
+        all_roles: request.scope.role_id.is_empty(),
+        types: request.types.iter().map(|t| memory_type_to_proto(*t)).collect(),
+        statuses: request.statuses.iter().map(|s| status_to_proto(*s)).collect(),
+        page: Some(page_to_proto(request.limit, request.offset)),
+    }
+}
+
+pub fn correct_request_to_proto(request: CorrectRequest) -> pb::CorrectMemoryRequest {
+    let (action, importance) = correction_to_proto(request.action);
+    pb::CorrectMemoryRequest {
+        scope: Some(scope_to_proto(&request.scope)),
+        memory_id: request.memory_id,
+        action,
+        evidence: request.evidence,
+        new_content: request.new_content.unwrap_or_default(),
+        new_summary: request.new_summary.unwrap_or_default(),
+        request_id: request.request_id.unwrap_or_default(),
+        importance,
+    }
+}
+
+pub fn correct_result_from_proto(response: &pb::CorrectMemoryResponse) -> Result<CorrectResult, ApiError> {
+    Ok(CorrectResult {
+        memory: required_memory(response.memory.as_ref())?,
+        replacement: response.replacement.as_ref().map(memory_from_proto).transpose()?,
+    })
+}
+
+pub fn merge_request_to_proto(
+    scope: &Scope,
+    memory_ids: Vec<String>,
+    engine: EngineChoice,
+    request_id: Option<String>,
+) -> pb::MergeMemoriesRequest {
+    pb::MergeMemoriesRequest {
+        scope: Some(scope_to_proto(scope)),
+        memory_ids,
+        engine: engine_to_proto_choice(engine),
+        request_id: request_id.unwrap_or_default(),
+    }
+}
+
+pub fn delete_request_to_proto(scope: &Scope, memory_id: String, reason: String) -> pb::DeleteMemoryRequest {
+    pb::DeleteMemoryRequest {
+        scope: Some(scope_to_proto(scope)),
+        memory_id,
+        reason,
+    }
+}
+
+pub fn history_request_to_proto(scope: &Scope, memory_id: String) -> pb::GetMemoryHistoryRequest {
+    pb::GetMemoryHistoryRequest {
+        scope: Some(scope_to_proto(scope)),
+        memory_id,
+        all_roles: scope.role_id.is_empty(),
+    }
+}
+
+pub fn list_candidates_request_to_proto(
+    scope: &Scope,
+    status: CandidateStatus,
+    limit: usize,
+    offset: usize,
+) -> pb::ListCandidatesRequest {
+    pb::ListCandidatesRequest {
+        scope: Some(scope_to_proto(scope)),
+        status: candidate_status_to_proto(status),
+        page: Some(page_to_proto(limit, offset)),
+    }
+}
+
+pub fn approve_request_to_proto(
+    scope: &Scope,
+    candidate_id: String,
+    edited_content: Option<String>,
+) -> pb::ApproveCandidateRequest {
+    pb::ApproveCandidateRequest {
+        scope: Some(scope_to_proto(scope)),
+        candidate_id,
+        edited_content: edited_content.unwrap_or_default(),
+    }
+}
+
+pub fn reject_request_to_proto(scope: &Scope, candidate_id: String, reason: String) -> pb::RejectCandidateRequest {
+    pb::RejectCandidateRequest {
+        scope: Some(scope_to_proto(scope)),
+        candidate_id,
+        reason,
+    }
+}
+
+pub fn promote_request_to_proto(
+    scope: &Scope,
+    memory_id: String,
+    target: Option<MemoryType>,
+    title: Option<String>,
+) -> pb::PromoteMemoryRequest {
+    pb::PromoteMemoryRequest {
+        scope: Some(scope_to_proto(scope)),
+        memory_id,
+        target_type: target.map(memory_type_to_proto).unwrap_or(0),
+        title: title.unwrap_or_default(),
+    }
+}
+
+pub fn finalize_request_to_proto(scope: &Scope, iteration_id: String) -> pb::FinalizeIterationRequest {
+    pb::FinalizeIterationRequest {
+        scope: Some(scope_to_proto(scope)),
+        iteration_id,
+    }
+}
+
+pub fn finalize_from_proto(response: pb::FinalizeIterationResponse) -> Result<FinalizeResult, ApiError> {
+    Ok(FinalizeResult {
+        promoted: memories_from_proto(&response.promoted)?,
+        skipped_ids: response.skipped_ids,
+    })
+}
+
+pub fn quota_request_to_proto(scope: &Scope) -> pb::GetQuotaRequest {
+    pb::GetQuotaRequest {
+        scope: Some(scope_to_proto(scope)),
+    }
+}
+
+pub fn quota_from_proto(response: pb::GetQuotaResponse) -> Quota {
+    Quota {
+        plan: response.plan,
+        used: response.used.max(0) as u64,
+        limit: response.limit.max(0) as u64,
+    }
+}
+
+pub fn set_plan_request_to_proto(owner: Owner, plan: String) -> pb::SetPlanRequest {
+    pb::SetPlanRequest {
+        scope: owners_scope(&Owners::One(owner)),
+        plan,
+    }
+}
+
+pub fn maintenance_request_to_proto(
+    owners: &Owners,
+    decay: bool,
+    forget: bool,
+    now: Option<DateTime<Utc>>,
+) -> pb::RunMaintenanceRequest {
+    pb::RunMaintenanceRequest {
+        scope: owners_scope(owners),
+        decay,
+        forget,
+        now: timestamp_opt(now),
+    }
+}
+
+pub fn maintenance_from_proto(response: &pb::RunMaintenanceResponse) -> MaintenanceReport {
+    MaintenanceReport {
+        decayed: response.decayed.max(0) as u64,
+        forgotten: response.forgotten.max(0) as u64,
+    }
+}
+
+pub fn value_changes_request_to_proto(scope: &Scope, limit: usize) -> pb::ListValueChangesRequest {
+    pb::ListValueChangesRequest {
+        scope: Some(scope_to_proto(scope)),
+        limit: limit.min(1000) as i32,
+    }
+}
+
+pub fn rebuild_request_to_proto(owners: &Owners) -> pb::RebuildIndexRequest {
+    pb::RebuildIndexRequest {
+        scope: owners_scope(owners),
+    }
+}
+
+pub fn index_job_request_to_proto(job_id: String) -> pb::GetIndexJobRequest {
+    pb::GetIndexJobRequest { job_id }
+}
+
+pub fn list_conflicts_request_to_proto(scope: &Scope, limit: usize) -> pb::ListConflictsRequest {
+    pb::ListConflictsRequest {
+        scope: Some(scope_to_proto(scope)),
+        limit: limit.min(200) as i32,
+    }
+}
+
+pub fn resolve_request_to_proto(
+    scope: &Scope,
+    conflict_id: String,
+    keep: ConflictChoice,
+    reason: String,
+) -> pb::ResolveConflictRequest {
+    pb::ResolveConflictRequest {
+        scope: Some(scope_to_proto(scope)),
+        conflict_id,
+        keep: conflict_choice_to_proto(keep),
+        reason,
+    }
+}
+
+pub fn resolution_from_proto(response: pb::ResolveConflictResponse) -> Result<ConflictResolution, ApiError> {
+    Ok(ConflictResolution {
+        kept: required_memory(response.kept.as_ref())?,
+        replaced_ids: response.replaced_ids,
+    })
+}
+
+pub fn standing_request_to_proto(scope: &Scope, limit: usize) -> pb::GetStandingRequest {
+    pb::GetStandingRequest {
+        scope: Some(scope_to_proto(scope)),
+        limit: limit.min(200) as i32,
+    }
+}
+
+pub fn standing_from_proto(response: &pb::GetStandingResponse) -> Result<Standing, ApiError> {
+    Ok(Standing {
+        rules: memories_from_proto(&response.rules)?,
+        profile: memories_from_proto(&response.profile)?,
+        conflicts: response
+            .conflicts
+            .iter()
+            .map(conflict_from_proto)
+            .collect::<Result<_, _>>()?,
+        language: response.language.parse().unwrap_or(Language::En),
+    })
+}
+
+pub fn export_memory_request_to_proto(scope: &Scope, language: Option<Language>) -> pb::ExportMemoryRequest {
+    pb::ExportMemoryRequest {
+        scope: Some(scope_to_proto(scope)),
+        language: language.map(|l| l.as_str().to_string()).unwrap_or_default(),
+    }
+}
+
+pub fn markdown_file_from_proto(file: pb::MemoryFile) -> MarkdownFile {
+    MarkdownFile {
+        path: file.path,
+        content: file.content,
+    }
+}
+
+pub fn markdown_file_to_proto(file: MarkdownFile) -> pb::MemoryFile {
+    pb::MemoryFile {
+        path: file.path,
+        content: file.content,
+    }
+}
+
+/// An import as its stream of messages: the header, then one message a file.
+pub fn import_messages_to_proto(
+    scope: &Scope,
+    files: Vec<MarkdownFile>,
+    dry_run: bool,
+) -> impl Iterator<Item = pb::ImportMemoryRequest> + Send + 'static {
+    use pb::import_memory_request::Item;
+    let header = pb::ImportMemoryRequest {
+        item: Some(Item::Header(pb::ImportHeader {
+            scope: Some(scope_to_proto(scope)),
+            dry_run,
+        })),
+    };
+    std::iter::once(header).chain(files.into_iter().map(|file| pb::ImportMemoryRequest {
+        item: Some(Item::File(markdown_file_to_proto(file))),
+    }))
+}
+
+pub fn list_roles_request_to_proto(owner: Owner) -> pb::ListRolesRequest {
+    pb::ListRolesRequest {
+        scope: owners_scope(&Owners::One(owner)),
+    }
+}
+
+pub fn export_user_request_to_proto(owner: Owner) -> pb::ExportUserRequest {
+    pb::ExportUserRequest {
+        scope: owners_scope(&Owners::One(owner)),
+    }
+}
+
+pub fn erase_user_request_to_proto(owner: Owner, artifacts_erased: u64) -> pb::EraseUserRequest {
+    pb::EraseUserRequest {
+        scope: owners_scope(&Owners::One(owner)),
+        artifacts_erased,
+    }
+}
+
+// The server adapter's side: requests (their scope already read and authorized) to domain
+// calls, domain results to responses.
+
+/// An optional string field: empty means absent.
+pub fn optional(value: &str) -> Option<String> {
+    (!value.is_empty()).then(|| value.to_string())
+}
+
+/// The longest message of a conversation to learn from, in characters.
+const MAX_LEARN_MESSAGE_CHARS: usize = 32 * 1024;
+
+pub fn remember_request_from_proto(
+    scope: Scope,
+    body: &pb::RememberRequest,
+    admission_bypassed_by: Option<String>,
+) -> Result<RememberRequest, ApiError> {
+    Ok(RememberRequest {
+        scope,
+        draft: draft_from_proto(body.memory.as_ref(), "memory")?,
+        request_id: optional(&body.request_id),
+        skip_dedup: body.skip_dedup,
+        admission_bypassed_by,
+    })
+}
+
+pub fn ingest_request_from_proto(scope: Scope, body: &pb::IngestTurnsRequest) -> Result<IngestTurnsRequest, ApiError> {
+    let turns = turns_from_proto(&body.turns)?;
+    let visibility = visibility_from_proto(body.visibility, "visibility")?.unwrap_or(Visibility::Private);
+    Ok(IngestTurnsRequest {
+        scope,
+        turns,
+        visibility,
+    })
+}
+
+pub fn learn_request_from_proto(
+    scope: Scope,
+    body: &pb::LearnFromConversationRequest,
+) -> Result<LearnRequest, ApiError> {
+    let messages = messages_from_proto(&body.messages, "messages", MAX_LEARN_MESSAGE_CHARS)?;
+    Ok(LearnRequest {
+        scope,
+        messages,
+        engine: engine_from_proto(body.engine, "engine")?,
+        request_id: optional(&body.request_id),
+        not_memorable: body.not_memorable,
+        dry_run: body.dry_run,
+        injected_memories: body.injected_memories.clone(),
+    })
+}
+
+pub fn list_request_from_proto(scope: Scope, body: &pb::ListMemoriesRequest) -> Result<ListRequest, ApiError> {
+    let (limit, offset) = page_from_proto(body.page.as_ref(), "page")?;
+    let statuses = body
+        .statuses
+        .iter()
+        .enumerate()
+        .map(|(i, s)| {
+            status_from_proto(*s, &format!("statuses[{i}]"))?
+                .ok_or_else(|| ApiError::invalid(&format!("statuses[{i}]"), "is unspecified"))
+        })
+        .collect::<Result<Vec<_>, _>>()?;
+    Ok(ListRequest {
+        scope,
+        types: memory_types(&body.types, "types")?,
+        statuses,
+        limit,
+        offset,
+    })
+}
+
+pub fn memories_response(memories: &[Memory], limit: usize, offset: usize) -> pb::ListMemoriesResponse {
+    pb::ListMemoriesResponse {
+        page: Some(next_page(limit, offset, memories.len())),
+        memories: memories.iter().map(memory_to_proto).collect(),
+    }
+}
+
+pub fn correct_request_from_proto(scope: Scope, body: &pb::CorrectMemoryRequest) -> Result<CorrectRequest, ApiError> {
+    Ok(CorrectRequest {
+        scope,
+        memory_id: body.memory_id.clone(),
+        action: correction_from_proto(body.action, body.importance)?,
+        evidence: body.evidence.clone(),
+        new_content: optional(&body.new_content),
+        new_summary: optional(&body.new_summary),
+        request_id: optional(&body.request_id),
+    })
+}
+
+pub fn correct_result_to_proto(result: &CorrectResult) -> pb::CorrectMemoryResponse {
+    pb::CorrectMemoryResponse {
+        memory: Some(memory_to_proto(&result.memory)),
+        replacement: result.replacement.as_ref().map(memory_to_proto),
+    }
+}
+
+pub fn history_response(changes: &[Change]) -> pb::GetMemoryHistoryResponse {
+    pb::GetMemoryHistoryResponse {
+        changes: changes.iter().map(change_to_proto).collect(),
+    }
+}
+
+pub fn candidates_response(candidates: &[CandidateView], limit: usize, offset: usize) -> pb::ListCandidatesResponse {
+    pb::ListCandidatesResponse {
+        page: Some(next_page(limit, offset, candidates.len())),
+        candidates: candidates.iter().map(candidate_to_proto).collect(),
+    }
+}
+
+pub fn finalize_to_proto(result: FinalizeResult) -> pb::FinalizeIterationResponse {
+    pb::FinalizeIterationResponse {
+        promoted: result.promoted.iter().map(memory_to_proto).collect(),
+        skipped_ids: result.skipped_ids,
+    }
+}
+
+pub fn quota_to_proto(quota: Quota) -> pb::GetQuotaResponse {
+    pb::GetQuotaResponse {
+        plan: quota.plan,
+        used: quota.used as i64,
+        limit: quota.limit as i64,
+    }
+}
+
+pub fn maintenance_to_proto(report: &MaintenanceReport) -> pb::RunMaintenanceResponse {
+    pb::RunMaintenanceResponse {
+        decayed: report.decayed as i64,
+        forgotten: report.forgotten as i64,
+    }
+}
+
+pub fn value_changes_response(changes: &[ValueChange]) -> pb::ListValueChangesResponse {
+    pb::ListValueChangesResponse {
+        changes: changes.iter().map(value_change_to_proto).collect(),
+    }
+}
+
+pub fn conflicts_response(conflicts: &[Conflict]) -> pb::ListConflictsResponse {
+    pb::ListConflictsResponse {
+        conflicts: conflicts.iter().map(conflict_to_proto).collect(),
+    }
+}
+
+pub fn resolution_to_proto(resolution: ConflictResolution) -> pb::ResolveConflictResponse {
+    pb::ResolveConflictResponse {
+        kept: Some(memory_to_proto(&resolution.kept)),
+        replaced_ids: resolution.replaced_ids,
+    }
+}
+
+pub fn standing_to_proto(standing: &Standing) -> pb::GetStandingResponse {
+    pb::GetStandingResponse {
+        rules: standing.rules.iter().map(memory_to_proto).collect(),
+        profile: standing.profile.iter().map(memory_to_proto).collect(),
+        conflicts: standing.conflicts.iter().map(conflict_to_proto).collect(),
+        language: standing.language.as_str().to_string(),
+    }
 }

@@ -5,8 +5,7 @@ use std::sync::Arc;
 use thinkus_common::ApiError;
 use thinkus_common::auth::{Principal, principal};
 use thinkus_common::convert::{
-    ScopeRules, datetime_opt, engine_from_proto, memory_to_proto, memory_types, next_page, page_from_proto,
-    scope_from_proto, status_from_proto,
+    ScopeRules, datetime_opt, engine_from_proto, memory_to_proto, page_from_proto, scope_from_proto,
 };
 use thinkus_common::model::Scope;
 use thinkus_proto::knowledge as pb;
@@ -16,9 +15,7 @@ use thinkus_proto::knowledge::knowledge_manager_service_server::{
 use tonic::codegen::BoxStream;
 use tonic::{Request, Response, Status, Streaming};
 
-use crate::api::{
-    CorrectRequest, IngestTurnsRequest, KnowledgeApi, LearnRequest, ListRequest, MarkdownFile, Owners, RememberRequest,
-};
+use crate::api::{KnowledgeApi, Owners};
 use crate::convert;
 
 /// Serves [`KnowledgeApi`] over gRPC.
@@ -117,10 +114,6 @@ fn may_rebuild(principal: &Principal, owners: &Owners) -> bool {
     }
 }
 
-fn optional(value: &str) -> Option<String> {
-    (!value.is_empty()).then(|| value.to_string())
-}
-
 /// The most files an import may carry, and their total size.
 pub const MAX_IMPORT_FILES: usize = 10_000;
 pub const MAX_IMPORT_BYTES: usize = 64 * 1024 * 1024;
@@ -153,9 +146,7 @@ impl KnowledgeManagerService for KnowledgeGrpc {
         let (_, scope) = scoped(&request, request.get_ref().scope.as_ref(), ScopeRules::USER)?;
         let limit = limit(request.get_ref().limit, 50, 200, "limit")?;
         let conflicts = self.api.list_conflicts(scope, limit).await?;
-        Ok(Response::new(pb::ListConflictsResponse {
-            conflicts: conflicts.iter().map(convert::conflict_to_proto).collect(),
-        }))
+        Ok(Response::new(convert::conflicts_response(&conflicts)))
     }
 
     async fn resolve_conflict(
@@ -169,10 +160,7 @@ impl KnowledgeManagerService for KnowledgeGrpc {
             .api
             .resolve_conflict(scope, body.conflict_id.clone(), keep, body.reason.clone())
             .await?;
-        Ok(Response::new(pb::ResolveConflictResponse {
-            kept: Some(memory_to_proto(&resolution.kept)),
-            replaced_ids: resolution.replaced_ids,
-        }))
+        Ok(Response::new(convert::resolution_to_proto(resolution)))
     }
 
     async fn get_standing(
@@ -182,12 +170,7 @@ impl KnowledgeManagerService for KnowledgeGrpc {
         let (_, scope) = scoped(&request, request.get_ref().scope.as_ref(), ScopeRules::USER_ROLE)?;
         let limit = limit(request.get_ref().limit, 30, 200, "limit")?;
         let standing = self.api.standing(scope, limit).await?;
-        Ok(Response::new(pb::GetStandingResponse {
-            rules: standing.rules.iter().map(memory_to_proto).collect(),
-            profile: standing.profile.iter().map(memory_to_proto).collect(),
-            conflicts: standing.conflicts.iter().map(convert::conflict_to_proto).collect(),
-            language: standing.language.as_str().to_string(),
-        }))
+        Ok(Response::new(convert::standing_to_proto(&standing)))
     }
 
     async fn export_memory(
@@ -199,10 +182,7 @@ impl KnowledgeManagerService for KnowledgeGrpc {
         let files = self.api.export_markdown(scope, language).await?;
         let stream = futures::stream::iter(files.into_iter().map(|file| {
             Ok(pb::ExportMemoryResponse {
-                file: Some(pb::MemoryFile {
-                    path: file.path,
-                    content: file.content,
-                }),
+                file: Some(convert::markdown_file_to_proto(file)),
             })
         }));
         Ok(Response::new(Box::pin(stream)))
@@ -270,10 +250,7 @@ impl KnowledgeManagerService for KnowledgeGrpc {
                             format!("an import holds at most {MAX_IMPORT_FILES} files and {MAX_IMPORT_BYTES} bytes"),
                         )));
                     }
-                    files.push(MarkdownFile {
-                        path: file.path,
-                        content: file.content,
-                    });
+                    files.push(convert::markdown_file_from_proto(file));
                 }
                 _ => {
                     return Err(Status::from(ApiError::invalid(
@@ -305,21 +282,12 @@ impl KnowledgeManagerService for KnowledgeGrpc {
                     "bypass_admission: only a key that may act for every user of its tenant may bypass admission",
                 )));
             }
-            Some(format!("key {} of tenant {}", principal.key_id, principal.tenant))
+            Some(actor_of_key(&principal))
         } else {
             None
         };
-        let draft = convert::draft_from_proto(body.memory.as_ref(), "memory")?;
-        let result = self
-            .api
-            .remember(RememberRequest {
-                scope,
-                draft,
-                request_id: optional(&body.request_id),
-                skip_dedup: body.skip_dedup,
-                admission_bypassed_by,
-            })
-            .await?;
+        let request = convert::remember_request_from_proto(scope, body, admission_bypassed_by)?;
+        let result = self.api.remember(request).await?;
         Ok(Response::new(pb::RememberResponse {
             result: Some(convert::write_result_to_proto(&result)),
         }))
@@ -330,18 +298,8 @@ impl KnowledgeManagerService for KnowledgeGrpc {
         request: Request<pb::IngestTurnsRequest>,
     ) -> Result<Response<pb::IngestTurnsResponse>, Status> {
         let (_, scope) = scoped(&request, request.get_ref().scope.as_ref(), ScopeRules::USER_ROLE)?;
-        let body = request.get_ref();
-        let turns = convert::turns_from_proto(&body.turns)?;
-        let visibility = thinkus_common::convert::visibility_from_proto(body.visibility, "visibility")?
-            .unwrap_or(thinkus_common::model::Visibility::Private);
-        let result = self
-            .api
-            .ingest_turns(IngestTurnsRequest {
-                scope,
-                turns,
-                visibility,
-            })
-            .await?;
+        let request = convert::ingest_request_from_proto(scope, request.get_ref())?;
+        let result = self.api.ingest_turns(request).await?;
         Ok(Response::new(convert::ingest_to_proto(&result)))
     }
 
@@ -350,20 +308,8 @@ impl KnowledgeManagerService for KnowledgeGrpc {
         request: Request<pb::LearnFromConversationRequest>,
     ) -> Result<Response<pb::LearnFromConversationResponse>, Status> {
         let (_, scope) = scoped(&request, request.get_ref().scope.as_ref(), ScopeRules::USER_ROLE)?;
-        let body = request.get_ref();
-        let messages = thinkus_common::convert::messages_from_proto(&body.messages, "messages", 32 * 1024)?;
-        let result = self
-            .api
-            .learn(LearnRequest {
-                scope,
-                messages,
-                engine: engine_from_proto(body.engine, "engine")?,
-                request_id: optional(&body.request_id),
-                not_memorable: body.not_memorable,
-                dry_run: body.dry_run,
-                injected_memories: body.injected_memories.clone(),
-            })
-            .await?;
+        let request = convert::learn_request_from_proto(scope, request.get_ref())?;
+        let result = self.api.learn(request).await?;
         Ok(Response::new(convert::learn_to_proto(&result)))
     }
 
@@ -384,32 +330,11 @@ impl KnowledgeManagerService for KnowledgeGrpc {
         request: Request<pb::ListMemoriesRequest>,
     ) -> Result<Response<pb::ListMemoriesResponse>, Status> {
         let (_, scope) = scoped(&request, request.get_ref().scope.as_ref(), ScopeRules::USER)?;
-        let body = request.get_ref();
-        let scope = reader(scope, body.all_roles)?;
-        let (size, offset) = page_from_proto(body.page.as_ref(), "page")?;
-        let statuses = body
-            .statuses
-            .iter()
-            .enumerate()
-            .map(|(i, s)| {
-                status_from_proto(*s, &format!("statuses[{i}]"))?
-                    .ok_or_else(|| ApiError::invalid(&format!("statuses[{i}]"), "is unspecified"))
-            })
-            .collect::<Result<Vec<_>, _>>()?;
-        let memories = self
-            .api
-            .list_memories(ListRequest {
-                scope,
-                types: memory_types(&body.types, "types")?,
-                statuses,
-                limit: size,
-                offset,
-            })
-            .await?;
-        Ok(Response::new(pb::ListMemoriesResponse {
-            page: Some(next_page(size, offset, memories.len())),
-            memories: memories.iter().map(memory_to_proto).collect(),
-        }))
+        let scope = reader(scope, request.get_ref().all_roles)?;
+        let request = convert::list_request_from_proto(scope, request.get_ref())?;
+        let (size, offset) = (request.limit, request.offset);
+        let memories = self.api.list_memories(request).await?;
+        Ok(Response::new(convert::memories_response(&memories, size, offset)))
     }
 
     async fn correct_memory(
@@ -417,23 +342,9 @@ impl KnowledgeManagerService for KnowledgeGrpc {
         request: Request<pb::CorrectMemoryRequest>,
     ) -> Result<Response<pb::CorrectMemoryResponse>, Status> {
         let (_, scope) = scoped(&request, request.get_ref().scope.as_ref(), ScopeRules::USER)?;
-        let body = request.get_ref();
-        let result = self
-            .api
-            .correct(CorrectRequest {
-                scope,
-                memory_id: body.memory_id.clone(),
-                action: convert::correction_from_proto(body.action, body.importance)?,
-                evidence: body.evidence.clone(),
-                new_content: optional(&body.new_content),
-                new_summary: optional(&body.new_summary),
-                request_id: optional(&body.request_id),
-            })
-            .await?;
-        Ok(Response::new(pb::CorrectMemoryResponse {
-            memory: Some(memory_to_proto(&result.memory)),
-            replacement: result.replacement.as_ref().map(memory_to_proto),
-        }))
+        let request = convert::correct_request_from_proto(scope, request.get_ref())?;
+        let result = self.api.correct(request).await?;
+        Ok(Response::new(convert::correct_result_to_proto(&result)))
     }
 
     async fn merge_memories(
@@ -448,7 +359,7 @@ impl KnowledgeManagerService for KnowledgeGrpc {
                 scope,
                 body.memory_ids.clone(),
                 engine_from_proto(body.engine, "engine")?,
-                optional(&body.request_id),
+                convert::optional(&body.request_id),
             )
             .await?;
         Ok(Response::new(pb::MergeMemoriesResponse {
@@ -475,9 +386,7 @@ impl KnowledgeManagerService for KnowledgeGrpc {
         let (_, scope) = scoped(&request, request.get_ref().scope.as_ref(), ScopeRules::USER)?;
         let scope = reader(scope, request.get_ref().all_roles)?;
         let changes = self.api.history(scope, request.get_ref().memory_id.clone()).await?;
-        Ok(Response::new(pb::GetMemoryHistoryResponse {
-            changes: changes.iter().map(convert::change_to_proto).collect(),
-        }))
+        Ok(Response::new(convert::history_response(&changes)))
     }
 
     async fn list_candidates(
@@ -491,10 +400,7 @@ impl KnowledgeManagerService for KnowledgeGrpc {
             .api
             .list_candidates(scope, convert::candidate_status_from_proto(body.status)?, size, offset)
             .await?;
-        Ok(Response::new(pb::ListCandidatesResponse {
-            page: Some(next_page(size, offset, candidates.len())),
-            candidates: candidates.iter().map(convert::candidate_to_proto).collect(),
-        }))
+        Ok(Response::new(convert::candidates_response(&candidates, size, offset)))
     }
 
     async fn approve_candidate(
@@ -505,7 +411,11 @@ impl KnowledgeManagerService for KnowledgeGrpc {
         let body = request.get_ref();
         let result = self
             .api
-            .approve_candidate(scope, body.candidate_id.clone(), optional(&body.edited_content))
+            .approve_candidate(
+                scope,
+                body.candidate_id.clone(),
+                convert::optional(&body.edited_content),
+            )
             .await?;
         Ok(Response::new(pb::ApproveCandidateResponse {
             result: Some(convert::write_result_to_proto(&result)),
@@ -533,7 +443,7 @@ impl KnowledgeManagerService for KnowledgeGrpc {
         let target = thinkus_common::convert::memory_type_from_proto(body.target_type, "target_type")?;
         let memory = self
             .api
-            .promote(scope, body.memory_id.clone(), target, optional(&body.title))
+            .promote(scope, body.memory_id.clone(), target, convert::optional(&body.title))
             .await?;
         Ok(Response::new(pb::PromoteMemoryResponse {
             memory: Some(memory_to_proto(&memory)),
@@ -553,20 +463,13 @@ impl KnowledgeManagerService for KnowledgeGrpc {
             .api
             .finalize_iteration(scope, request.get_ref().iteration_id.clone())
             .await?;
-        Ok(Response::new(pb::FinalizeIterationResponse {
-            promoted: result.promoted.iter().map(memory_to_proto).collect(),
-            skipped_ids: result.skipped_ids,
-        }))
+        Ok(Response::new(convert::finalize_to_proto(result)))
     }
 
     async fn get_quota(&self, request: Request<pb::GetQuotaRequest>) -> Result<Response<pb::GetQuotaResponse>, Status> {
         let (_, scope) = scoped(&request, request.get_ref().scope.as_ref(), ScopeRules::USER_ROLE)?;
         let quota = self.api.quota(scope).await?;
-        Ok(Response::new(pb::GetQuotaResponse {
-            plan: quota.plan,
-            used: quota.used as i64,
-            limit: quota.limit as i64,
-        }))
+        Ok(Response::new(convert::quota_to_proto(quota)))
     }
 
     async fn set_plan(&self, request: Request<pb::SetPlanRequest>) -> Result<Response<pb::SetPlanResponse>, Status> {
@@ -590,10 +493,7 @@ impl KnowledgeManagerService for KnowledgeGrpc {
         }
         let now = datetime_opt(body.now.as_ref(), "now")?;
         let report = self.api.run_maintenance(owners, body.decay, body.forget, now).await?;
-        Ok(Response::new(pb::RunMaintenanceResponse {
-            decayed: report.decayed as i64,
-            forgotten: report.forgotten as i64,
-        }))
+        Ok(Response::new(convert::maintenance_to_proto(&report)))
     }
 
     async fn rebuild_index(
@@ -642,8 +542,6 @@ impl KnowledgeManagerService for KnowledgeGrpc {
             }
         };
         let changes = self.api.value_changes(scope, limit).await?;
-        Ok(Response::new(pb::ListValueChangesResponse {
-            changes: changes.iter().map(convert::value_change_to_proto).collect(),
-        }))
+        Ok(Response::new(convert::value_changes_response(&changes)))
     }
 }

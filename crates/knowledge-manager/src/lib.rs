@@ -25,7 +25,7 @@ pub mod turns;
 mod upkeep;
 
 pub use api::KnowledgeApi;
-pub use client::KnowledgeClient;
+pub use client::KnowledgeGrpcClient;
 pub use config::KnowledgeConfig;
 pub use grpc::KnowledgeGrpc;
 pub use service::KnowledgeManager;

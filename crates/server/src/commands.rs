@@ -7,7 +7,7 @@ use thinkus_backends::sql::JobStatus;
 use clap::{Args, Subcommand};
 use thinkus_common::grpc::{channel, client_channel};
 use thinkus_common::model::{MemoryStatus, MemoryType, Owner, RetrievalMode, Scope, Visibility};
-use thinkus_knowledge_manager::KnowledgeClient;
+use thinkus_knowledge_manager::KnowledgeGrpcClient;
 use thinkus_knowledge_manager::api::{KnowledgeApi, MemoryDraft, Owners, RememberRequest};
 use thinkus_retriever::RetrieverGrpcClient;
 use thinkus_retriever::api::{DetailsRequest, RecallRequest, RetrieverApi};
@@ -169,7 +169,7 @@ fn out(text: &str) {
 }
 
 pub async fn remember(args: RememberArgs) -> anyhow::Result<()> {
-    let client = KnowledgeClient::grpc(connect(&args.connection)?, MAX_MESSAGE);
+    let client = KnowledgeGrpcClient::new(connect(&args.connection)?, MAX_MESSAGE);
     let draft = MemoryDraft {
         importance: args.importance,
         visibility: args.visibility,
@@ -245,7 +245,7 @@ pub async fn recall(args: RecallArgs) -> anyhow::Result<()> {
 pub async fn show(args: ShowArgs) -> anyhow::Result<()> {
     let channel = connect(&args.connection)?;
     let retriever = RetrieverGrpcClient::new(channel.clone(), MAX_MESSAGE);
-    let knowledge = KnowledgeClient::grpc(channel, MAX_MESSAGE);
+    let knowledge = KnowledgeGrpcClient::new(channel, MAX_MESSAGE);
     let details = retriever
         .get_details(DetailsRequest {
             scope: args.scope.scope(),
@@ -302,7 +302,7 @@ fn owners(tenant: Option<String>, user: Option<String>) -> Owners {
 /// Polls an index rebuild job until it succeeded or failed for good, drawing its progress (users
 /// done of all) on a terminal.
 async fn follow_index_job(
-    client: &KnowledgeClient,
+    client: &KnowledgeGrpcClient,
     mut job: thinkus_knowledge_manager::rebuild::IndexJob,
 ) -> anyhow::Result<thinkus_knowledge_manager::rebuild::IndexJob> {
     let mut bar: Option<crate::progress::Progress> = None;
@@ -335,7 +335,7 @@ pub async fn admin(task: AdminTask) -> anyhow::Result<()> {
             detach,
             job,
         } => {
-            let client = KnowledgeClient::grpc(connect(&connection)?, MAX_MESSAGE);
+            let client = KnowledgeGrpcClient::new(connect(&connection)?, MAX_MESSAGE);
             let job = match job {
                 Some(id) => client.index_job(id).await?,
                 None => client.rebuild_index(owners(tenant, user)).await?,
@@ -366,7 +366,7 @@ pub async fn admin(task: AdminTask) -> anyhow::Result<()> {
             tenant,
             user,
         } => {
-            let client = KnowledgeClient::grpc(connect(&connection)?, MAX_MESSAGE);
+            let client = KnowledgeGrpcClient::new(connect(&connection)?, MAX_MESSAGE);
             let report = client.run_maintenance(owners(tenant, user), true, true, None).await?;
             out(&format!("decayed {}, forgotten {}", report.decayed, report.forgotten));
         }
@@ -376,7 +376,7 @@ pub async fn admin(task: AdminTask) -> anyhow::Result<()> {
             user,
             plan,
         } => {
-            let client = KnowledgeClient::grpc(connect(&connection)?, MAX_MESSAGE);
+            let client = KnowledgeGrpcClient::new(connect(&connection)?, MAX_MESSAGE);
             client.set_plan(Owner::new(tenant, user.clone()), plan.clone()).await?;
             out(&format!("{user}: plan {plan}"));
         }

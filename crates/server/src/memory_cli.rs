@@ -8,7 +8,7 @@ use clap::{Args, Subcommand, ValueEnum};
 use serde_json::json;
 use thinkus_backends::sql::{CandidateStatus, Change};
 use thinkus_common::model::{Language, Memory, MemoryStatus, MemoryType, Scope};
-use thinkus_knowledge_manager::KnowledgeClient;
+use thinkus_knowledge_manager::KnowledgeGrpcClient;
 use thinkus_knowledge_manager::api::{
     CandidateView, Conflict, ConflictChoice, CorrectRequest, CorrectionAction, ImportReport, KnowledgeApi, ListRequest,
     MarkdownFile,
@@ -414,9 +414,9 @@ fn report_json(report: &ImportReport) -> serde_json::Value {
     serde_json::to_value(report).unwrap_or_default()
 }
 
-fn connect(connection: &Connection) -> anyhow::Result<KnowledgeClient> {
+fn connect(connection: &Connection) -> anyhow::Result<KnowledgeGrpcClient> {
     let channel = thinkus_common::grpc::channel(&connection.addr, std::time::Duration::from_secs(5))?;
-    Ok(KnowledgeClient::grpc(
+    Ok(KnowledgeGrpcClient::new(
         thinkus_common::grpc::client_channel(channel, connection.api_key.clone()),
         64 * 1024 * 1024,
     ))
@@ -763,7 +763,7 @@ pub async fn run(args: MemoryArgs) -> anyhow::Result<()> {
     Ok(())
 }
 
-async fn corrected(km: &KnowledgeClient, request: CorrectRequest, json: bool) -> anyhow::Result<()> {
+async fn corrected(km: &KnowledgeGrpcClient, request: CorrectRequest, json: bool) -> anyhow::Result<()> {
     let action = request.action;
     let result = km.correct(request).await?;
     if json {
@@ -780,7 +780,7 @@ async fn corrected(km: &KnowledgeClient, request: CorrectRequest, json: bool) ->
     Ok(())
 }
 
-async fn candidates(km: &KnowledgeClient, task: CandidateTask, json: bool) -> anyhow::Result<()> {
+async fn candidates(km: &KnowledgeGrpcClient, task: CandidateTask, json: bool) -> anyhow::Result<()> {
     match task {
         CandidateTask::List { whose, status } => {
             let status = match status {

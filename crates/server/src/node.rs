@@ -14,7 +14,7 @@ use thinkus_common::auth::Authenticator;
 use thinkus_common::grpc::{Gate, Health, ServeOptions, channel_with_tls, client_channel};
 use thinkus_common::limits::Admission;
 use thinkus_knowledge_manager::learned::LearnedExtraction;
-use thinkus_knowledge_manager::{KnowledgeApi, KnowledgeClient, KnowledgeGrpc, KnowledgeManager};
+use thinkus_knowledge_manager::{KnowledgeApi, KnowledgeGrpc, KnowledgeGrpcClient, KnowledgeManager};
 use thinkus_memory_controller::learned::Learned;
 use thinkus_memory_controller::{ControllerApi, ControllerGrpcClient, MemoryController};
 use thinkus_retriever::{Retriever, RetrieverApi, RetrieverGrpc, RetrieverGrpcClient};
@@ -224,11 +224,9 @@ pub async fn start(
         controller: reach(&controller_local, remote(ServiceKind::MemoryController)?, |channel| {
             Arc::new(ControllerGrpcClient::new(channel, max))
         }),
-        knowledge: match (&knowledge_local, remote(ServiceKind::KnowledgeManager)?) {
-            (Some(local), _) => Some(Arc::new(KnowledgeClient::Local(local.clone())) as Arc<dyn KnowledgeApi>),
-            (None, Some(channel)) => Some(Arc::new(KnowledgeClient::grpc(channel, max)) as Arc<dyn KnowledgeApi>),
-            (None, None) => None,
-        },
+        knowledge: reach(&knowledge_local, remote(ServiceKind::KnowledgeManager)?, |channel| {
+            Arc::new(KnowledgeGrpcClient::new(channel, max))
+        }),
         retriever: reach(&retriever_local, remote(ServiceKind::Retriever)?, |channel| {
             Arc::new(RetrieverGrpcClient::new(channel, max))
         }),
