@@ -5,7 +5,7 @@ use std::collections::BTreeSet;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
-use clap::{Args, Parser, Subcommand};
+use clap::{Parser, Subcommand};
 
 use crate::config::Config;
 use crate::services::ServiceKind;
@@ -76,31 +76,10 @@ pub enum Command {
     /// API key helpers.
     Keys {
         #[command(subcommand)]
-        task: KeysTask,
+        task: crate::commands::KeysTask,
     },
     /// Prints the effective configuration as TOML.
     Config,
-}
-
-/// API key helpers.
-#[derive(Debug, Subcommand)]
-pub enum KeysTask {
-    /// Prints the SHA-256 to put in `auth.keys[].key_sha256` for a key (read from stdin when
-    /// not given).
-    Hash { key: Option<String> },
-    /// Generates a random key and prints it with its hash.
-    New,
-}
-
-/// Where the client commands connect.
-#[derive(Debug, Clone, Args)]
-pub struct Connection {
-    /// The gRPC address of the service (or of the all-in-one process).
-    #[arg(long, env = "THINKUS_ADDR", default_value = "http://127.0.0.1:50051", global = true)]
-    pub addr: String,
-    /// The API key (dev mode on loopback needs none).
-    #[arg(long, env = "THINKUS_API_KEY", hide_env_values = true, global = true)]
-    pub api_key: Option<String>,
 }
 
 fn services_of(command: &Command) -> Option<BTreeSet<ServiceKind>> {

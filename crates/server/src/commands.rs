@@ -5,15 +5,14 @@ use std::io::Read;
 use thinkus_backends::sql::JobStatus;
 
 use clap::{Args, Subcommand};
-use thinkus_common::grpc::{channel, client_channel};
 use thinkus_common::model::{MemoryStatus, MemoryType, Owner, RetrievalMode, Scope, Visibility};
 use thinkus_knowledge_manager::KnowledgeGrpcClient;
 use thinkus_knowledge_manager::api::{KnowledgeApi, MemoryDraft, Owners, RememberRequest};
 use thinkus_retriever::RetrieverGrpcClient;
 use thinkus_retriever::api::{DetailsRequest, RecallRequest, RetrieverApi};
 
-use crate::cli::{Connection, KeysTask};
 use crate::config::Config;
+use crate::connection::Connection;
 
 /// Who the memory belongs to.
 #[derive(Debug, Clone, Args)]
@@ -156,11 +155,6 @@ pub enum AdminTask {
     },
 }
 
-fn connect(connection: &Connection) -> anyhow::Result<thinkus_common::grpc::ClientChannel> {
-    let channel = channel(&connection.addr, std::time::Duration::from_secs(5))?;
-    Ok(client_channel(channel, connection.api_key.clone()))
-}
-
 const MAX_MESSAGE: usize = 16 * 1024 * 1024;
 
 #[allow(clippy::print_stdout)]
@@ -169,7 +163,7 @@ fn out(text: &str) {
 }
 
 pub async fn remember(args: RememberArgs) -> anyhow::Result<()> {
-    let client = KnowledgeGrpcClient::new(connect(&args.connection)?, MAX_MESSAGE);
+    let client = KnowledgeGrpcClient::new(args.connection.channel()?, MAX_MESSAGE);
     let draft = MemoryDraft {
         importance: args.importance,
         visibility: args.visibility,
@@ -193,7 +187,7 @@ pub async fn remember(args: RememberArgs) -> anyhow::Result<()> {
 }
 
 pub async fn recall(args: RecallArgs) -> anyhow::Result<()> {
-    let client = RetrieverGrpcClient::new(connect(&args.connection)?, MAX_MESSAGE);
+    let client = RetrieverGrpcClient::new(args.connection.channel()?, MAX_MESSAGE);
     let mode = match args.mode.as_str() {
         "catalog" => RetrievalMode::Catalog,
         "details" => RetrievalMode::Details,
@@ -243,7 +237,7 @@ pub async fn recall(args: RecallArgs) -> anyhow::Result<()> {
 }
 
 pub async fn show(args: ShowArgs) -> anyhow::Result<()> {
-    let channel = connect(&args.connection)?;
+    let channel = args.connection.channel()?;
     let retriever = RetrieverGrpcClient::new(channel.clone(), MAX_MESSAGE);
     let knowledge = KnowledgeGrpcClient::new(channel, MAX_MESSAGE);
     let details = retriever
@@ -335,7 +329,7 @@ pub async fn admin(task: AdminTask) -> anyhow::Result<()> {
             detach,
             job,
         } => {
-            let client = KnowledgeGrpcClient::new(connect(&connection)?, MAX_MESSAGE);
+            let client = KnowledgeGrpcClient::new(connection.channel()?, MAX_MESSAGE);
             let job = match job {
                 Some(id) => client.index_job(id).await?,
                 None => client.rebuild_index(owners(tenant, user)).await?,
@@ -366,7 +360,7 @@ pub async fn admin(task: AdminTask) -> anyhow::Result<()> {
             tenant,
             user,
         } => {
-            let client = KnowledgeGrpcClient::new(connect(&connection)?, MAX_MESSAGE);
+            let client = KnowledgeGrpcClient::new(connection.channel()?, MAX_MESSAGE);
             let report = client.run_maintenance(owners(tenant, user), true, true, None).await?;
             out(&format!("decayed {}, forgotten {}", report.decayed, report.forgotten));
         }
@@ -376,12 +370,22 @@ pub async fn admin(task: AdminTask) -> anyhow::Result<()> {
             user,
             plan,
         } => {
-            let client = KnowledgeGrpcClient::new(connect(&connection)?, MAX_MESSAGE);
+            let client = KnowledgeGrpcClient::new(connection.channel()?, MAX_MESSAGE);
             client.set_plan(Owner::new(tenant, user.clone()), plan.clone()).await?;
             out(&format!("{user}: plan {plan}"));
         }
     }
     Ok(())
+}
+
+/// API key helpers.
+#[derive(Debug, Subcommand)]
+pub enum KeysTask {
+    /// Prints the SHA-256 to put in `auth.keys[].key_sha256` for a key (read from stdin when
+    /// not given).
+    Hash { key: Option<String> },
+    /// Generates a random key and prints it with its hash.
+    New,
 }
 
 pub fn keys(task: KeysTask) -> anyhow::Result<()> {

@@ -5,6 +5,7 @@ pub mod bench;
 pub mod cli;
 pub mod commands;
 pub mod config;
+pub mod connection;
 pub mod memory_cli;
 pub mod node;
 pub mod progress;

@@ -15,7 +15,7 @@ use thinkus_knowledge_manager::api::{
 };
 use thinkus_knowledge_manager::markdown::MANIFEST;
 
-use crate::cli::Connection;
+use crate::connection::Connection;
 use crate::progress::{Progress, during};
 
 /// Whose memories: a user, narrowed to a role and a project when given.
@@ -415,11 +415,7 @@ fn report_json(report: &ImportReport) -> serde_json::Value {
 }
 
 fn connect(connection: &Connection) -> anyhow::Result<KnowledgeGrpcClient> {
-    let channel = thinkus_common::grpc::channel(&connection.addr, std::time::Duration::from_secs(5))?;
-    Ok(KnowledgeGrpcClient::new(
-        thinkus_common::grpc::client_channel(channel, connection.api_key.clone()),
-        64 * 1024 * 1024,
-    ))
+    Ok(KnowledgeGrpcClient::new(connection.channel()?, 64 * 1024 * 1024))
 }
 
 /// The gateway at the connection's address (the all-in-one process serves it too).
@@ -428,12 +424,7 @@ fn connect_gateway(
 ) -> anyhow::Result<
     thinkus_proto::gateway::gateway_service_client::GatewayServiceClient<thinkus_common::grpc::ClientChannel>,
 > {
-    let channel = thinkus_common::grpc::channel(&connection.addr, std::time::Duration::from_secs(5))?;
-    Ok(
-        thinkus_proto::gateway::gateway_service_client::GatewayServiceClient::new(
-            thinkus_common::grpc::client_channel(channel, connection.api_key.clone()),
-        ),
-    )
+    Ok(thinkus_proto::gateway::gateway_service_client::GatewayServiceClient::new(connection.channel()?))
 }
 
 /// "12 memories, 30 history records, …" of an export document.
