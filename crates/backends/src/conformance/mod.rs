@@ -3,6 +3,7 @@
 
 pub mod blob;
 pub mod embed;
+pub mod fixtures;
 pub mod llm;
 pub mod memory_store;
 pub mod sql;

@@ -13,7 +13,7 @@ use std::collections::BTreeSet;
 use chrono::{TimeZone, Utc};
 use thinkus_common::model::{Memory, MemorySource, MemoryStatus, MemoryType, Owner, Scope, Visibility};
 
-use super::vector::{DIM, SplitMix, T0, axis, new_id, unique_user};
+use super::fixtures::{DIM, SplitMix, T0, axis, new_id, unique_user};
 use crate::filter::{Layers, MemoryFilter, Reader};
 use crate::sql::{MemoryQuery, MemoryStore, WriteBatch};
 use crate::vector::{Bm25Encoder, IndexedPoint, VectorIndex};
