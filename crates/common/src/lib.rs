@@ -13,6 +13,7 @@ pub mod ids;
 pub mod limits;
 pub mod metrics;
 pub mod model;
+pub mod names;
 pub mod redact;
 pub mod shutdown;
 pub mod telemetry;

@@ -1,10 +1,13 @@
 //! The domain model shared by the services. No protobuf types here: `convert` maps them.
 
 use std::fmt;
-use std::str::FromStr;
 
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
+
+pub use crate::names::UnknownValue;
+use crate::names::string_enum;
+pub use crate::text::Language;
 
 /// The tenant of data written before tenancy existed, of dev mode, and of scopes built
 /// without one (`Scope::new`).
@@ -90,57 +93,6 @@ impl Scope {
     pub fn owner(&self) -> Owner {
         Owner::new(self.tenant_id.clone(), self.user_id.clone())
     }
-}
-
-macro_rules! string_enum {
-    ($(#[$meta:meta])* $name:ident { $($(#[$vmeta:meta])* $variant:ident => $text:literal),+ $(,)? }) => {
-        $(#[$meta])*
-        #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
-        #[serde(rename_all = "snake_case")]
-        pub enum $name {
-            $($(#[$vmeta])* $variant),+
-        }
-
-        impl $name {
-            /// Every value, in declaration order.
-            pub const ALL: &'static [$name] = &[$($name::$variant),+];
-
-            /// The stable name used in storage, configs and JSON.
-            pub fn as_str(self) -> &'static str {
-                match self {
-                    $($name::$variant => $text),+
-                }
-            }
-        }
-
-        impl fmt::Display for $name {
-            fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-                f.write_str(self.as_str())
-            }
-        }
-
-        impl FromStr for $name {
-            type Err = UnknownValue;
-
-            fn from_str(s: &str) -> Result<Self, Self::Err> {
-                match s {
-                    $($text => Ok($name::$variant),)+
-                    other => Err(UnknownValue {
-                        kind: stringify!($name),
-                        value: other.to_string(),
-                    }),
-                }
-            }
-        }
-    };
-}
-
-/// A name that matched no value of an enum.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("unknown {kind} {value:?}")]
-pub struct UnknownValue {
-    pub kind: &'static str,
-    pub value: String,
 }
 
 string_enum!(
@@ -232,14 +184,6 @@ string_enum!(
         Promotion => "promotion",
         Conversation => "conversation",
         Summary => "summary",
-    }
-);
-
-string_enum!(
-    /// The language of a text, as far as this system cares: Chinese or English.
-    Language {
-        Zh => "zh",
-        En => "en",
     }
 );
 

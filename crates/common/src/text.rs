@@ -9,7 +9,15 @@ use jieba_rs::Jieba;
 use regex::{Regex, RegexSet};
 use rust_stemmers::{Algorithm, Stemmer};
 
-use crate::model::Language;
+use crate::names::string_enum;
+
+string_enum!(
+    /// The language of a text, as far as this system cares: Chinese or English.
+    Language {
+        Zh => "zh",
+        En => "en",
+    }
+);
 
 static JIEBA: LazyLock<Jieba> = LazyLock::new(Jieba::new);
 static STEMMER: LazyLock<Stemmer> = LazyLock::new(|| Stemmer::create(Algorithm::English));
