@@ -13,6 +13,7 @@ pub mod extras;
 pub mod grpc;
 pub mod jobs;
 pub mod rest;
+pub mod rest_common;
 pub mod rest_memory;
 pub mod rest_records;
 pub mod service;

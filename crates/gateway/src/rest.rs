@@ -14,72 +14,26 @@
 //! request timeout.
 
 use std::net::SocketAddr;
-use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use axum::extract::{ConnectInfo, DefaultBodyLimit, Extension, Query, Request, State};
-use axum::http::{HeaderValue, StatusCode};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use axum::{Json, Router};
 use serde::Deserialize;
 use serde_json::{Value, json};
-use thinkus_common::auth::{Authenticator, Origin, Principal, bearer_from_headers, with_forwarded_credential};
-use thinkus_common::limits::{Admission, TenantLimits};
-use thinkus_common::model::{EngineChoice, MemoryType, Message, RetrievalMode, Scope, TimeRange};
+use thinkus_common::auth::{Origin, Principal, bearer_from_headers, with_forwarded_credential};
+use thinkus_common::limits::TenantLimits;
+use thinkus_common::model::{EngineChoice, MemoryType, Message, RetrievalMode, TimeRange};
 use thinkus_common::{ApiError, ErrorCode};
 use thinkus_knowledge_manager::api::{CorrectRequest, CorrectionAction, LearnRequest};
 use thinkus_memory_controller::api::DecideRequest;
 use thinkus_retriever::api::RecallRequest;
 
 use crate::api::{CompleteRequest, PrepareRequest, ToolCall};
-use crate::service::Gateway;
-
-/// What the REST handlers share.
-#[derive(Clone)]
-pub struct RestState {
-    pub gateway: Arc<Gateway>,
-    pub authenticator: Arc<Authenticator>,
-    /// The process's admission, shared with its gRPC services.
-    pub admission: Admission,
-    /// The address the facade is bound to (dev mode needs it on loopback).
-    pub listener: Option<SocketAddr>,
-    /// The longest a request may take, its wait for a seat included.
-    pub request_timeout: Duration,
-}
-
-/// An [`ApiError`] as an HTTP response.
-pub struct RestError(pub ApiError);
-
-impl From<ApiError> for RestError {
-    fn from(err: ApiError) -> Self {
-        Self(err)
-    }
-}
-
-impl IntoResponse for RestError {
-    fn into_response(self) -> Response {
-        let err = self.0;
-        let status = StatusCode::from_u16(err.code.http_status()).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
-        // Internal errors keep their cause in the logs, not in the answer.
-        let message = if status == StatusCode::INTERNAL_SERVER_ERROR {
-            tracing::error!(error = %err.message, "internal error on the REST facade");
-            "internal error".to_string()
-        } else {
-            thinkus_common::error::bounded_message(&err.message).into_owned()
-        };
-        let body = json!({"error": {"code": format!("{:?}", err.code), "message": message}});
-        let mut response = (status, Json(body)).into_response();
-        if let Some(after) = err.retry_after {
-            let seconds = after.as_secs_f64().ceil().max(1.0) as u64;
-            if let Ok(value) = HeaderValue::from_str(&seconds.to_string()) {
-                response.headers_mut().insert("retry-after", value);
-            }
-        }
-        response
-    }
-}
+pub use crate::rest_common::{RestError, RestState};
+use crate::rest_common::{required, scope_of};
 
 type Answer = Result<Json<Value>, RestError>;
 
@@ -156,31 +110,6 @@ pub async fn serve(
     shutdown: tokio_util::sync::CancellationToken,
 ) -> std::io::Result<()> {
     thinkus_common::tls::serve_http(listener, tls.as_ref(), router(state), shutdown).await
-}
-
-pub(crate) fn scope_of(
-    tenant: Option<String>,
-    user: Option<String>,
-    role: Option<String>,
-    project: Option<String>,
-    session: Option<String>,
-) -> Scope {
-    let some = |v: Option<String>| v.filter(|s| !s.is_empty());
-    Scope {
-        // Empty: the caller's own tenant (`Principal::authorize` resolves it).
-        tenant_id: tenant.unwrap_or_default(),
-        user_id: user.unwrap_or_default(),
-        role_id: role.unwrap_or_default(),
-        project_id: some(project),
-        session_id: some(session),
-    }
-}
-
-pub(crate) fn required(value: &str, field: &str) -> Result<(), ApiError> {
-    if value.trim().is_empty() {
-        return Err(ApiError::invalid(field, "is required"));
-    }
-    Ok(())
 }
 
 #[derive(Deserialize)]
@@ -704,6 +633,8 @@ fn job_json(job: &thinkus_backends::sql::JobRecord) -> Value {
 
 #[cfg(test)]
 mod tests {
+    use axum::http::StatusCode;
+
     use super::*;
 
     #[test]

@@ -15,49 +15,19 @@
 //! - `GET  /api/user/export?userId`: the JSON export of everything the user owns (`ExportUser`)
 //! - `POST /api/user/erase` `{userId}`: erases everything the user owns (`EraseUser`)
 
-use axum::extract::{FromRequestParts, Path, Query, State};
-use axum::http::request::Parts;
+use axum::extract::{Path, Query, State};
 use axum::routing::{get, post};
 use axum::{Json, Router};
 use serde::Deserialize;
 use serde_json::{Value, json};
 use thinkus_backends::sql::{CandidateStatus, Change};
 use thinkus_common::ApiError;
-use thinkus_common::auth::{Principal, with_forwarded_credential};
 use thinkus_common::model::{Language, Memory, Scope};
 use thinkus_knowledge_manager::api::{CandidateView, Conflict, ConflictChoice, MarkdownFile, WriteResult};
 
-use crate::rest::{RestError, RestState, required, scope_of};
+use crate::rest_common::{Caller, RestError, RestState, required, scope_of};
 
 type Answer = Result<Json<Value>, RestError>;
-
-/// The caller of a request, as the facade's gate authenticated and admitted it
-/// ([`crate::rest`]'s `guard`; the scope is authorised by each handler, once it is read).
-pub struct Caller(pub Principal);
-
-impl FromRequestParts<RestState> for Caller {
-    type Rejection = RestError;
-
-    async fn from_request_parts(parts: &mut Parts, _state: &RestState) -> Result<Self, Self::Rejection> {
-        match parts.extensions.get::<Principal>() {
-            Some(principal) => Ok(Caller(principal.clone())),
-            None => Err(ApiError::internal("a REST route is outside the facade's gate").into()),
-        }
-    }
-}
-
-impl Caller {
-    /// Puts the scope in the caller's tenant (or the one it names, for a service key) and
-    /// checks the caller may act for its user.
-    pub fn allow(&self, scope: &mut Scope) -> Result<(), ApiError> {
-        self.0.authorize(scope)
-    }
-
-    /// Runs `work` with the caller's credential forwarded to the services it calls.
-    pub async fn forward<F: Future>(&self, work: F) -> F::Output {
-        with_forwarded_credential(self.0.credential.clone(), work).await
-    }
-}
 
 /// The routes of this module, merged into the facade's router.
 pub fn routes() -> Router<RestState> {

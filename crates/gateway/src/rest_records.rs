@@ -27,8 +27,7 @@ use thinkus_common::model::{EngineChoice, Language, Message};
 use thinkus_summary::SummaryApi;
 use thinkus_summary::api::{GenerateRequest, ListRequest, RenderRequest, SessionSummary};
 
-use crate::rest::{RestError, RestState, required, scope_of};
-use crate::rest_memory::Caller;
+use crate::rest_common::{Caller, RestError, RestState, required, scope_of};
 
 type Answer = Result<Json<Value>, RestError>;
 
