@@ -11,6 +11,7 @@ pub mod config;
 pub mod conflicts;
 pub mod convert;
 pub mod data_rights;
+mod facade;
 pub mod grpc;
 pub mod learn;
 pub mod learned;
