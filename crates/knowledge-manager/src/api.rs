@@ -3,7 +3,7 @@
 use async_trait::async_trait;
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
-use thinkus_backends::sql::Change;
+use thinkus_backends::sql::{Change, JobStatus};
 use thinkus_common::ApiError;
 use thinkus_common::model::{
     ArtifactRef, EngineChoice, Language, Memory, MemorySource, MemoryStatus, MemoryType, Message, Owner, Scope,
@@ -404,6 +404,34 @@ pub struct FinalizeResult {
     pub skipped_ids: Vec<String>,
 }
 
+/// How far a rebuild job got, kept as the job's result while it runs and once it is done.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RebuildProgress {
+    /// Users to rebuild.
+    pub users_total: u64,
+    /// Users whose new points were swapped in.
+    pub users_done: u64,
+    /// Memories embedded aside for the user being rebuilt.
+    pub staged: u64,
+    /// Memories swapped into the index over the users done.
+    pub indexed: u64,
+    /// Points removed because their memory is no longer stored.
+    pub removed: u64,
+}
+
+/// An index rebuild job as `GetIndexJob` shows it (run by `crate::rebuild`).
+#[derive(Debug, Clone, PartialEq)]
+pub struct IndexJob {
+    pub id: String,
+    pub status: JobStatus,
+    pub owners: Owners,
+    pub progress: RebuildProgress,
+    pub attempts: u32,
+    pub last_error: Option<String>,
+    pub created_at: DateTime<Utc>,
+    pub updated_at: DateTime<Utc>,
+}
+
 /// What the knowledge manager offers, in process or over gRPC.
 #[async_trait]
 pub trait KnowledgeApi: Send + Sync {
@@ -460,9 +488,9 @@ pub trait KnowledgeApi: Send + Sync {
     ) -> Result<MaintenanceReport, ApiError>;
     /// Starts a job that rebuilds the index of one user, a tenant's users or everyone (or finds
     /// the same rebuild already queued or running).
-    async fn rebuild_index(&self, owners: Owners) -> Result<crate::rebuild::IndexJob, ApiError>;
+    async fn rebuild_index(&self, owners: Owners) -> Result<IndexJob, ApiError>;
     /// An index rebuild job and its progress.
-    async fn index_job(&self, job_id: String) -> Result<crate::rebuild::IndexJob, ApiError>;
+    async fn index_job(&self, job_id: String) -> Result<IndexJob, ApiError>;
     /// Pending conflicts of the scope's user (narrowed by role and project), newest first.
     async fn list_conflicts(&self, scope: Scope, limit: usize) -> Result<Vec<Conflict>, ApiError>;
     /// Keeps one side of a pending conflict.

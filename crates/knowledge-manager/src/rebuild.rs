@@ -14,8 +14,7 @@ use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 use std::time::Duration;
 
-use chrono::{DateTime, Utc};
-use serde::{Deserialize, Serialize};
+use chrono::Utc;
 use thinkus_backends::sql::{JobRecord, JobStatus, JobStore, MemoryOrder, MemoryQuery};
 use thinkus_backends::vector::{IndexedPoint, MemoryFilter};
 use thinkus_common::ApiError;
@@ -25,6 +24,7 @@ use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
 use crate::api::Owners;
+pub use crate::api::{IndexJob, RebuildProgress};
 use crate::service::KnowledgeManager;
 
 /// The job kind of index rebuilds in the job queue.
@@ -35,34 +35,6 @@ const MAX_ATTEMPTS: u32 = 3;
 
 /// Memories embedded per batch.
 const EMBED_BATCH: usize = 64;
-
-/// How far a rebuild job got, kept as the job's result while it runs and once it is done.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
-pub struct RebuildProgress {
-    /// Users to rebuild.
-    pub users_total: u64,
-    /// Users whose new points were swapped in.
-    pub users_done: u64,
-    /// Memories embedded aside for the user being rebuilt.
-    pub staged: u64,
-    /// Memories swapped into the index over the users done.
-    pub indexed: u64,
-    /// Points removed because their memory is no longer stored.
-    pub removed: u64,
-}
-
-/// An index rebuild job as `GetIndexJob` shows it.
-#[derive(Debug, Clone, PartialEq)]
-pub struct IndexJob {
-    pub id: String,
-    pub status: JobStatus,
-    pub owners: Owners,
-    pub progress: RebuildProgress,
-    pub attempts: u32,
-    pub last_error: Option<String>,
-    pub created_at: DateTime<Utc>,
-    pub updated_at: DateTime<Utc>,
-}
 
 impl IndexJob {
     fn from_record(record: &JobRecord) -> Self {
