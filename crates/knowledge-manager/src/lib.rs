@@ -13,6 +13,7 @@ pub mod convert;
 pub mod data_rights;
 mod facade;
 pub mod grpc;
+mod indexing;
 pub mod learn;
 pub mod learned;
 pub mod markdown;

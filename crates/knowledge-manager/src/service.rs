@@ -301,20 +301,13 @@ impl KnowledgeManager {
         }
     }
 
-    /// The text embedded and indexed for a memory.
+    /// The text embedded and indexed for a memory ([`crate::indexing`]).
     pub(crate) fn index_text(memory: &Memory) -> String {
-        if memory.memory_type == MemoryType::ConversationTurn {
-            return crate::turns::index_text(memory);
-        }
-        memory.index_text()
+        crate::indexing::index_text(memory)
     }
 
     pub(crate) fn point(&self, memory: &Memory, dense: Vec<f32>) -> IndexedPoint {
-        let sparse = if memory.memory_type == MemoryType::ConversationTurn {
-            crate::turns::sparse_vector(&self.bm25, memory)
-        } else {
-            self.bm25.document(&Self::index_text(memory))
-        };
+        let sparse = crate::indexing::sparse_vector(&self.bm25, memory);
         IndexedPoint::from_memory(memory, dense, sparse)
     }
 
