@@ -4,8 +4,94 @@
 use std::sync::LazyLock;
 
 use regex::Regex;
-use thinkus_common::model::MemoryType;
-use thinkus_common::text::{pattern, term_jaccard};
+use thinkus_common::model::{MemoryType, Scope};
+use thinkus_common::text::{char_count, pattern, term_jaccard};
+
+use crate::api::MemoryDraft;
+use crate::config::KnowledgeConfig;
+
+/// A candidate as an engine proposed it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Extracted {
+    pub memory_type: MemoryType,
+    pub content: String,
+    pub summary: Option<String>,
+    pub importance: u8,
+    pub tags: Vec<String>,
+    pub relevant_role: Option<String>,
+    pub project_specific: bool,
+    pub confidence: f64,
+}
+
+impl Extracted {
+    /// A draft as admission sees it: the write chain admits every memory, explicit ones too,
+    /// with the draft's own importance and confidence (3 and 1.0 when unset).
+    pub fn of(scope: &Scope, draft: &MemoryDraft) -> Self {
+        Self {
+            memory_type: draft.memory_type,
+            content: draft.content.clone(),
+            summary: draft.summary.clone(),
+            importance: draft.importance.unwrap_or(3),
+            tags: draft.tags.clone(),
+            relevant_role: None,
+            project_specific: scope.project_id.is_some(),
+            confidence: draft.confidence.unwrap_or(1.0),
+        }
+    }
+}
+
+/// What admission decides for an extracted candidate.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Admission {
+    /// Not a memory (noise, too long, a low score); the reason says why.
+    Reject(String),
+    /// Worth keeping but waiting for a person's approval in the candidate queue.
+    Queue(String),
+    /// Written through the write pipeline.
+    Write,
+}
+
+/// Admission of one candidate (seed 000 evaluateCandidate; seed 004 sections 9 and 10): the
+/// noise filters, the length limit, the score threshold and the profile rules. Returns the
+/// decision and the score. The bench (`thinkus bench extract`) scores exactly this function.
+pub fn admit(config: &KnowledgeConfig, candidate: &Extracted, injected: &[String]) -> (Admission, f64) {
+    let score = score(candidate.memory_type, candidate.importance, candidate.confidence);
+    if let Some(reason) = noise(&candidate.content, injected) {
+        return (Admission::Reject(reason.into()), score);
+    }
+    if char_count(&candidate.content) > config.max_content_chars {
+        return (Admission::Reject("too long to be a memory".into()), score);
+    }
+    if score < config.admission_threshold {
+        return (
+            Admission::Reject(format!(
+                "score {score:.2} below the admission threshold {:.2}",
+                config.admission_threshold
+            )),
+            score,
+        );
+    }
+    if is_profile(candidate.memory_type) && !candidate.project_specific {
+        // Stable profile facts: cross-project, for the owning role; long-term (global) only
+        // once confidence and evidence reach the thresholds (see `promote_profile`).
+        if time_sensitive(&candidate.content) {
+            return (
+                Admission::Queue("profile fact with time-sensitive wording".into()),
+                score,
+            );
+        }
+        if candidate.confidence < 0.65 {
+            return (
+                Admission::Queue(format!(
+                    "profile fact with low confidence ({:.2})",
+                    candidate.confidence
+                )),
+                score,
+            );
+        }
+    }
+    (Admission::Write, score)
+}
 
 /// Why a candidate is noise, or `None` when it is not.
 pub fn noise(content: &str, injected: &[String]) -> Option<&'static str> {

@@ -68,7 +68,7 @@ pub(crate) fn update_record(
 }
 
 /// How a write passes admission: every memory goes through [`KnowledgeManager::write`], and
-/// its admission (`crate::learn::admit`: noise, echoes of the prompt's memories, the length
+/// its admission (`crate::admission::admit`: noise, echoes of the prompt's memories, the length
 /// limit, the score threshold, the profile rules) unless a trusted caller bypasses it.
 #[derive(Debug, Clone)]
 pub(crate) enum Gate {
@@ -563,14 +563,14 @@ impl KnowledgeManager {
         }
         if let Gate::Check { injected, by_person } = &options.gate {
             let (admission, score) =
-                crate::learn::admit(&self.config, &crate::learn::Extracted::of(scope, draft), injected);
+                crate::admission::admit(&self.config, &crate::admission::Extracted::of(scope, draft), injected);
             match admission {
-                crate::learn::Admission::Write => {}
-                crate::learn::Admission::Queue(_) if *by_person => {}
-                crate::learn::Admission::Queue(reason) => {
+                crate::admission::Admission::Write => {}
+                crate::admission::Admission::Queue(_) if *by_person => {}
+                crate::admission::Admission::Queue(reason) => {
                     return self.queue(scope, draft, &reason, score, &options.request_key).await;
                 }
-                crate::learn::Admission::Reject(reason) => {
+                crate::admission::Admission::Reject(reason) => {
                     let result = WriteResult::rejected(reason, score).about(draft);
                     self.commit(WriteBatch::default(), &scope.owner(), &options.request_key, &result)
                         .await?;
