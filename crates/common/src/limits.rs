@@ -5,7 +5,11 @@
 //! admitted when
 //! 1. its tenant is within its rate (a token bucket per tenant, refilled continuously),
 //! 2. a seat is free: the process serves at most `concurrency_limit` requests at once, and one
-//!    tenant at most `tenant_concurrency_limit` of them.
+//!    tenant at most `tenant_concurrency_limit` of them; while other tenants are active (a
+//!    request in flight or waiting, or one that ended within [`ACTIVE_FOR`]), no more than an
+//!    equal share of the process's seats (rounded up). A tenant alone may use every seat its
+//!    limit allows; when another one comes, the seats the first holds past its share are not
+//!    given back to it as they are freed, so the newcomer finds a seat at once.
 //!
 //! When no seat is free the request waits in its tenant's queue, and seats freed by finished
 //! requests go to the waiting tenants in turn (round robin), so a tenant that floods the
@@ -36,6 +40,11 @@ use crate::error::{ApiError, ErrorCode};
 /// The Retry-After hint of a request shed for lack of capacity (the least one: a longer
 /// expected wait is told as it is).
 pub const BUSY_RETRY_AFTER: Duration = Duration::from_secs(1);
+
+/// How long a tenant still counts as active after its last request ended: a client sending
+/// one request after another is between two of them for a moment, and must not lose its share
+/// of the seats to a flooding tenant then.
+pub const ACTIVE_FOR: Duration = Duration::from_secs(1);
 
 /// Kinds of work timed apart; others share the process-wide figure (a client can send any
 /// method name, so the table must not grow with them).
@@ -180,10 +189,25 @@ struct Waiter {
 
 struct Tenant {
     in_flight: usize,
+    /// Its own limit (the key's or the process default).
     seats: usize,
     waiting: VecDeque<Waiter>,
     tokens: f64,
     refilled: Instant,
+    /// When it last asked for a seat or freed one.
+    last_active: Instant,
+}
+
+impl Tenant {
+    fn active(&self, now: Instant) -> bool {
+        self.in_flight > 0 || !self.waiting.is_empty() || now.saturating_duration_since(self.last_active) < ACTIVE_FOR
+    }
+
+    /// The seats it may hold now: its own limit, and no more than an equal share of the
+    /// process's `seats` among the `active` tenants (rounded up, at least one).
+    fn cap(&self, seats: usize, active: usize) -> usize {
+        self.seats.min(seats.div_ceil(active.max(1))).max(1)
+    }
 }
 
 struct State {
@@ -239,6 +263,7 @@ impl Drop for Seat {
         let mut state = self.inner.state.lock();
         if let Some(tenant) = state.tenants.get_mut(&self.tenant) {
             tenant.in_flight = tenant.in_flight.saturating_sub(1);
+            tenant.last_active = Instant::now();
         }
         state.free += 1;
         state.holds.record(&self.work, held);
@@ -246,9 +271,18 @@ impl Drop for Seat {
     }
 }
 
+impl State {
+    /// Tenants active now (at least one).
+    fn active(&self, now: Instant) -> usize {
+        self.tenants.values().filter(|t| t.active(now)).count().max(1)
+    }
+}
+
 impl Inner {
-    /// Gives free seats to waiters, one tenant's turn at a time.
+    /// Gives free seats to waiters, one tenant's turn at a time; a tenant at its cap (its own
+    /// limit or its share) is passed over.
     fn dispatch(self: &Arc<Self>, state: &mut State) {
+        let active = state.active(Instant::now());
         let mut passes = state.turns.len();
         while state.free > 0 && passes > 0 {
             let Some(name) = state.turns.pop_front() else {
@@ -258,8 +292,8 @@ impl Inner {
                 passes -= 1;
                 continue;
             };
-            if tenant.in_flight >= tenant.seats {
-                // This tenant is at its own limit: its waiters wait for its own requests.
+            if tenant.in_flight >= tenant.cap(self.limits.seats, active) {
+                // This tenant is at its cap: its waiters wait for its own requests.
                 if !tenant.waiting.is_empty() {
                     state.turns.push_back(name);
                 }
@@ -353,8 +387,10 @@ impl Admission {
                 waiting: VecDeque::new(),
                 tokens: limits.rate_burst,
                 refilled: now,
+                last_active: now,
             });
             entry.seats = seats;
+            entry.last_active = now;
             let rate = if overrides.rate_per_second > 0.0 {
                 overrides.rate_per_second
             } else {
@@ -377,9 +413,12 @@ impl Admission {
                 entry.tokens -= 1.0;
             }
             // Seats are handed to waiters as they are freed, so a free seat and a waiter
-            // coexist only while the waiter's tenant is at its own limit: a newcomer under its
-            // own limit takes a free seat without jumping anyone's turn.
-            if free > 0 && entry.in_flight < entry.seats {
+            // coexist only while the waiter's tenant is at its cap: a newcomer under its own
+            // cap takes a free seat without jumping anyone's turn.
+            let active = state.active(now);
+            let entry = state.tenants.get_mut(tenant).expect("inserted above");
+            let cap = entry.cap(limits.seats, active);
+            if free > 0 && entry.in_flight < cap {
                 entry.in_flight += 1;
                 state.free -= 1;
                 return Ok(Seat {
@@ -390,16 +429,18 @@ impl Admission {
                     armed: true,
                 });
             }
-            let at_own_limit = entry.in_flight >= entry.seats;
-            let what = if at_own_limit {
-                "tenant concurrency"
-            } else {
+            let at_own_limit = entry.in_flight >= cap;
+            let what = if !at_own_limit {
                 "server concurrency"
+            } else if cap < entry.seats {
+                "tenant share"
+            } else {
+                "tenant concurrency"
             };
             // How long it would wait: seats turn over every `hold / seats`, and the waiters
             // ahead of it (its tenant's when the tenant is at its own limit, everyone's when
             // the process is full) are seated first.
-            let (own_waiting, own_seats) = (entry.waiting.len(), entry.seats.max(1));
+            let (own_waiting, own_seats) = (entry.waiting.len(), cap);
             let hold = state.holds.all.mean();
             let own_wait = if at_own_limit {
                 hold.mul_f64((own_waiting + 1) as f64 / own_seats as f64)
@@ -455,19 +496,23 @@ impl Admission {
             Ok(Ok(seat)) => Ok(seat),
             _ => {
                 let mut state = self.inner.state.lock();
-                let at_own_limit = match state.tenants.get_mut(tenant) {
+                let active = state.active(Instant::now());
+                let seats = self.inner.limits.seats;
+                let what = match state.tenants.get_mut(tenant) {
                     Some(entry) => {
                         entry.waiting.retain(|waiter| waiter.id != id);
-                        entry.in_flight >= entry.seats
+                        let cap = entry.cap(seats, active);
+                        if entry.in_flight < cap {
+                            "server concurrency"
+                        } else if cap < entry.seats {
+                            "tenant share"
+                        } else {
+                            "tenant concurrency"
+                        }
                     }
-                    None => false,
+                    None => "server concurrency",
                 };
                 drop(state);
-                let what = if at_own_limit {
-                    "tenant concurrency"
-                } else {
-                    "server concurrency"
-                };
                 Err(overloaded(what, BUSY_RETRY_AFTER))
             }
         }
@@ -567,13 +612,14 @@ mod tests {
     async fn freed_seats_go_to_waiting_tenants_in_turn() {
         let admission = Admission::new(Limits {
             queue_timeout: Duration::from_secs(5),
-            ..limits(2, 2)
+            ..limits(3, 3)
         });
         let none = TenantLimits::default();
         let mut flood = vec![
             admission.admit("flood", none, WORK, None).await.unwrap(),
             admission.admit("flood", none, WORK, None).await.unwrap(),
         ];
+        let _busy = admission.admit("busy", none, WORK, None).await.unwrap();
         // The flooding tenant queues more, then another tenant arrives.
         let queued_flood = {
             let admission = admission.clone();
@@ -585,22 +631,59 @@ mod tests {
             tokio::spawn(async move { admission.admit("quiet", none, WORK, None).await })
         };
         tokio::time::sleep(Duration::from_millis(20)).await;
-        assert_eq!(admission.load(None), (2, 2));
-        // The first freed seat goes to the flood's waiter (its turn came first), the second
-        // to the quiet tenant, although the flood asked again in between.
-        drop(flood.pop());
-        let first = queued_flood.await.unwrap().unwrap();
-        let again = {
-            let admission = admission.clone();
-            tokio::spawn(async move { admission.admit("flood", none, WORK, None).await })
-        };
-        tokio::time::sleep(Duration::from_millis(20)).await;
+        assert_eq!(admission.load(None), (3, 2));
+        // Three tenants active: a share of one seat each. The first seat the flood frees does
+        // not go back to it (it still holds one, its share): the quiet tenant gets it although
+        // the flood asked first; the flood's waiter is seated once it holds none.
         drop(flood.pop());
         let quiet = quiet.await.unwrap().unwrap();
         assert_eq!(quiet.tenant, "quiet");
-        drop(first);
-        let again = again.await.unwrap().unwrap();
-        assert_eq!(again.tenant, "flood");
+        assert_eq!(admission.load(Some("flood")), (1, 1));
+        drop(flood.pop());
+        let first = queued_flood.await.unwrap().unwrap();
+        assert_eq!(first.tenant, "flood");
+    }
+
+    #[tokio::test]
+    async fn while_another_tenant_is_active_a_flooding_tenant_gets_its_share_not_every_seat() {
+        let admission = Admission::new(Limits {
+            tenant_queue: 0,
+            ..limits(4, 4)
+        });
+        let none = TenantLimits::default();
+        // Alone, a tenant may take every seat its limit allows.
+        let alone: Vec<Seat> = seats_of(&admission, "flood", 4).await;
+        assert_eq!(admission.load(None), (4, 0));
+        drop(alone);
+        // Another tenant is active (a request in flight): the flood gets half the seats.
+        let quiet = admission.admit("quiet", none, WORK, None).await.unwrap();
+        let flood = seats_of(&admission, "flood", 2).await;
+        let refused = admission.admit("flood", none, WORK, None).await.unwrap_err();
+        assert_eq!(refused.code, ErrorCode::ResourceExhausted);
+        assert!(refused.message.contains("tenant share"), "{}", refused.message);
+        assert!(refused.retry_after.is_some());
+        assert_eq!(admission.load(None), (3, 0), "a seat stays free for the other tenant");
+        // The other tenant is admitted at once, up to its own share.
+        let again = admission.admit("quiet", none, WORK, None).await.unwrap();
+        assert_eq!(again.tenant, "quiet");
+        assert!(
+            admission.admit("quiet", none, WORK, None).await.is_err(),
+            "the process is full"
+        );
+        drop((quiet, again, flood));
+    }
+
+    async fn seats_of(admission: &Admission, tenant: &str, count: usize) -> Vec<Seat> {
+        let mut seats = Vec::with_capacity(count);
+        for _ in 0..count {
+            seats.push(
+                admission
+                    .admit(tenant, TenantLimits::default(), WORK, None)
+                    .await
+                    .unwrap(),
+            );
+        }
+        seats
     }
 
     #[tokio::test]
