@@ -15,15 +15,15 @@ use std::str::FromStr;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
-use bytes::{Buf, BufMut};
+use bytes::BufMut;
 use proptest::test_runner::{Config as ProptestConfig, TestCaseError, TestRunner};
 use prost::Message;
 use prost::encoding::{WireType, encode_key, encode_varint};
 use prost_types::field_descriptor_proto::{Label, Type};
 use prost_types::{DescriptorProto, FileDescriptorSet};
+use thinkus_proto::codec::RawCodec;
 use thinkus_server::ServiceKind;
 use tonic::Code;
-use tonic::codec::{Codec, DecodeBuf, Decoder, EncodeBuf, Encoder};
 use tonic::codegen::http::uri::PathAndQuery;
 use tonic::transport::Channel;
 
@@ -31,50 +31,6 @@ use crate::nodes;
 
 /// Panics raised outside the tests' own code while the fuzzer runs.
 static PANICS: AtomicUsize = AtomicUsize::new(0);
-
-/// Sends and receives raw protobuf bytes.
-#[derive(Debug, Clone, Default)]
-struct Raw;
-
-#[derive(Debug, Clone, Default)]
-struct RawEncoder;
-
-#[derive(Debug, Clone, Default)]
-struct RawDecoder;
-
-impl Codec for Raw {
-    type Encode = Vec<u8>;
-    type Decode = Vec<u8>;
-    type Encoder = RawEncoder;
-    type Decoder = RawDecoder;
-
-    fn encoder(&mut self) -> Self::Encoder {
-        RawEncoder
-    }
-
-    fn decoder(&mut self) -> Self::Decoder {
-        RawDecoder
-    }
-}
-
-impl Encoder for RawEncoder {
-    type Item = Vec<u8>;
-    type Error = tonic::Status;
-
-    fn encode(&mut self, item: Self::Item, buf: &mut EncodeBuf<'_>) -> Result<(), Self::Error> {
-        buf.put_slice(&item);
-        Ok(())
-    }
-}
-
-impl Decoder for RawDecoder {
-    type Item = Vec<u8>;
-    type Error = tonic::Status;
-
-    fn decode(&mut self, buf: &mut DecodeBuf<'_>) -> Result<Option<Self::Item>, Self::Error> {
-        Ok(Some(buf.copy_to_bytes(buf.remaining()).to_vec()))
-    }
-}
 
 /// Choices drawn from a byte string; zeros once it is used up (the simplest choice).
 struct Entropy<'a> {
@@ -391,16 +347,17 @@ async fn call(channel: Channel, rpc: &Rpc, requests: Vec<Vec<u8>>) -> Result<(),
     let mut first = requests.into_iter();
     if rpc.client_streaming {
         let stream = tokio_stream::iter(first.collect::<Vec<_>>());
-        grpc.client_streaming(tonic::Request::new(stream), path, Raw).await?;
+        grpc.client_streaming(tonic::Request::new(stream), path, RawCodec)
+            .await?;
         return Ok(());
     }
     let request = tonic::Request::new(first.next().unwrap_or_default());
     if rpc.server_streaming {
-        let mut stream = grpc.server_streaming(request, path, Raw).await?.into_inner();
+        let mut stream = grpc.server_streaming(request, path, RawCodec).await?.into_inner();
         while stream.message().await?.is_some() {}
         return Ok(());
     }
-    grpc.unary(request, path, Raw).await?;
+    grpc.unary(request, path, RawCodec).await?;
     Ok(())
 }
 

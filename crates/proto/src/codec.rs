@@ -76,3 +76,57 @@ mod tests {
         assert!(status.message().contains("Scope.user_id"), "{}", status.message());
     }
 }
+
+/// Raw protobuf bytes in and out, for callers that must send what a typed client cannot: the
+/// fuzzer and the bad-input bench send malformed messages on purpose
+/// (`tonic::client::Grpc::unary(request, path, RawCodec)`).
+#[derive(Debug, Clone, Copy, Default)]
+pub struct RawCodec;
+
+/// The encoder of [`RawCodec`]: the bytes as they are.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct RawEncoder;
+
+/// The decoder of [`RawCodec`]: every byte of the message.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct RawDecoder;
+
+impl Codec for RawCodec {
+    type Encode = Vec<u8>;
+    type Decode = Vec<u8>;
+    type Encoder = RawEncoder;
+    type Decoder = RawDecoder;
+
+    fn encoder(&mut self) -> Self::Encoder {
+        RawEncoder
+    }
+
+    fn decoder(&mut self) -> Self::Decoder {
+        RawDecoder
+    }
+}
+
+impl tonic::codec::Encoder for RawEncoder {
+    type Item = Vec<u8>;
+    type Error = Status;
+
+    fn encode(&mut self, item: Self::Item, buf: &mut tonic::codec::EncodeBuf<'_>) -> Result<(), Self::Error> {
+        prost::bytes::BufMut::put_slice(buf, &item);
+        Ok(())
+    }
+}
+
+impl Decoder for RawDecoder {
+    type Item = Vec<u8>;
+    type Error = Status;
+
+    fn decode(&mut self, buf: &mut DecodeBuf<'_>) -> Result<Option<Self::Item>, Self::Error> {
+        let remaining = prost::bytes::Buf::remaining(buf);
+        Ok(Some(prost::bytes::Buf::copy_to_bytes(buf, remaining).to_vec()))
+    }
+}
+
+/// The wire bytes of a message (for [`RawCodec`] callers that corrupt them).
+pub fn encode<M: Message>(message: &M) -> Vec<u8> {
+    message.encode_to_vec()
+}
