@@ -144,15 +144,15 @@ pub fn question(q: usize) -> String {
     text
 }
 
-/// Writes `memories` synthetic memories, memory `k` owned by `user_of(k)`, to the store and the
-/// index, in transactions of a thousand.
+/// Writes `memories` synthetic memories, memory `k` in `scope_of(k)` (its tenant, user and
+/// role), to the store and the index, in transactions of a thousand.
 pub async fn write(
     store: &Arc<SqlStore>,
     vectors: &Arc<dyn VectorIndex>,
     sentences: &[String],
     bases: &[Vec<f32>],
     memories: usize,
-    user_of: impl Fn(usize) -> String,
+    scope_of: impl Fn(usize) -> Scope,
 ) -> anyhow::Result<()> {
     let dim = bases.first().map_or(0, Vec::len);
     let bm25 = Bm25Encoder::default();
@@ -169,7 +169,7 @@ pub async fn write(
             let words: Vec<&str> = (0..3).map(|_| VOCABULARY[rng.below(VOCABULARY.len())]).collect();
             let content = format!("{} ({}, note {k})", sentences[base], words.join(" "));
             let memory = synthetic_memory(
-                &user_of(k),
+                scope_of(k),
                 content,
                 TYPES[k % TYPES.len()],
                 at + chrono::Duration::minutes(k as i64),
@@ -195,15 +195,9 @@ pub async fn write(
     Ok(())
 }
 
-fn synthetic_memory(user: &str, content: String, memory_type: MemoryType, at: chrono::DateTime<Utc>) -> Memory {
+fn synthetic_memory(scope: Scope, content: String, memory_type: MemoryType, at: chrono::DateTime<Utc>) -> Memory {
     Memory {
         language: Language::En,
-        ..Memory::new(
-            Scope::new(user, ROLE),
-            memory_type,
-            content,
-            MemorySource::Conversation,
-            at,
-        )
+        ..Memory::new(scope, memory_type, content, MemorySource::Conversation, at)
     }
 }

@@ -34,7 +34,6 @@ use thinkus_proto::gateway::gateway_service_client::GatewayServiceClient;
 use thinkus_proto::gateway::{CompleteTurnRequest, JobStatus, ListJobsRequest, PrepareTurnRequest};
 use thinkus_proto::retriever::RecallRequest;
 use thinkus_proto::retriever::retriever_service_client::RetrieverServiceClient;
-use tokio::sync::Mutex;
 use tonic::Code;
 use tonic::transport::Channel;
 
@@ -58,17 +57,26 @@ pub struct LoadOptions {
     pub mix: [u32; 3],
     pub drain_seconds: f64,
     pub data_dir: Option<PathBuf>,
+    /// Instead of the mixed levels: at each level a tenant floods with that many clients while
+    /// another tenant measures ([`super::hostile::flood`]).
+    pub flood: bool,
+    /// The measuring tenant's clients in `flood` mode.
+    pub measure_clients: usize,
+    /// Instead of the mixed levels: the bad-input campaign ([`super::hostile::bad_input`]).
+    pub bad_input: bool,
+    /// Instead of the mixed levels: recall during a rebuild of the index ([`super::hostile::rebuild`]).
+    pub rebuild: bool,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
-enum Op {
+pub(super) enum Op {
     Prepare,
     Recall,
     Complete,
 }
 
 impl Op {
-    fn name(self) -> &'static str {
+    pub(super) fn name(self) -> &'static str {
         match self {
             Op::Prepare => "PrepareTurn",
             Op::Recall => "Recall",
@@ -78,41 +86,41 @@ impl Op {
 }
 
 #[derive(Debug, Clone)]
-enum Outcome {
+pub(super) enum Outcome {
     Answered,
     Shed,
     Error(Code, String),
 }
 
-struct Sample {
-    op: Op,
-    outcome: Outcome,
-    latency: Duration,
+pub(super) struct Sample {
+    pub(super) op: Op,
+    pub(super) outcome: Outcome,
+    pub(super) latency: Duration,
 }
 
 /// Figures of one level.
-struct Level {
-    clients: usize,
-    seconds: f64,
-    counted: usize,
-    rps: f64,
-    rps_by_op: BTreeMap<Op, f64>,
-    p50: f64,
-    p99: f64,
-    p50_by_op: BTreeMap<Op, f64>,
-    p99_by_op: BTreeMap<Op, f64>,
-    errors: usize,
-    shed: usize,
-    shed_p50: f64,
-    rss_mb: f64,
-    peak_rss_mb: f64,
-    first_errors: Vec<String>,
+pub(super) struct Level {
+    pub(super) clients: usize,
+    pub(super) seconds: f64,
+    pub(super) counted: usize,
+    pub(super) rps: f64,
+    pub(super) rps_by_op: BTreeMap<Op, f64>,
+    pub(super) p50: f64,
+    pub(super) p99: f64,
+    pub(super) p50_by_op: BTreeMap<Op, f64>,
+    pub(super) p99_by_op: BTreeMap<Op, f64>,
+    pub(super) errors: usize,
+    pub(super) shed: usize,
+    pub(super) shed_p50: f64,
+    pub(super) rss_mb: f64,
+    pub(super) peak_rss_mb: f64,
+    pub(super) first_errors: Vec<String>,
 }
 
 /// The server under test, killed when dropped.
-struct Server {
+pub(super) struct Server {
     child: Child,
-    url: String,
+    pub(super) url: String,
     log: PathBuf,
 }
 
@@ -125,18 +133,22 @@ impl Drop for Server {
 
 impl Server {
     /// (resident, peak resident) memory in MB, from /proc.
-    fn rss_mb(&self) -> (f64, f64) {
+    pub(super) fn rss_mb(&self) -> (f64, f64) {
         super::stats::rss_mb(&self.child.id().to_string())
     }
 
-    fn log_tail(&self) -> String {
+    pub(super) fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
+    pub(super) fn log_tail(&self) -> String {
         let text = std::fs::read_to_string(&self.log).unwrap_or_default();
         let lines: Vec<&str> = text.lines().collect();
         lines[lines.len().saturating_sub(20)..].join("\n")
     }
 }
 
-fn free_port() -> anyhow::Result<u16> {
+pub(super) fn free_port() -> anyhow::Result<u16> {
     Ok(std::net::TcpListener::bind("127.0.0.1:0")?.local_addr()?.port())
 }
 
@@ -155,7 +167,8 @@ fn passed_options() -> Vec<String> {
     passed
 }
 
-async fn start_server(dir: &Path) -> anyhow::Result<Server> {
+/// Starts `thinkus all` on `dir` with this invocation's options, then `extra` ones (`--set`).
+pub(super) async fn start_server(dir: &Path, extra: &[String]) -> anyhow::Result<Server> {
     let port = free_port()?;
     let metrics = free_port()?;
     let log = dir.join("server.log");
@@ -166,6 +179,7 @@ async fn start_server(dir: &Path) -> anyhow::Result<Server> {
         .args(["--set", &format!("server.grpc_addr=127.0.0.1:{port}")])
         .args(["--set", &format!("server.metrics_addr=127.0.0.1:{metrics}")])
         .args(["--set", "gateway.rest_listen="])
+        .args(extra)
         .arg("all")
         .stdin(Stdio::null())
         .stdout(file.try_clone()?)
@@ -189,8 +203,14 @@ async fn start_server(dir: &Path) -> anyhow::Result<Server> {
     Ok(server)
 }
 
-/// Writes the corpus in this process, then lets go of the data folder for the server.
-async fn seed(config: &Config, dir: &Path, users: usize, memories: usize) -> anyhow::Result<()> {
+/// Writes the corpus in this process, memory `k` in `scope_of(k)`, then lets go of the data
+/// folder for the server.
+pub(super) async fn seed(
+    config: &Config,
+    dir: &Path,
+    memories: usize,
+    scope_of: impl Fn(usize) -> thinkus_common::model::Scope,
+) -> anyhow::Result<()> {
     let mut config = config.clone();
     config.server.data_dir = dir.join("data");
     std::fs::create_dir_all(&config.server.data_dir)?;
@@ -207,17 +227,17 @@ async fn seed(config: &Config, dir: &Path, users: usize, memories: usize) -> any
         .ok_or_else(|| anyhow::anyhow!("no embedder"))?;
     let sentences = corpus::sentences();
     let bases = corpus::embed_sentences(embedder.as_ref(), &sentences).await?;
-    corpus::write(&store, &vectors, &sentences, &bases, memories, |k| user_of(k % users)).await?;
+    corpus::write(&store, &vectors, &sentences, &bases, memories, scope_of).await?;
     drop((store, vectors, embedder, backends));
     Ok(())
 }
 
-fn user_of(index: usize) -> String {
+pub(super) fn user_of(index: usize) -> String {
     format!("load-user-{index:03}")
 }
 
 /// One query embedding alone, idle, in this process, with the configured embedder: p50 in ms.
-async fn embedding_alone(config: &Config) -> anyhow::Result<f64> {
+pub(super) async fn embedding_alone(config: &Config) -> anyhow::Result<f64> {
     let embedder = thinkus_backends::open_embedder(&config.embedder, &config.server.models_dir)?;
     let mut took = Vec::new();
     for i in 0..40 {
@@ -238,6 +258,23 @@ pub async fn run(config: Config, options: LoadOptions) -> anyhow::Result<()> {
         "--memories must be at least --users"
     );
     anyhow::ensure!(options.mix.iter().sum::<u32>() > 0, "--mix: at least one share above 0");
+    anyhow::ensure!(
+        [options.flood, options.bad_input, options.rebuild]
+            .iter()
+            .filter(|on| **on)
+            .count()
+            <= 1,
+        "--flood, --bad-input and --rebuild are separate runs: one at a time"
+    );
+    if options.flood {
+        return super::hostile::flood(config, options).await;
+    }
+    if options.bad_input {
+        return super::hostile::bad_input(config, options).await;
+    }
+    if options.rebuild {
+        return super::hostile::rebuild(config, options).await;
+    }
     let (dir, _temp) = state_dir(options.data_dir.clone())?;
     let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
     say(format!(
@@ -255,10 +292,14 @@ pub async fn run(config: Config, options: LoadOptions) -> anyhow::Result<()> {
         options.requests
     ));
     let started = Instant::now();
-    seed(&config, &dir, options.users, options.memories).await?;
+    let users = options.users;
+    seed(&config, &dir, options.memories, |k| {
+        thinkus_common::model::Scope::new(user_of(k % users), ROLE)
+    })
+    .await?;
     say(format!("corpus written in {:.1} s", started.elapsed().as_secs_f64()));
 
-    let server = start_server(&dir).await?;
+    let server = start_server(&dir, &[]).await?;
     let (idle_rss, _) = server.rss_mb();
     let alone = embedding_alone(&config).await?;
     say(format!(
@@ -303,7 +344,7 @@ pub async fn run(config: Config, options: LoadOptions) -> anyhow::Result<()> {
         for error in &level.first_errors {
             say(format!("  error: {error}"));
         }
-        let drained = drain(&server, options.users.min(clients), options.drain_seconds).await;
+        let drained = drain(&server, options.users.min(clients), &[None], options.drain_seconds).await;
         say(format!("  queue drained in {drained:.1} s"));
         levels.push(level);
     }
@@ -370,8 +411,76 @@ async fn run_level(
     clients: usize,
     counter: Arc<AtomicUsize>,
 ) -> anyhow::Result<Level> {
-    let mut channels = Vec::with_capacity(clients);
-    for _ in 0..clients {
+    let started = Instant::now();
+    let window = Window::new(options, started);
+    let drivers: Vec<Driver> = (0..clients)
+        .map(|client| Driver {
+            user: user_of(client % options.users),
+            key: None,
+            client,
+            seed: 0x5eed ^ ((clients as u64) << 32) ^ client as u64,
+        })
+        .collect();
+    let samples = drive_all(server, options, drivers, &window, &counter).await?;
+    let ended = Instant::now().min(window.until);
+    let seconds = ended
+        .saturating_duration_since(window.measure_from)
+        .as_secs_f64()
+        .max(1e-3);
+    let (rss_mb, peak_rss_mb) = server.rss_mb();
+    Ok(summarize(clients, seconds, &samples, rss_mb, peak_rss_mb))
+}
+
+/// When a level's requests count: after the warm-up, until its end or `requests` counted.
+pub(super) struct Window {
+    pub(super) measure_from: Instant,
+    pub(super) until: Instant,
+    counted: AtomicUsize,
+    full: AtomicBool,
+    requests: usize,
+}
+
+impl Window {
+    pub(super) fn new(options: &LoadOptions, started: Instant) -> Arc<Self> {
+        let measure_from = started + Duration::from_secs_f64(options.warmup_seconds);
+        Arc::new(Self {
+            measure_from,
+            until: measure_from + Duration::from_secs_f64(options.seconds),
+            counted: AtomicUsize::new(0),
+            full: AtomicBool::new(false),
+            requests: options.requests,
+        })
+    }
+
+    /// The seconds counted so far (the whole window once it is over).
+    pub(super) fn seconds(&self) -> f64 {
+        let ended = Instant::now().min(self.until);
+        ended
+            .saturating_duration_since(self.measure_from)
+            .as_secs_f64()
+            .max(1e-3)
+    }
+}
+
+/// One client of a level: whom it acts for, with which key (None in dev mode).
+pub(super) struct Driver {
+    pub(super) user: String,
+    pub(super) key: Option<String>,
+    /// Its number, for session ids distinct across clients.
+    pub(super) client: usize,
+    pub(super) seed: u64,
+}
+
+/// Runs every driver on its own connection until the window ends; their counted samples.
+pub(super) async fn drive_all(
+    server: &Server,
+    options: &LoadOptions,
+    drivers: Vec<Driver>,
+    window: &Arc<Window>,
+    counter: &Arc<AtomicUsize>,
+) -> anyhow::Result<Vec<Sample>> {
+    let mut channels = Vec::with_capacity(drivers.len());
+    for _ in 0..drivers.len() {
         channels.push(
             tonic::transport::Endpoint::from_shared(server.url.clone())?
                 .tcp_nodelay(true)
@@ -379,97 +488,91 @@ async fn run_level(
                 .await?,
         );
     }
-    let started = Instant::now();
-    let measure_from = started + Duration::from_secs_f64(options.warmup_seconds);
-    let until = measure_from + Duration::from_secs_f64(options.seconds);
-    let counted = Arc::new(AtomicUsize::new(0));
-    let full = Arc::new(AtomicBool::new(false));
-    let samples = Arc::new(Mutex::new(Vec::new()));
-    let tasks: Vec<_> = channels
+    let tasks: Vec<_> = drivers
         .into_iter()
-        .enumerate()
-        .map(|(client, channel)| {
+        .zip(channels)
+        .map(|(driver, channel)| {
             let options = options.clone();
-            let (counter, counted, full, samples) = (counter.clone(), counted.clone(), full.clone(), samples.clone());
-            tokio::spawn(async move {
-                let mut gateway = GatewayServiceClient::new(channel.clone());
-                let mut retriever = RetrieverServiceClient::new(channel);
-                let mut rng = Rng(0x5eed ^ ((clients as u64) << 32) ^ client as u64);
-                let total: u32 = options.mix.iter().sum();
-                let user = user_of(client % options.users);
-                let mut turn = 0usize;
-                let mut mine = Vec::new();
-                while Instant::now() < until && !full.load(Ordering::Relaxed) {
-                    let pick = (rng.next() % u64::from(total)) as u32;
-                    let op = if pick < options.mix[0] {
-                        Op::Prepare
-                    } else if pick < options.mix[0] + options.mix[1] {
-                        Op::Recall
-                    } else {
-                        Op::Complete
-                    };
-                    let n = counter.fetch_add(1, Ordering::Relaxed);
-                    let asked = Instant::now();
-                    let outcome = send(
-                        &mut gateway,
-                        &mut retriever,
-                        op,
-                        &user,
-                        client,
-                        turn,
-                        n,
-                        options.deadline_ms,
-                    )
-                    .await;
-                    let latency = asked.elapsed();
-                    turn += 1;
-                    let retry_after = match &outcome {
-                        Err(status) if status.code() == Code::ResourceExhausted => Some(
-                            status
-                                .metadata()
-                                .get(thinkus_common::error::RETRY_AFTER_METADATA)
-                                .and_then(|v| v.to_str().ok())
-                                .and_then(|v| v.parse::<f64>().ok())
-                                .map_or(Duration::from_secs(1), Duration::from_secs_f64),
-                        ),
-                        _ => None,
-                    };
-                    if asked >= measure_from && asked < until {
-                        let outcome = match &outcome {
-                            Ok(()) => Outcome::Answered,
-                            Err(status) if status.code() == Code::ResourceExhausted => Outcome::Shed,
-                            Err(status) => Outcome::Error(status.code(), status.message().to_string()),
-                        };
-                        mine.push(Sample { op, outcome, latency });
-                        if counted.fetch_add(1, Ordering::Relaxed) + 1 >= options.requests {
-                            full.store(true, Ordering::Relaxed);
-                        }
-                    }
-                    if let Some(wait) = retry_after {
-                        // A well-behaved client waits as told, a little less or more at random
-                        // so that refused clients do not come back together.
-                        let jitter = 0.5 + rng.unit();
-                        let wait = wait
-                            .mul_f64(jitter)
-                            .min(until.saturating_duration_since(Instant::now()));
-                        tokio::time::sleep(wait).await;
-                    }
-                }
-                samples.lock().await.extend(mine);
-            })
+            let (window, counter) = (window.clone(), counter.clone());
+            tokio::spawn(async move { drive(channel, &options, driver, &window, &counter).await })
         })
         .collect();
+    let mut samples = Vec::new();
     for task in tasks {
-        task.await?;
+        samples.extend(task.await?);
     }
-    let ended = Instant::now().min(until);
-    let seconds = ended.saturating_duration_since(measure_from).as_secs_f64().max(1e-3);
-    let samples = std::mem::take(&mut *samples.lock().await);
-    let (rss_mb, peak_rss_mb) = server.rss_mb();
-    Ok(summarize(clients, seconds, &samples, rss_mb, peak_rss_mb))
+    Ok(samples)
 }
 
-fn summarize(clients: usize, seconds: f64, samples: &[Sample], rss_mb: f64, peak_rss_mb: f64) -> Level {
+/// One client: a request after another (a closed loop) until the window ends.
+async fn drive(
+    channel: Channel,
+    options: &LoadOptions,
+    driver: Driver,
+    window: &Window,
+    counter: &AtomicUsize,
+) -> Vec<Sample> {
+    let mut gateway = GatewayServiceClient::new(channel.clone());
+    let mut retriever = RetrieverServiceClient::new(channel);
+    let mut rng = Rng(driver.seed);
+    let total: u32 = options.mix.iter().sum();
+    let mut turn = 0usize;
+    let mut mine = Vec::new();
+    while Instant::now() < window.until && !window.full.load(Ordering::Relaxed) {
+        let pick = (rng.next() % u64::from(total)) as u32;
+        let op = if pick < options.mix[0] {
+            Op::Prepare
+        } else if pick < options.mix[0] + options.mix[1] {
+            Op::Recall
+        } else {
+            Op::Complete
+        };
+        let n = counter.fetch_add(1, Ordering::Relaxed);
+        let asked = Instant::now();
+        let target = Target {
+            user: &driver.user,
+            key: driver.key.as_deref(),
+            client: driver.client,
+        };
+        let outcome = send(&mut gateway, &mut retriever, op, &target, turn, n, options.deadline_ms).await;
+        let latency = asked.elapsed();
+        turn += 1;
+        let retry_after = match &outcome {
+            Err(status) if status.code() == Code::ResourceExhausted => Some(
+                status
+                    .metadata()
+                    .get(thinkus_common::error::RETRY_AFTER_METADATA)
+                    .and_then(|v| v.to_str().ok())
+                    .and_then(|v| v.parse::<f64>().ok())
+                    .map_or(Duration::from_secs(1), Duration::from_secs_f64),
+            ),
+            _ => None,
+        };
+        if asked >= window.measure_from && asked < window.until {
+            let outcome = match &outcome {
+                Ok(()) => Outcome::Answered,
+                Err(status) if status.code() == Code::ResourceExhausted => Outcome::Shed,
+                Err(status) => Outcome::Error(status.code(), status.message().to_string()),
+            };
+            mine.push(Sample { op, outcome, latency });
+            if window.counted.fetch_add(1, Ordering::Relaxed) + 1 >= window.requests {
+                window.full.store(true, Ordering::Relaxed);
+            }
+        }
+        if let Some(wait) = retry_after {
+            // A well-behaved client waits as told, a little less or more at random so that
+            // refused clients do not come back together.
+            let jitter = 0.5 + rng.unit();
+            let wait = wait
+                .mul_f64(jitter)
+                .min(window.until.saturating_duration_since(Instant::now()));
+            tokio::time::sleep(wait).await;
+        }
+    }
+    mine
+}
+
+pub(super) fn summarize(clients: usize, seconds: f64, samples: &[Sample], rss_mb: f64, peak_rss_mb: f64) -> Level {
     let taken: Vec<&Sample> = samples.iter().filter(|s| !matches!(s.outcome, Outcome::Shed)).collect();
     let answered: Vec<&Sample> = taken
         .iter()
@@ -519,26 +622,43 @@ fn summarize(clients: usize, seconds: f64, samples: &[Sample], rss_mb: f64, peak
     }
 }
 
+/// Whom a request is for.
+struct Target<'a> {
+    user: &'a str,
+    /// The API key sent (`authorization: Bearer`), None in dev mode.
+    key: Option<&'a str>,
+    client: usize,
+}
+
+/// A request with the deadline and, when given, the key.
+pub(super) fn request<T>(message: T, deadline: Duration, key: Option<&str>) -> tonic::Request<T> {
+    let mut request = tonic::Request::new(message);
+    request.set_timeout(deadline);
+    if let Some(value) = key.and_then(|key| format!("Bearer {key}").parse().ok()) {
+        request.metadata_mut().insert("authorization", value);
+    }
+    request
+}
+
 /// Sends one request of `op` with the deadline.
-#[allow(clippy::too_many_arguments)]
 async fn send(
     gateway: &mut GatewayServiceClient<Channel>,
     retriever: &mut RetrieverServiceClient<Channel>,
     op: Op,
-    user: &str,
-    client: usize,
+    target: &Target<'_>,
     turn: usize,
     n: usize,
     deadline_ms: u64,
 ) -> Result<(), tonic::Status> {
     let scope = Scope {
-        user_id: user.to_string(),
+        user_id: target.user.to_string(),
         role_id: ROLE.into(),
         project_id: String::new(),
-        session_id: format!("load-{client}-{}", turn / 10),
+        session_id: format!("load-{}-{}", target.client, turn / 10),
         ..Default::default()
     };
     let deadline = Duration::from_millis(deadline_ms);
+    let key = target.key;
     match op {
         Op::Prepare => {
             // Every tenth turn starts a session (the last session's summary is looked up).
@@ -547,43 +667,50 @@ async fn send(
             } else {
                 vec!["好的，继续。".to_string()]
             };
-            let mut request = tonic::Request::new(PrepareTurnRequest {
+            let request = PrepareTurnRequest {
                 scope: Some(scope),
                 message: corpus::question(n),
                 recent_messages,
                 ..Default::default()
-            });
-            request.set_timeout(deadline);
-            gateway.prepare_turn(request).await.map(|_| ())
+            };
+            gateway
+                .prepare_turn(self::request(request, deadline, key))
+                .await
+                .map(|_| ())
         }
         Op::Recall => {
-            let mut request = tonic::Request::new(RecallRequest {
+            let request = RecallRequest {
                 scope: Some(scope),
                 query: corpus::question(n),
                 limit: 10,
                 ..Default::default()
-            });
-            request.set_timeout(deadline);
-            retriever.recall(request).await.map(|_| ())
+            };
+            retriever
+                .recall(self::request(request, deadline, key))
+                .await
+                .map(|_| ())
         }
         Op::Complete => {
             let subject = SUBJECTS[n % SUBJECTS.len()].to_lowercase();
             let predicate = PREDICATES[(n / SUBJECTS.len()) % PREDICATES.len()];
-            let mut request = tonic::Request::new(CompleteTurnRequest {
+            let request = CompleteTurnRequest {
                 scope: Some(scope),
                 user_message: format!("Just so you know, {subject} {predicate} (update {n})."),
                 assistant_message: "Noted, I will keep that in mind.".into(),
                 request_id: format!("load-{n}"),
                 ..Default::default()
-            });
-            request.set_timeout(deadline);
-            gateway.complete_turn(request).await.map(|_| ())
+            };
+            gateway
+                .complete_turn(self::request(request, deadline, key))
+                .await
+                .map(|_| ())
         }
     }
 }
 
-/// Waits until the users' queued jobs have run (at most `seconds`); the time it took.
-async fn drain(server: &Server, users: usize, seconds: f64) -> f64 {
+/// Waits until the users' queued jobs have run (at most `seconds`), the users of each key
+/// (one None key in dev mode); the time it took.
+pub(super) async fn drain(server: &Server, users: usize, keys: &[Option<&str>], seconds: f64) -> f64 {
     let started = Instant::now();
     let Ok(endpoint) = tonic::transport::Endpoint::from_shared(server.url.clone()) else {
         return 0.0;
@@ -594,18 +721,17 @@ async fn drain(server: &Server, users: usize, seconds: f64) -> f64 {
     let mut gateway = GatewayServiceClient::new(channel);
     while started.elapsed().as_secs_f64() < seconds {
         let mut open = false;
-        for user in 0..users {
+        for (user, key) in (0..users).flat_map(|user| keys.iter().map(move |key| (user, *key))) {
             for status in [JobStatus::Pending, JobStatus::Running] {
-                let listed = gateway
-                    .list_jobs(ListJobsRequest {
-                        scope: Some(Scope {
-                            user_id: user_of(user),
-                            ..Default::default()
-                        }),
-                        status: status as i32,
+                let listing = ListJobsRequest {
+                    scope: Some(Scope {
+                        user_id: user_of(user),
                         ..Default::default()
-                    })
-                    .await;
+                    }),
+                    status: status as i32,
+                    ..Default::default()
+                };
+                let listed = gateway.list_jobs(request(listing, Duration::from_secs(10), key)).await;
                 open |= listed.is_ok_and(|r| !r.into_inner().jobs.is_empty());
             }
         }

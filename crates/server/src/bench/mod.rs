@@ -6,6 +6,7 @@ mod controller;
 mod corpus;
 mod embed;
 pub(crate) mod extract;
+mod hostile;
 mod ingest;
 mod load;
 mod locomo;
@@ -87,6 +88,23 @@ pub enum Bench {
         /// Keep the state here instead of a temporary folder.
         #[arg(long)]
         data_dir: Option<PathBuf>,
+        /// Two tenants (API keys): at each level of --clients one tenant floods with that many
+        /// clients while the other measures with --measure-clients; the measuring tenant's p99
+        /// alone and during the flood, the flood's shed requests.
+        #[arg(long)]
+        flood: bool,
+        /// The measuring tenant's clients with --flood.
+        #[arg(long, default_value_t = 1)]
+        measure_clients: usize,
+        /// The bad-input campaign instead of the levels: malformed protobuf, invalid UTF-8, huge
+        /// messages, deep JSON and bad JSONPath from the largest --clients for --seconds; the
+        /// server's RSS idle, during and after, and every answer's status.
+        #[arg(long)]
+        bad_input: bool,
+        /// Recall during a rebuild of the whole index instead of the levels: the largest
+        /// --clients recall until the rebuild job is done; every recall must be answered.
+        #[arg(long)]
+        rebuild: bool,
     },
     /// The gateway end to end on a LoCoMo file: context tokens per question vs the full history,
     /// and how often the evidence is in the context.
@@ -241,6 +259,10 @@ pub async fn run(bench: Bench, config: Config) -> anyhow::Result<()> {
             mix,
             drain_seconds,
             data_dir,
+            flood,
+            measure_clients,
+            bad_input,
+            rebuild,
         } => {
             let [prepare, recall, complete] = mix[..] else {
                 anyhow::bail!("--mix: three shares, PrepareTurn,Recall,CompleteTurn (e.g. 40,40,20)");
@@ -258,6 +280,10 @@ pub async fn run(bench: Bench, config: Config) -> anyhow::Result<()> {
                     mix: [prepare, recall, complete],
                     drain_seconds,
                     data_dir,
+                    flood,
+                    measure_clients,
+                    bad_input,
+                    rebuild,
                 },
             )
             .await

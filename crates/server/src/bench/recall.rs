@@ -18,7 +18,7 @@ use std::time::{Duration, Instant};
 use serde_json::json;
 use thinkus_backends::sql::MemoryStore;
 use thinkus_backends::vector::{Bm25Encoder, MemoryFilter, Reader};
-use thinkus_common::model::{DEFAULT_TENANT, MemoryStatus, Owner};
+use thinkus_common::model::{DEFAULT_TENANT, MemoryStatus, Owner, Scope};
 use thinkus_proto::retriever::RecallRequest;
 use thinkus_proto::retriever::retriever_service_client::RetrieverServiceClient;
 use tokio_util::sync::CancellationToken;
@@ -173,7 +173,10 @@ async fn measure(mut config: Config, shape: Shape, queries: usize) -> anyhow::Re
     // The corpus.
     let started = Instant::now();
     let user_of = |i: usize| format!("recall-user-{:03}", i % shape.users);
-    corpus::write(&store, &vectors, &sentences, &bases, shape.memories, user_of).await?;
+    corpus::write(&store, &vectors, &sentences, &bases, shape.memories, |k| {
+        Scope::new(user_of(k), ROLE)
+    })
+    .await?;
     let write_rate = shape.memories as f64 / started.elapsed().as_secs_f64().max(1e-3);
     say(format!(
         "wrote {} memories to the store and the index in {:.1}s ({write_rate:.0}/s)",
