@@ -12,9 +12,11 @@
 //!   expressions (on a JSON artifact of about 8 MB). The server's RSS idle (after a few valid
 //!   requests of each kind), its highest sample during (every 100 ms) and after; every answer's
 //!   status by kind. INTERNAL, UNKNOWN, a broken connection or a 5xx is a failure.
-//! - `--rebuild`: the largest `--clients` recall (random users, their corpus's questions) while
-//!   the whole index is rebuilt as a job; every recall must be answered with at least one
-//!   memory. The job's progress, its duration and the recalls' latency before and during.
+//! - `--rebuild`: the largest `--clients` recall (random users, their corpus's questions; each
+//!   client waits [`RECALL_PAUSE`] between two, so that the probes leave the embedding workers
+//!   room for the rebuild: queries go before passages) while the whole index is rebuilt as a
+//!   job; every recall must be answered with at least one memory. The job's progress, its
+//!   duration and the recalls' latency before and during.
 
 use std::collections::BTreeMap;
 use std::str::FromStr;
@@ -48,6 +50,9 @@ use super::load::{
 use super::stats::percentile_ms;
 use super::{say, state_dir};
 use crate::config::Config;
+
+/// The pause of each `--rebuild` client between two recalls.
+const RECALL_PAUSE: Duration = Duration::from_millis(250);
 
 /// The two tenants of `--flood`, each with its own key (in a keys file the server reads).
 const MEASURED: (&str, &str) = ("measured", "bench-measured-key");
@@ -286,9 +291,11 @@ const UNARY_PATHS: [&str; 6] = [
     "/thinkus.artifact.v1.ArtifactService/ReadArtifact",
 ];
 
-/// What the server answered, as a label: a gRPC code, an HTTP status, or a broken exchange.
+/// Whether an answer (a gRPC code, an HTTP status, or a broken exchange) is a failure: the
+/// server broke, or did not answer within the request's 10 s (the client's CANCELLED).
 fn failed(label: &str) -> bool {
     label.starts_with("Internal")
+        || label.starts_with("Cancelled")
         || label.starts_with("Unknown")
         || label.starts_with("Unavailable")
         || label.starts_with("DataLoss")
@@ -457,7 +464,7 @@ async fn attack(
         }
         "invalid UTF-8" => {
             let marker = "MARKERMARKERMARKER";
-            let (path, bytes) = if n % 2 == 0 {
+            let (path, bytes) = if n.is_multiple_of(2) {
                 let message = RecallRequest {
                     scope: Some(scope(&user, "bad-input")),
                     query: format!("what about {marker}?"),
@@ -477,7 +484,7 @@ async fn attack(
         }
         "huge message" => {
             // Just under the server's message limit, and over it.
-            let size = if n % 2 == 0 {
+            let size = if n.is_multiple_of(2) {
                 max_message_bytes - 64 * 1024
             } else {
                 max_message_bytes + 4 * 1024 * 1024
@@ -518,8 +525,8 @@ async fn attack(
             }
         }
         "deep JSON" => {
-            if n % 2 == 0 {
-                let path = if n % 4 == 0 {
+            if n.is_multiple_of(2) {
+                let path = if n.is_multiple_of(4) {
                     "$..*"
                 } else {
                     "$[0][0][0][0][0][0][0][0]"
@@ -551,6 +558,13 @@ async fn attack(
 /// `thinkus bench load --bad-input`.
 pub async fn bad_input(config: Config, options: LoadOptions) -> anyhow::Result<()> {
     let clients = options.clients.iter().copied().max().unwrap_or(1).max(1);
+    let kinds: Vec<&'static str> = KINDS
+        .into_iter()
+        .filter(|kind| options.bad_kinds.is_empty() || options.bad_kinds.iter().any(|k| k == kind))
+        .collect();
+    if let Some(unknown) = options.bad_kinds.iter().find(|k| !KINDS.contains(&k.as_str())) {
+        anyhow::bail!("--kinds: {unknown:?} is not one of {}", KINDS.join(", "));
+    }
     let (dir, _temp) = state_dir(options.data_dir.clone())?;
     let users = options.users;
     seed(&config, &dir, options.memories, |k| {
@@ -568,7 +582,7 @@ pub async fn bad_input(config: Config, options: LoadOptions) -> anyhow::Result<(
         "load --bad-input: {clients} clients for {:.0} s, each cycling through {}; message limit {} bytes; \
          {} memories across {users} users",
         options.seconds,
-        KINDS.join(", "),
+        kinds.join(", "),
         max_message_bytes,
         options.memories,
     ));
@@ -646,17 +660,18 @@ pub async fn bad_input(config: Config, options: LoadOptions) -> anyhow::Result<(
     for client in 0..clients {
         let channel = connect(&server).await?;
         let targets = targets.clone();
+        let kinds = kinds.clone();
         tasks.push(tokio::spawn(async move {
             let mut rng = Rng(0xbad ^ client as u64);
             let mut seen: Vec<(&'static str, String)> = Vec::new();
             let mut n = client;
             while Instant::now() < until {
-                let kind = KINDS[n % KINDS.len()];
+                let kind = kinds[n % kinds.len()];
                 let label = attack(
                     channel.clone(),
                     rest_port,
                     kind,
-                    n / KINDS.len(),
+                    n / kinds.len(),
                     &mut rng,
                     &targets,
                     max_message_bytes,
@@ -729,6 +744,7 @@ pub async fn bad_input(config: Config, options: LoadOptions) -> anyhow::Result<(
         "rss_after_over_idle": (after_rss / idle_rss.max(1.0) * 100.0).round() / 100.0,
         "requests": answers.values().flat_map(|l| l.values()).sum::<usize>(),
         "failures": failures,
+        "kinds": kinds,
         "answers": answers,
         "still_serving": still_serving,
         "max_message_bytes": max_message_bytes,
@@ -743,9 +759,12 @@ pub async fn rebuild(config: Config, options: LoadOptions) -> anyhow::Result<()>
     let (dir, _temp) = state_dir(options.data_dir.clone())?;
     let users = options.users;
     say(format!(
-        "load --rebuild: {} memories across {users} users; {clients} clients recall (deadline {} ms) \
-         before ({:.0} s) and while the whole index is rebuilt",
-        options.memories, options.deadline_ms, options.seconds,
+        "load --rebuild: {} memories across {users} users; {clients} clients recall (deadline {} ms, \
+         {} ms between two recalls of a client) before ({:.0} s) and while the whole index is rebuilt",
+        options.memories,
+        options.deadline_ms,
+        RECALL_PAUSE.as_millis(),
+        options.seconds,
     ));
     seed(&config, &dir, options.memories, |k| {
         ModelScope::new(user_of(k % users), ROLE)
@@ -927,6 +946,7 @@ async fn recall_at(
                     outcome,
                     latency,
                 });
+                tokio::time::sleep(RECALL_PAUSE).await;
             }
             mine
         }));

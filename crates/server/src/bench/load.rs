@@ -64,6 +64,8 @@ pub struct LoadOptions {
     pub measure_clients: usize,
     /// Instead of the mixed levels: the bad-input campaign ([`super::hostile::bad_input`]).
     pub bad_input: bool,
+    /// The kinds of bad input sent (every kind when empty).
+    pub bad_kinds: Vec<String>,
     /// Instead of the mixed levels: recall during a rebuild of the index ([`super::hostile::rebuild`]).
     pub rebuild: bool,
 }

@@ -101,6 +101,10 @@ pub enum Bench {
         /// server's RSS idle, during and after, and every answer's status.
         #[arg(long)]
         bad_input: bool,
+        /// Only these kinds of bad input (comma-separated, as the campaign names them:
+        /// "malformed protobuf", "invalid UTF-8", "huge message", "deep JSON", "bad JSONPath").
+        #[arg(long, value_delimiter = ',')]
+        kinds: Vec<String>,
         /// Recall during a rebuild of the whole index instead of the levels: the largest
         /// --clients recall until the rebuild job is done; every recall must be answered.
         #[arg(long)]
@@ -262,6 +266,7 @@ pub async fn run(bench: Bench, config: Config) -> anyhow::Result<()> {
             flood,
             measure_clients,
             bad_input,
+            kinds,
             rebuild,
         } => {
             let [prepare, recall, complete] = mix[..] else {
@@ -283,6 +288,7 @@ pub async fn run(bench: Bench, config: Config) -> anyhow::Result<()> {
                     flood,
                     measure_clients,
                     bad_input,
+                    bad_kinds: kinds,
                     rebuild,
                 },
             )
