@@ -848,10 +848,10 @@ pub async fn rebuild(config: Config, options: LoadOptions) -> anyhow::Result<()>
             run.failures.len(),
             percentile_ms(&run.latencies(), 0.5),
             percentile_ms(&run.latencies(), 0.99),
-            run.failures
-                .first()
-                .map(|f| format!("; first failure: {f}"))
-                .unwrap_or_default()
+            run.by_kind()
+                .iter()
+                .map(|(kind, count)| format!("; {count} x {kind}"))
+                .collect::<String>()
         ));
     }
     say(format!(
@@ -871,6 +871,7 @@ pub async fn rebuild(config: Config, options: LoadOptions) -> anyhow::Result<()>
         "recall_p99_ms_before": round(percentile_ms(&before.latencies(), 0.99)),
         "recall_p50_ms_during": round(percentile_ms(&during.latencies(), 0.5)),
         "recall_p99_ms_during": round(percentile_ms(&during.latencies(), 0.99)),
+        "failures_during_by_kind": during.by_kind(),
         "failures_before": before.failures.len(),
         "deadline_ms": options.deadline_ms,
     })
@@ -889,6 +890,15 @@ struct Recalls {
 impl Recalls {
     fn latencies(&self) -> Vec<Duration> {
         self.samples.iter().map(|s| s.latency).collect()
+    }
+
+    /// The failures counted by what they were (an answer without memories, or the status).
+    fn by_kind(&self) -> BTreeMap<&str, usize> {
+        let mut kinds = BTreeMap::new();
+        for failure in &self.failures {
+            *kinds.entry(failure.as_str()).or_default() += 1;
+        }
+        kinds
     }
 }
 
@@ -932,12 +942,11 @@ async fn recall_at(
                         Outcome::Answered
                     }
                     Ok(_) => {
-                        mine.failures.push(format!("{user}: no memory recalled"));
+                        mine.failures.push("an answer without memories".to_string());
                         Outcome::Error(Code::NotFound, "no memory recalled".into())
                     }
                     Err(status) => {
-                        mine.failures
-                            .push(format!("{user}: {:?} {}", status.code(), status.message()));
+                        mine.failures.push(format!("{:?}: {}", status.code(), status.message()));
                         Outcome::Error(status.code(), status.message().to_string())
                     }
                 };
