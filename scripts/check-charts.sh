@@ -79,6 +79,16 @@ for d in docs:
         print(f"  note: {d['kind']} {d['metadata']['name']} is a CRD kind: not validated against a schema", file=sys.stderr)
         continue
     core.append(d)
+    # Readiness asks for the component's service (NOT_SERVING while a required upstream does
+    # not answer; the all-in-one pod asks for the server); liveness asks for the server (""),
+    # which a restart could help.
+    for c in (d.get("spec", {}).get("template", {}).get("spec", {}).get("containers", [])
+              if d.get("kind") == "Deployment" else []):
+        ready, live = c.get("readinessProbe", {}).get("grpc"), c.get("livenessProbe", {}).get("grpc")
+        if ready is not None and not ready.get("service", "thinkus.").startswith("thinkus."):
+            sys.exit(f"{d['metadata']['name']}: the readiness probe names no thinkus service: {ready}")
+        if live is not None and "service" in live:
+            sys.exit(f"{d['metadata']['name']}: the liveness probe asks for {live['service']}, not the server")
     if d.get("kind") == "ConfigMap" and "thinkus.toml" in d.get("data", {}):
         configs += 1
         with open(os.path.join(cfgdir, d["metadata"]["name"] + ".toml"), "w") as f:

@@ -428,3 +428,115 @@ async fn standing_rules_come_in_every_context() {
     assert!(theirs.context.is_empty(), "{}", theirs.context);
     setup.node.shutdown().await.unwrap();
 }
+
+/// gRPC health of `service` ("" for the whole server) at `channel`.
+async fn health_of(channel: &tonic::transport::Channel, service: &str) -> i32 {
+    use tonic_health::pb::HealthCheckRequest;
+    use tonic_health::pb::health_client::HealthClient;
+    HealthClient::new(channel.clone())
+        .check(HealthCheckRequest {
+            service: service.into(),
+        })
+        .await
+        .map(|answer| answer.into_inner().status)
+        .unwrap_or(-1)
+}
+
+/// The gateway's health follows its required upstreams: with the retriever (another process)
+/// gone, the gateway's service answers NOT_SERVING while the server ("") and the services that
+/// need no upstream stay SERVING (readiness takes the gateway out of rotation, a liveness probe
+/// of "" does not restart it); SERVING again once the retriever answers at its address.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_gateways_health_follows_its_required_upstreams() {
+    use tonic_health::pb::health_check_response::ServingStatus;
+
+    let dir = tempfile::tempdir().unwrap();
+    let mut config = nodes::embedded_config(dir.path());
+    config.embedder.uri = "hash://384".into();
+    let all = ServiceKind::ALL.iter().copied().collect();
+    let backends = thinkus_server::node::open_backends(&config, &all).await.unwrap();
+    let port = crate::support::free_port();
+    let start_retriever = |config: thinkus_server::Config, backends| async move {
+        // The address is free again shortly after the previous node stopped.
+        let mut tries = 0;
+        let listener = loop {
+            match tokio::net::TcpListener::bind(("127.0.0.1", port)).await {
+                Ok(listener) => break listener,
+                Err(_) if tries < 100 => {
+                    tries += 1;
+                    tokio::time::sleep(Duration::from_millis(100)).await;
+                }
+                Err(err) => panic!("127.0.0.1:{port} stays taken: {err}"),
+            }
+        };
+        let services = [ServiceKind::Retriever].into_iter().collect();
+        let node = thinkus_server::node::start(
+            config,
+            services,
+            listener,
+            Some(backends),
+            tokio_util::sync::CancellationToken::new(),
+        )
+        .await
+        .expect("the retriever starts");
+        thinkus_common::grpc::wait_serving(&node.url(), ServiceKind::Retriever.grpc_name(), Duration::from_secs(30))
+            .await
+            .unwrap();
+        node
+    };
+    let retriever = start_retriever(config.clone(), backends.clone()).await;
+    config.endpoints.retriever = Some(retriever.url());
+    let gateway = nodes::start(
+        config.clone(),
+        &[
+            ServiceKind::Gateway,
+            ServiceKind::KnowledgeManager,
+            ServiceKind::MemoryController,
+            ServiceKind::Artifact,
+            ServiceKind::Summary,
+        ],
+        Some(backends.clone()),
+    )
+    .await;
+    let channel = nodes::channel(&gateway).await;
+    let gateway_name = ServiceKind::Gateway.grpc_name();
+    let knowledge_name = ServiceKind::KnowledgeManager.grpc_name();
+    assert_eq!(health_of(&channel, gateway_name).await, ServingStatus::Serving as i32);
+
+    retriever.shutdown().await.unwrap();
+    let mut held = false;
+    for _ in 0..200 {
+        if health_of(&channel, gateway_name).await == ServingStatus::NotServing as i32 {
+            held = true;
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert!(
+        held,
+        "the gateway reports NOT_SERVING within 20 s of losing its retriever"
+    );
+    assert_eq!(
+        health_of(&channel, "").await,
+        ServingStatus::Serving as i32,
+        "the server itself"
+    );
+    assert_eq!(
+        health_of(&channel, knowledge_name).await,
+        ServingStatus::Serving as i32,
+        "a service that needs no upstream"
+    );
+
+    let retriever = start_retriever(config, backends).await;
+    let mut back = false;
+    for _ in 0..200 {
+        if health_of(&channel, gateway_name).await == ServingStatus::Serving as i32 {
+            back = true;
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert!(back, "SERVING again within 20 s of the retriever's return");
+    gateway.shutdown().await.unwrap();
+    retriever.shutdown().await.unwrap();
+}

@@ -53,7 +53,7 @@ impl Default for ServeOptions {
     }
 }
 
-/// The health service of one server, with every service NOT_SERVING until [`Health::serving`].
+/// The health service of one server, with every service NOT_SERVING until [`Health::report`].
 #[derive(Clone)]
 pub struct Health {
     reporter: HealthReporter,
@@ -90,14 +90,24 @@ impl Health {
         }
     }
 
-    /// Every service answers SERVING (call once the backends answered).
-    pub async fn serving(&self) {
-        self.set(ServingStatus::Serving).await;
-    }
-
     /// Every service answers NOT_SERVING (shutdown started, or a backend is down).
     pub async fn not_serving(&self) {
         self.set(ServingStatus::NotServing).await;
+    }
+
+    /// The server ("") and every service answer `serving`, except those named in `held`, which
+    /// answer NOT_SERVING (a service whose required upstream does not answer: the process is
+    /// alive, so a liveness probe of "" passes, but readiness for that service fails).
+    pub async fn report(&self, serving: bool, held: &[&str]) {
+        let status = |ok: bool| match ok {
+            true => ServingStatus::Serving,
+            false => ServingStatus::NotServing,
+        };
+        self.reporter.set_service_status("", status(serving)).await;
+        for service in &self.services {
+            let ok = serving && !held.contains(&service.as_str());
+            self.reporter.set_service_status(service, status(ok)).await;
+        }
     }
 }
 

@@ -356,9 +356,11 @@ pub async fn start(
     // before it reports SERVING: writes acknowledged before a crash are in the database, and
     // searches must not miss them.
     let (reconciled, reconciled_watch) = tokio::sync::watch::channel(manager.is_none());
+    let upstreams = required_upstreams(&config, &services, connect_timeout, client_tls.as_ref())?;
     tasks.push(tokio::spawn(watch_health(
         backends.clone(),
         health,
+        upstreams,
         reconciled_watch,
         shutdown.clone(),
     )));
@@ -516,11 +518,69 @@ fn gateway_local(
     }))
 }
 
+/// A service another process runs that a service of this node cannot answer without.
+struct RequiredUpstream {
+    /// The service of this node that needs it.
+    needed_by: &'static str,
+    kind: ServiceKind,
+    uri: String,
+    health: tonic_health::pb::health_client::HealthClient<tonic::transport::Channel>,
+}
+
+impl RequiredUpstream {
+    /// Whether it reports SERVING within 2 s; the reason when not.
+    async fn check(&self) -> Result<(), String> {
+        let mut health = self.health.clone();
+        let request = tonic_health::pb::HealthCheckRequest {
+            service: self.kind.grpc_name().to_string(),
+        };
+        match tokio::time::timeout(Duration::from_secs(2), health.check(request)).await {
+            Err(_) => Err("no answer within 2 s".to_string()),
+            Ok(Err(status)) => Err(status.message().to_string()),
+            Ok(Ok(answer)) => match answer.into_inner().status() {
+                tonic_health::pb::health_check_response::ServingStatus::Serving => Ok(()),
+                other => Err(format!("reports {}", other.as_str_name())),
+            },
+        }
+    }
+}
+
+/// The remote upstreams the node's services require ([`ServiceKind::requires`]).
+fn required_upstreams(
+    config: &Config,
+    services: &BTreeSet<ServiceKind>,
+    connect_timeout: Duration,
+    tls: Option<&tonic::transport::ClientTlsConfig>,
+) -> anyhow::Result<Vec<RequiredUpstream>> {
+    let mut upstreams = Vec::new();
+    for service in services {
+        for &kind in service.requires() {
+            let Some(uri) = config.endpoint(kind).filter(|_| !services.contains(&kind)) else {
+                continue;
+            };
+            upstreams.push(RequiredUpstream {
+                needed_by: service.grpc_name(),
+                kind,
+                uri: uri.to_string(),
+                health: tonic_health::pb::health_client::HealthClient::new(channel_with_tls(
+                    uri,
+                    connect_timeout,
+                    tls,
+                )?),
+            });
+        }
+    }
+    Ok(upstreams)
+}
+
 /// Reports SERVING while the backends answer and the index has been reconciled, NOT_SERVING
-/// otherwise.
+/// otherwise. A service whose required upstream (another process) does not report SERVING
+/// answers NOT_SERVING on its own name while the server ("") stays SERVING: readiness keeps
+/// traffic away, liveness does not restart a process that cannot help it.
 async fn watch_health(
     backends: Backends,
     health: Health,
+    upstreams: Vec<RequiredUpstream>,
     mut reconciled: tokio::sync::watch::Receiver<bool>,
     shutdown: CancellationToken,
 ) {
@@ -535,15 +595,25 @@ async fn watch_health(
                 false
             }
         };
-        if serving != Some(ok) && !shutdown.is_cancelled() {
-            if ok {
-                health.serving().await;
-            } else {
-                health.not_serving().await;
+        let mut held = Vec::new();
+        for upstream in &upstreams {
+            if let Err(reason) = upstream.check().await {
+                tracing::warn!(
+                    service = upstream.needed_by,
+                    upstream = %upstream.kind,
+                    address = %upstream.uri,
+                    %reason,
+                    "a required upstream does not answer"
+                );
+                held.push(upstream.needed_by);
             }
-            serving = Some(ok);
         }
-        let pause = if ok {
+        let state = (ok, held.clone());
+        if serving.as_ref() != Some(&state) && !shutdown.is_cancelled() {
+            health.report(ok, &held).await;
+            serving = Some(state);
+        }
+        let pause = if ok && held.is_empty() {
             Duration::from_secs(10)
         } else {
             Duration::from_secs(1)

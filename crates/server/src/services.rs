@@ -82,6 +82,16 @@ impl ServiceKind {
         }
     }
 
+    /// The services it cannot answer without (the others it calls are optional: the gateway
+    /// answers PrepareTurn without the controller, the artifacts or the summaries, and says so
+    /// in the trace). A remote one that does not report SERVING holds this service NOT_SERVING.
+    pub fn requires(self) -> &'static [ServiceKind] {
+        match self {
+            ServiceKind::Gateway => &[ServiceKind::Retriever, ServiceKind::KnowledgeManager],
+            _ => &[],
+        }
+    }
+
     /// The services it calls.
     pub fn depends_on(self) -> &'static [ServiceKind] {
         match self {

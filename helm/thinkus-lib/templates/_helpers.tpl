@@ -127,5 +127,7 @@ app.kubernetes.io/managed-by: {{ .root.Release.Service }}
 {{- define "thinkus-lib.probeService" -}}
 {{- $ctx := index . 0 -}}
 {{- $probe := index . 1 -}}
+{{- if not $probe.wholeServer -}}
 {{- default $ctx.info.grpcService $probe.service -}}
+{{- end -}}
 {{- end -}}
