@@ -440,6 +440,57 @@ async fn budget_correction_replaces(backend: Backend) {
     node.stop().await;
 }
 
+/// Two budgets of one project are two subjects: the CMO's marketing budget does not replace the
+/// renovation budget the CFO was told, while a new renovation figure does; and what is known of
+/// the project (a fact without the speaker in it) reaches its other roles, a fact about the
+/// speaker does not.
+async fn two_budgets_and_the_projects_facts(backend: Backend) {
+    let Some(node) = start(backend, |_| {}).await else {
+        return;
+    };
+    let cfo = scope("km-budgets", "cfo", Some("store"));
+    let cmo = scope("km-budgets", "cmo", Some("store"));
+    let single = |response: &LearnFromConversationResponse| {
+        let written = created(response);
+        assert_eq!(written.len(), 1, "{response:?}");
+        written[0].clone()
+    };
+    let renovation = single(&learn(&node, &cfo, "装修预算35万，包含水电和墙面", "budgets-1").await);
+    let marketing = single(&learn(&node, &cmo, "营销预算给你3万，包含物料和线上投放", "budgets-2").await);
+    let status = |memories: &[thinkus_proto::common::Memory], id: &str| {
+        memories.iter().find(|m| m.id == id).map(|m| m.status).expect("stored")
+    };
+    let person = scope("km-budgets", "", Some("store"));
+    let memories = all_memories(&node, &person).await;
+    assert_eq!(
+        status(&memories, &renovation.id),
+        MemoryStatus::Active as i32,
+        "the marketing budget left the renovation budget alone"
+    );
+    let raised = learn(&node, &cfo, "装修预算加到42万了", "budgets-3").await;
+    assert!(
+        raised
+            .results
+            .iter()
+            .any(|r| r.outcome == WriteOutcome::ReplacedOlder as i32 && r.replaced_ids.contains(&renovation.id)),
+        "a new renovation figure replaces the old one: {raised:?}"
+    );
+    let memories = all_memories(&node, &person).await;
+    assert_eq!(status(&memories, &marketing.id), MemoryStatus::Active as i32);
+
+    let project_fact = single(&learn(&node, &cfo, "Our company has 40 employees across two stores", "facts-1").await);
+    assert_eq!(project_fact.r#type, MemoryType::Fact as i32);
+    let personal = single(&learn(&node, &cfo, "I live in Leeds with my two kids", "facts-2").await);
+    assert_eq!(personal.r#type, MemoryType::Fact as i32);
+    let seen_by_cmo: Vec<String> = all_memories(&node, &cmo).await.into_iter().map(|m| m.id).collect();
+    assert!(
+        seen_by_cmo.contains(&project_fact.id),
+        "the project's fact reaches its CMO"
+    );
+    assert!(!seen_by_cmo.contains(&personal.id), "the CFO's personal fact does not");
+    node.stop().await;
+}
+
 /// A choice named inside Chinese ("前端用Next.js") is a value: the new choice replaces it.
 async fn a_changed_choice_replaces(backend: Backend) {
     let Some(node) = start(backend, |_| {}).await else {
@@ -713,6 +764,7 @@ on_both_backends!(
     similar_preferences_merge,
     near_duplicates_in_one_batch_merge,
     budget_correction_replaces,
+    two_budgets_and_the_projects_facts,
     a_changed_choice_replaces,
     quota_cleans_up_then_refuses,
     noise_and_not_memorable_write_nothing,

@@ -90,8 +90,10 @@ fn plan(scope: &Scope, candidate: &Extracted, said_at: DateTime<Utc>) -> (Scope,
         // Profile facts and cross-project knowledge belong to no single project.
         owner.project_id = None;
     }
+    // What the user likes and how they judge work stays with the role it was told to; what is
+    // known of a project (a fact, a decision, a constraint...) is for every role of the project.
     let visibility = match candidate.memory_type {
-        MemoryType::UserPreference | MemoryType::Fact | MemoryType::Feedback => Visibility::Private,
+        MemoryType::UserPreference | MemoryType::Feedback => Visibility::Private,
         _ if owner.project_id.is_some() => Visibility::Project,
         _ => Visibility::Private,
     };

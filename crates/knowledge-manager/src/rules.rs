@@ -303,6 +303,10 @@ static PROJECT_HINT: LazyLock<Regex> = LazyLock::new(|| {
     )
 });
 
+/// The speaker speaking of themself: "我" (not "我们"), "本人", "I", "me", "my".
+static FIRST_PERSON: LazyLock<Regex> =
+    LazyLock::new(|| pattern(r"(?i)(我(?:[^们]|$)|本人|\b(?:i|i'm|i've|i'll|i'd|me|my|mine|myself)\b)"));
+
 /// A clause that only points back at the one before it: "以后都这么办", "let's keep that
 /// going", "别再换了". It belongs to that clause, even across a sentence end.
 static ANAPHORIC: LazyLock<Regex> = LazyLock::new(|| {
@@ -423,7 +427,11 @@ fn candidate(memory_type: MemoryType, content: &str, importance: u8, confidence:
     let content = FILLER.replace(content.trim(), "").trim().to_string();
     let subject = subject::detect(&content);
     let project_specific = match memory_type {
-        MemoryType::UserPreference | MemoryType::Fact | MemoryType::Feedback => PROJECT_HINT.is_match(&content),
+        MemoryType::UserPreference | MemoryType::Feedback => PROJECT_HINT.is_match(&content),
+        // A fact about the speaker ("我怀孕了", "I live in Leeds") belongs to no project; a fact
+        // said in a project's conversation about anything else ("开业定在12月8日", "the lease is
+        // 2.8万 a month") is the project's, for its every role.
+        MemoryType::Fact => PROJECT_HINT.is_match(&content) || !FIRST_PERSON.is_match(&content),
         _ => true,
     };
     let mut tags: Vec<String> = Vec::new();
@@ -724,6 +732,30 @@ mod tests {
                 )
             })
             .collect()
+    }
+
+    #[test]
+    fn a_fact_about_the_speaker_is_theirs_a_fact_about_the_work_the_projects() {
+        let project_specific =
+            |text: &str| candidate_for(MemoryType::Fact, text, 0.9, "cfo")["project_specific"] == true;
+        for work in [
+            "开业定在12月8日",
+            "门店月租2.8万，押二付三",
+            "The lease is £2,800 a month",
+            "Our warehouse is in Ningbo",
+        ] {
+            assert!(project_specific(work), "{work}");
+        }
+        for person in [
+            "我怀孕了，预产期是明年5月",
+            "本人在杭州住",
+            "I live in Leeds with my two kids",
+            "My daughter starts school in March",
+        ] {
+            assert!(!project_specific(person), "{person}");
+        }
+        // Preferences stay with the role they were told to unless they name the project.
+        assert!(candidate_for(MemoryType::UserPreference, "报数都用万元", 0.9, "cfo")["project_specific"] == false);
     }
 
     #[test]

@@ -406,6 +406,8 @@ impl KnowledgeManager {
             .await?
             .into_iter()
             .filter(|old| old.scope.project_id == memory.scope.project_id)
+            // "装修预算" and "营销预算" are two budgets: neither replaces the other.
+            .filter(|old| subject::same_subject(&old.content, &memory.content, subject))
             // Private memories of other roles stay theirs.
             .filter(|old| old.scope.role_id == memory.scope.role_id || old.visibility != Visibility::Private)
             .filter(|old| {

@@ -261,6 +261,54 @@ pub fn values_conflict(a: &str, b: &str) -> bool {
     !a.is_subset(&b) && !b.is_subset(&a)
 }
 
+/// What narrows the subject in a text: the word glued before the one that names it
+/// ("装修预算" → "装修", "营销预算" → "营销", "marketing budget" → "marketing"). None for a
+/// subject named bare or only determined ("预算改成$800", "这个项目的预算", "把预算", "the new
+/// budget", "our budget"): grammar's closed classes (jieba's parts of speech for Chinese, the
+/// determiners and words of change for English) rather than a list of budgets.
+pub fn qualifier(text: &str, subject: &str) -> Option<String> {
+    const NOT_QUALIFIERS: &[&str] = &[
+        "the", "a", "an", "our", "my", "your", "their", "his", "her", "its", "this", "that", "these", "those", "new",
+        "old", "current", "updated", "revised", "latest", "final", "original", "overall", "whole", "entire", "full",
+        "same", "which", "what", "and", "or", "of", "for", "to", "is", "was", "be", "in", "on",
+    ];
+    let names = SUBJECTS.iter().find(|(name, _)| *name == subject)?.1;
+    let lower = text.to_lowercase();
+    let (at, name) = names
+        .iter()
+        .filter_map(|name| lower.find(name.trim()).map(|at| (at, *name)))
+        .min()?;
+    let before = &lower[..at];
+    if name.is_ascii() {
+        if !before.ends_with(' ') {
+            return None;
+        }
+        let word = before
+            .trim_end()
+            .rsplit(|c: char| !c.is_alphanumeric() && c != '-')
+            .next()?;
+        let is_word = word.chars().next().is_some_and(|c| c.is_ascii_alphabetic());
+        return (is_word && !NOT_QUALIFIERS.contains(&word)).then(|| word.to_string());
+    }
+    // Chinese: the dictionary word right before, a noun or a verb of two characters or more
+    // ("装修", "营销", "市场"); one character ("总", "定", "把") or a particle is no narrowing.
+    let (word, tag) = thinkus_common::text::tagged_words(before).pop()?;
+    let narrows = (tag.starts_with('n') || tag.starts_with('v') || tag == "b")
+        && word.chars().count() >= 2
+        && word.chars().all(thinkus_common::text::is_han);
+    narrows.then(|| word.to_string())
+}
+
+/// Whether two texts about `subject` are about the same one: both name it with the same
+/// narrowing word, or at least one names it bare ("预算改成$800" is about any budget said
+/// before; "装修预算" and "营销预算" are two budgets).
+pub fn same_subject(a: &str, b: &str, subject: &str) -> bool {
+    match (qualifier(a, subject), qualifier(b, subject)) {
+        (Some(a), Some(b)) => a == b,
+        _ => true,
+    }
+}
+
 /// Values an explicit correction in `newer` says are no longer true ("不是之前说的$500",
 /// "not $500 anymore"): a negated old value.
 pub fn negated_values(text: &str) -> BTreeSet<String> {
@@ -278,6 +326,42 @@ pub fn negated_values(text: &str) -> BTreeSet<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn two_budgets_of_one_project_are_two_subjects() {
+        assert_eq!(
+            qualifier("装修预算35万，房租月租2.8万", "budget").as_deref(),
+            Some("装修")
+        );
+        assert_eq!(
+            qualifier("营销预算给你3万，包含物料", "budget").as_deref(),
+            Some("营销")
+        );
+        assert_eq!(
+            qualifier("The marketing budget is $3,000", "budget").as_deref(),
+            Some("marketing")
+        );
+        for bare in [
+            "预算改成$800了",
+            "这个项目的预算是$500",
+            "把预算砍到30万",
+            "总预算60万",
+            "The new budget is $800",
+            "our budget is $500",
+            "Budget: $500",
+        ] {
+            assert_eq!(qualifier(bare, "budget"), None, "{bare}");
+        }
+        assert!(!same_subject("装修预算35万", "营销预算给你3万", "budget"));
+        assert!(!same_subject(
+            "The ad budget is $2k",
+            "The travel budget is $5k",
+            "budget"
+        ));
+        assert!(same_subject("装修预算35万", "装修预算加到42万", "budget"));
+        assert!(same_subject("这个项目的预算是$500", "预算改成$800了", "budget"));
+        assert!(same_subject("营销预算3万", "预算改成5万", "budget"));
+    }
 
     #[test]
     fn subjects_in_both_languages() {
