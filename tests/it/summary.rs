@@ -680,6 +680,29 @@ mod grpc {
             "{summary:?}"
         );
 
+        // The background update offers its decision after storing the summary: wait for it.
+        let knowledge = node.apis.knowledge.clone().unwrap();
+        let postgres_decisions = || async {
+            knowledge
+                .list_memories(thinkus_knowledge_manager::api::ListRequest {
+                    scope: Scope::new("grpc-user", "cto").with_project("p1"),
+                    types: vec![MemoryType::ProjectDecision],
+                    limit: 50,
+                    ..Default::default()
+                })
+                .await
+                .unwrap()
+                .into_iter()
+                .filter(|m| m.content.contains("PostgreSQL"))
+                .collect::<Vec<_>>()
+        };
+        for _ in 0..200 {
+            if !postgres_decisions().await.is_empty() {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+
         // Regenerating offers the same decision again: it is remembered once.
         let regenerated = client
             .generate_summary(pb::GenerateSummaryRequest {
@@ -692,18 +715,8 @@ mod grpc {
             .unwrap()
             .into_inner();
         assert_eq!(regenerated.messages_read, 2);
-        let knowledge = node.apis.knowledge.clone().unwrap();
-        let decisions = knowledge
-            .list_memories(thinkus_knowledge_manager::api::ListRequest {
-                scope: Scope::new("grpc-user", "cto").with_project("p1"),
-                types: vec![MemoryType::ProjectDecision],
-                limit: 50,
-                ..Default::default()
-            })
-            .await
-            .unwrap();
-        let postgres: Vec<_> = decisions.iter().filter(|m| m.content.contains("PostgreSQL")).collect();
-        assert_eq!(postgres.len(), 1, "offered without duplicates: {decisions:?}");
+        let postgres = postgres_decisions().await;
+        assert_eq!(postgres.len(), 1, "offered without duplicates: {postgres:?}");
 
         let rendered = client
             .render_summary(pb::RenderSummaryRequest {
