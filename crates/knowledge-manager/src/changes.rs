@@ -408,6 +408,16 @@ pub fn mentions(text: &str) -> Vec<Mention> {
         {
             continue;
         }
+        // A name of several words ("PostHog Cloud", "Google Analytics") is one value, known by
+        // its first word.
+        if let Some(last) = found.last_mut()
+            && last.kind == ValueKind::Name
+            && &text[last.end..m.start()] == " "
+        {
+            last.raw = text[last.start..m.end()].to_string();
+            last.end = m.end();
+            continue;
+        }
         found.push(Mention {
             raw: word.to_string(),
             kind: ValueKind::Name,
@@ -441,14 +451,41 @@ const CHANGE_WORDS: &[&str] = &[
     "改", "改成", "改为", "改到", "改用", "换", "换成", "换掉", "换用", "调", "调到", "调整", "上调", "下调", "推",
     "推到", "推迟", "延期", "延后", "延到", "挪", "挪到", "迁", "迁到", "切", "切到", "切换", "涨", "涨到", "降",
     "降到", "减", "减到", "加", "加到", "提高", "提到", "砍", "砍到", "放宽", "收紧", "更正", "变", "变成", "变为",
-    "不是", "而是", "现在", "定为", "说错", "记错", "弄错", "不用", "取消", "chang", "move", "push", "slip", "switch",
-    "swap", "replac", "rais", "increas", "bump", "cut", "lower", "reduc", "drop", "correct", "actual", "instead",
-    "now", "updat", "revis", "meant", "anymor", "longer", "goe", "went", "go", "shift", "delay", "postpon", "upgrad",
-    "downgrad", "migrat", "ditch", "misspok", "typo", "up", "down",
+    "不是", "而是", "现在", "定为", "说错", "记错", "弄错", "不对", "不用", "取消", "chang", "move", "push", "slip",
+    "switch", "swap", "replac", "rais", "increas", "bump", "cut", "lower", "reduc", "drop", "correct", "actual",
+    "instead", "now", "updat", "revis", "meant", "anymor", "longer", "goe", "went", "go", "shift", "delay", "postpon",
+    "upgrad", "downgrad", "migrat", "ditch", "misspok", "typo", "up", "down",
 ];
 
 fn states_a_change(sentence_terms: &HashSet<String>) -> bool {
     CHANGE_WORDS.iter().any(|w| sentence_terms.contains(*w))
+}
+
+/// Whether `text` holds one of `words`: as a term, or, for a Chinese word of two characters or
+/// more, as written (jieba cuts "哦不对" into "哦/不/对").
+fn says_any(text: &str, text_terms: &HashSet<String>, words: &[&str]) -> bool {
+    words.iter().any(|w| {
+        text_terms.contains(*w)
+            || (w.chars().count() >= 2 && w.chars().all(thinkus_common::text::is_han) && text.contains(w))
+    })
+}
+
+/// Pairs of ideographs of a text, without those holding a one-character function word (的,
+/// 个, 那…): the topic words of Chinese whatever jieba makes of them in context ("外包那边" is
+/// cut "外/包/那边", "外包是" "外包/是").
+fn han_pairs(text: &str) -> HashSet<String> {
+    let mut out = HashSet::new();
+    let chars: Vec<char> = text.chars().collect();
+    for pair in chars.windows(2) {
+        if pair.iter().all(|c| thinkus_common::text::is_han(*c))
+            && !pair
+                .iter()
+                .any(|c| thinkus_common::text::is_stopword(c.encode_utf8(&mut [0; 4])))
+        {
+            out.insert(pair.iter().collect());
+        }
+    }
+    out
 }
 
 /// How one mention leads to the next in a statement of change, read from the text between
@@ -473,6 +510,10 @@ fn linked(before: &str, between: &str, sentence_terms: &HashSet<String>) -> Opti
     static NOT_BUT: LazyLock<Regex> = LazyLock::new(|| Regex::new(r"(?i)^\s*[,，]?\s*but\s+$").expect("valid regex"));
     static REPLACE_WITH: LazyLock<Regex> =
         LazyLock::new(|| Regex::new(r"(?i)^\s+(?:with|for|by)\s+$").expect("valid regex"));
+    static REPLACES: LazyLock<Regex> = LazyLock::new(|| {
+        Regex::new(r"(?i)^\s+(?:replaces|replaced|will\s+replace|is\s+replacing|supersedes|superseded|takes\s+over\s+from)\s+$")
+            .expect("valid regex")
+    });
     let before = before.trim_end();
     let before_lower = before.to_lowercase();
     if ARROW.is_match(between) || INTO_ZH.is_match(between) {
@@ -500,7 +541,7 @@ fn linked(before: &str, between: &str, sentence_terms: &HashSet<String>) -> Opti
     {
         return Some(true);
     }
-    if NEW_THEN_OLD.is_match(between) {
+    if NEW_THEN_OLD.is_match(between) || REPLACES.is_match(between) {
         return Some(false);
     }
     None
@@ -566,8 +607,43 @@ pub fn stated_changes(text: &str) -> Vec<Change> {
         // "25k-30k上调到30k-35k": a range is one mention; "12 not 20" has bare numbers.
         out.extend(chinese_name_changes(&sentence));
     }
+    out.extend(self_corrections(text));
     let mut seen = HashSet::new();
     out.retain(|c| seen.insert(c.clone()));
+    out
+}
+
+/// Words with which a speaker takes back what they just said: "I meant", "typo", "说错了",
+/// "不对".
+const SELF_CORRECTION: &[&str] = &[
+    "meant", "mean", "misspok", "typo", "说错", "记错", "弄错", "写错", "打错", "口误", "更正", "不对",
+];
+
+/// A value taken back in the next sentence: "Pro is $49. Sorry, I meant $39", "预算35万。不对，
+/// 说错了，是38万". The later sentence names one value of a kind after a word of self-correction,
+/// the sentence before it one value of that kind.
+fn self_corrections(text: &str) -> Vec<Change> {
+    let mut out = Vec::new();
+    let said = sentences(text);
+    for pair in said.windows(2) {
+        let (before, after) = (&pair[0], &pair[1]);
+        let found = mentions(after);
+        for new in &found {
+            if found.iter().filter(|m| m.kind == new.kind).count() != 1 {
+                continue;
+            }
+            let cue = &after[..new.start];
+            if !says_any(cue, &terms(cue).into_iter().collect(), SELF_CORRECTION) {
+                continue;
+            }
+            let earlier: Vec<Mention> = mentions(before).into_iter().filter(|m| m.kind == new.kind).collect();
+            if let [old] = earlier.as_slice()
+                && !old.same_value(new)
+            {
+                out.push(Change::of(&old.raw, Some(&new.raw)));
+            }
+        }
+    }
     out
 }
 
@@ -600,13 +676,17 @@ fn around(sentence: &str, mention: &Mention, found: &[Mention]) -> (HashSet<Stri
     let from = parts[at.saturating_sub(1)].0;
     let window = &sentence[from..parts[at].1];
     let window_terms: HashSet<String> = terms(window).into_iter().collect();
-    let changed = states_a_change(&window_terms);
+    let changed = says_any(window, &window_terms, CHANGE_WORDS);
     let mut words = window_terms;
+    // The window without its values, read for pairs of ideographs too.
+    let mut bare = window.to_string();
     for m in found {
         for t in terms(&m.raw) {
             words.remove(&t);
         }
+        bare = bare.replace(&m.raw, " ");
     }
+    words.extend(han_pairs(&bare));
     words.retain(|w| {
         !CHANGE_WORDS.contains(&w.as_str()) && w.chars().count() > 1 && !w.chars().all(|c| c.is_ascii_digit())
     });
@@ -909,6 +989,18 @@ mod tests {
             ("目标库 TiDB -> PostgreSQL 16", "TiDB", "PostgreSQL 16"),
             ("薪资从25k-30k上调到30k-35k", "25k-30k", "30k-35k"),
             ("收银系统从客如云换成二维火，会员能通用", "客如云", "二维火"),
+            (
+                "PostHog Cloud replaces Mixpanel, decision made.",
+                "Mixpanel",
+                "PostHog Cloud",
+            ),
+            (
+                "I told you Pro is $49. sorry, I meant $39. $49 was the old plan we killed in the spring.",
+                "$49",
+                "$39",
+            ),
+            ("预算是35万。不对，说错了，是38万。", "35万", "38万"),
+            ("Launch is Oct 15. Typo: Oct 25.", "Oct 15", "Oct 25"),
         ] {
             assert_eq!(pairs(stated_changes(text)), vec![some(old, new)], "{text}");
         }
@@ -924,10 +1016,27 @@ mod tests {
         assert!(stated_changes("营业时间从早8点到晚9点，从12月1日到12月15日放假").is_empty());
         assert!(stated_changes("The promo runs from Nov 19 to Nov 30.").is_empty());
         assert!(stated_changes("预算35万，开业12月8日").is_empty());
+        assert!(
+            stated_changes("Pro is $49. Starter is $19.").is_empty(),
+            "no word takes $49 back"
+        );
+        assert!(
+            stated_changes("Budget is $500. I mean, it's tight.").is_empty(),
+            "no new value"
+        );
+        assert!(
+            stated_changes("Pro is $49. Sorry, I meant $39 for Starter and $19 for Lite.").is_empty(),
+            "two new values: which one replaces $49 is not said"
+        );
     }
 
     #[test]
     fn changes_implied_by_a_later_sentence_on_the_same_topic() {
+        let headcount = Earlier::new(["外包那边给我们4个人，下周一进场"]);
+        assert_eq!(
+            pairs(implied_changes("哦不对，外包是3个人", &headcount)),
+            vec![some("4个人", "3个人")]
+        );
         let earlier = Earlier::new(["开业定在12月8日，装修预算35万"]);
         assert_eq!(
             pairs(implied_changes("消防要改喷淋，开业也得推，改到12月20日了", &earlier)),
