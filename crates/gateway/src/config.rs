@@ -36,6 +36,10 @@ pub struct GatewayConfig {
     /// left out of the context, budget or not (0 keeps every memory the budget holds). 0.3 is
     /// the largest share that lost no needed fact on the development sessions (docs/benchmarks.md).
     pub relevance_floor: f64,
+    /// A recalled record longer than this many tokens (an assistant's table, a long analysis)
+    /// is shown as the lines the message asks about, whole, within it; "…" marks the rest (0
+    /// shows records whole).
+    pub entry_cap_tokens: u32,
     /// Tool outputs above this many tokens are stored as artifacts and replaced by compacts.
     pub offload_threshold_tokens: u32,
     /// Background workers taking jobs from the queue.
@@ -79,6 +83,7 @@ impl Default for GatewayConfig {
             probe_min_similarity: 0.85,
             probe_budget_tokens: 300,
             relevance_floor: 0.3,
+            entry_cap_tokens: 160,
             offload_threshold_tokens: 500,
             workers: 2,
             poll_interval_ms: 200,

@@ -116,6 +116,97 @@ impl SectionKind {
     }
 }
 
+/// A long record cut to what the reader asked about: its lines (a line longer than the cap, its
+/// sentences) that share the most words with the message, whole and in their order, within
+/// `cap` tokens; "…" marks what was left out. A kept line is never cut, so no figure, date or
+/// name is lost from it; a table row comes with its table's header. The first line (what the
+/// record is about) is kept when it fits. A text within the cap, or a cap of 0, is kept whole.
+pub fn excerpt(text: &str, query: &HashSet<String>, cap: u32, tokens: &TokenCounter) -> String {
+    if cap == 0 || tokens.count(text) as u32 <= cap {
+        return text.to_string();
+    }
+    // Units: lines, and the sentences of a line that alone exceeds the cap.
+    let mut units: Vec<(usize, String, bool)> = Vec::new(); // (line, text, starts a line)
+    for (line_no, line) in text.lines().enumerate() {
+        if tokens.count(line) as u32 > cap {
+            for (i, sentence) in thinkus_common::text::sentences(line).into_iter().enumerate() {
+                units.push((line_no, sentence, i == 0));
+            }
+        } else {
+            units.push((line_no, line.to_string(), true));
+        }
+    }
+    let score = |unit: &str| {
+        thinkus_common::text::term_set(unit)
+            .iter()
+            .filter(|t| query.contains(*t))
+            .count()
+    };
+    let is_row = |unit: &str| unit.trim_start().starts_with('|');
+    // Where the table a row is in starts: its header and separator are its first two lines.
+    let table_start = |at: usize| {
+        let mut start = at;
+        while start > 0 && units[start - 1].2 && is_row(&units[start - 1].1) {
+            start -= 1;
+        }
+        start
+    };
+    let header_of = |at: usize| -> Vec<usize> {
+        let start = table_start(at);
+        (start..(start + 2).min(at)).collect()
+    };
+    // A header comes with a row of its table, never alone.
+    let is_header = |at: usize| is_row(&units[at].1) && at - table_start(at) < 2;
+    let mut order: Vec<usize> = (0..units.len())
+        .filter(|&i| !units[i].1.trim().is_empty() && !is_header(i))
+        .collect();
+    // The record's first unit first when short (what the record is about), then the best,
+    // then in their order.
+    let lead_fits = units.first().is_some_and(|u| tokens.count(&u.1) as u32 <= cap / 4);
+    order.sort_by_key(|&i| (!(i == 0 && lead_fits), std::cmp::Reverse(score(&units[i].1)), i));
+    let mut kept = vec![false; units.len()];
+    let mut used = 0u32;
+    for i in order {
+        if score(&units[i].1) == 0 && i != 0 {
+            break;
+        }
+        let mut adding: Vec<usize> = vec![i];
+        if is_row(&units[i].1) {
+            adding.extend(header_of(i).into_iter().filter(|&h| !kept[h]));
+        }
+        let cost: u32 = adding.iter().map(|&u| tokens.count(&units[u].1) as u32 + 1).sum();
+        if used + cost > cap {
+            continue;
+        }
+        used += cost;
+        for u in adding {
+            kept[u] = true;
+        }
+    }
+    let mut out = String::new();
+    let mut gap = false;
+    let mut last_line: Option<usize> = None;
+    for (i, (line_no, unit, _)) in units.iter().enumerate() {
+        if !kept[i] {
+            gap = true;
+            continue;
+        }
+        if let Some(previous) = last_line {
+            out.push_str(if previous == *line_no { " " } else { "\n" });
+        }
+        if gap {
+            out.push_str("… ");
+        }
+        gap = false;
+        last_line = Some(*line_no);
+        out.push_str(unit.trim_end());
+    }
+    if gap {
+        out.push_str(" …");
+    }
+    out
+}
+
 /// The context as the reader takes it for current: without the spans it marks as history.
 /// A value replaced by a later one is shown, where its history matters, struck through
 /// (`~~the budget is $500~~ (replaced on 3 Nov)`); everything outside `~~` spans is current.
@@ -623,6 +714,67 @@ mod tests {
         let zh = vec![dated("- 小李：上周去了杭州", day("5月8日", "2023-05-08"), 0)];
         let packed = pack(&zh, 1000, 1000, Language::Zh, &tokens);
         assert!(packed.context.contains("5月8日：\n- 小李"), "{}", packed.context);
+    }
+
+    fn query(text: &str) -> HashSet<String> {
+        thinkus_common::text::term_set(text)
+    }
+
+    #[test]
+    fn a_long_record_keeps_the_lines_asked_about_whole() {
+        let tokens = TokenCounter::default();
+        let mut table = String::from("后端岗目前10个候选人：\n| 姓名 | 阶段 | 期望月薪 | 来源 |\n|---|---|---|---|\n");
+        for (name, pay) in [
+            ("王立", "30k"),
+            ("许嘉宁", "28k"),
+            ("赵一鸣", "38k"),
+            ("孙浩", "24k"),
+            ("周雨桐", "27k"),
+            ("吴凡", "22k"),
+            ("郑凯", "33k"),
+            ("刘思远", "26k"),
+            ("陈晨", "25k"),
+            ("李楠", "29k"),
+        ] {
+            table.push_str(&format!("| {name} | 一面 | {pay} | 内推 |\n"));
+        }
+        table.push_str("建议先约王立和许嘉宁终面，赵一鸣的期望超出预算，暂缓。");
+        let cut = excerpt(&table, &query("赵一鸣期望多少？"), 140, &tokens);
+        assert!(tokens.count(&cut) <= 150, "{cut}");
+        assert!(cut.starts_with("后端岗目前10个候选人"), "{cut}");
+        assert!(
+            cut.contains("| 姓名 | 阶段 | 期望月薪 | 来源 |"),
+            "the header of the row: {cut}"
+        );
+        assert!(cut.contains("| 赵一鸣 | 一面 | 38k | 内推 |"), "the row, whole: {cut}");
+        assert!(!cut.contains("孙浩"), "{cut}");
+        assert!(cut.contains('…'), "{cut}");
+
+        let story = "We met the landlord on Monday. The kitchen needs new extraction, which the surveyor \
+            priced at £14,500 including the ducting. The lease is ten years with a break at five. \
+            Parking is shared with the gym next door. The opening is planned for 12 March 2027."
+            .repeat(3);
+        let cut = excerpt(
+            &story,
+            &query("what did the surveyor say the extraction costs?"),
+            40,
+            &tokens,
+        );
+        assert!(
+            cut.contains(
+                "The kitchen needs new extraction, which the surveyor priced at £14,500 including the ducting."
+            ),
+            "a sentence whole: {cut}"
+        );
+        assert!(!cut.contains("Parking"), "{cut}");
+
+        let short = "预算是35万。";
+        assert_eq!(excerpt(short, &query("预算"), 60, &tokens), short);
+        assert_eq!(
+            excerpt(&table, &query("赵一鸣"), 0, &tokens),
+            table,
+            "a cap of 0 keeps it whole"
+        );
     }
 
     #[test]

@@ -33,7 +33,7 @@ use crate::api::{
     TraceKind,
 };
 use crate::config::GatewayConfig;
-use crate::context::{Day, Entry, pack};
+use crate::context::{Day, Entry, excerpt, pack};
 use crate::extras::{ArtifactPort, SummaryPort};
 
 /// The longest message a turn may carry.
@@ -411,6 +411,14 @@ impl Gateway {
         }
         timings.insert("controller".to_string(), decided);
 
+        let shown = Shown {
+            language,
+            now,
+            changes: &changes,
+            query: thinkus_common::text::term_set(&request.message),
+            entry_cap: self.config.entry_cap_tokens,
+            tokens: &self.tokens,
+        };
         let mut items: Vec<TraceItem> = Vec::new();
         let mut entries: Vec<Entry> = Vec::new();
         let mut reserved = 0u32;
@@ -581,7 +589,7 @@ impl Gateway {
                 };
             }
             timings.insert("retriever".to_string(), millis(started));
-            memory_entries(&recalled, &decision, language, now, &changes, &mut items, &mut entries);
+            memory_entries(&recalled, &decision, &shown, &mut items, &mut entries);
         } else if self.config.probe_entries > 0 && !thinkus_common::text::term_set(&request.message).is_empty() {
             // The safety net under the controller's "no": a cheap catalog recall, kept only
             // where a memory matches the message strongly, in meaning and in words.
@@ -629,7 +637,7 @@ impl Gateway {
                 memory_budget = self.config.probe_budget_tokens.min(budget.saturating_sub(reserved));
                 probed.details.clear();
                 probed.mode = RetrievalMode::Catalog;
-                memory_entries(&probed, &decision, language, now, &changes, &mut items, &mut entries);
+                memory_entries(&probed, &decision, &shown, &mut items, &mut entries);
             }
         }
 
@@ -1130,22 +1138,43 @@ fn learn_report(learned: &thinkus_knowledge_manager::api::LearnResult) -> LearnR
     }
 }
 
+/// How recalled records are shown: in the reader's language and days, a long one cut to the
+/// lines the message asks about ([`excerpt`]), values replaced since struck ([`strike`]).
+struct Shown<'a> {
+    language: Language,
+    now: DateTime<Utc>,
+    changes: &'a [Replaced],
+    query: std::collections::HashSet<String>,
+    entry_cap: u32,
+    tokens: &'a TokenCounter,
+}
+
+impl Shown<'_> {
+    fn current(&self, text: &str, at: DateTime<Utc>) -> String {
+        strike(
+            &excerpt(text, &self.query, self.entry_cap, self.tokens),
+            at,
+            self.changes,
+            self.language,
+        )
+    }
+}
+
 /// Turns recalled memories into context entries and trace items, best first. Each entry is
 /// grouped under its day: "today", "yesterday", "3 days ago", beyond a week the date
 /// (`thinkus_common::time::day`), since the reader may have to say when.
 fn memory_entries(
     recalled: &RecallResult,
     decision: &ControlDecision,
-    language: Language,
-    now: DateTime<Utc>,
-    changes: &[Replaced],
+    shown: &Shown,
     items: &mut Vec<TraceItem>,
     entries: &mut Vec<Entry>,
 ) {
+    let (language, now) = (shown.language, shown.now);
     // A turn whose exchange taught one of the memories offered gives way to that memory.
     let offered: std::collections::HashSet<&str> = recalled.catalog.iter().map(|e| e.id.as_str()).collect();
     let shown_as_memory = |tags: &[String]| extracted_ids(tags).any(|id| offered.contains(id));
-    let current = |text: &str, at: DateTime<Utc>| strike(text, at, changes, language);
+    let current = |text: &str, at: DateTime<Utc>| shown.current(text, at);
     let why = |parts: &ScoreParts| match language {
         Language::Zh => format!(
             "相关度{:.2}，重要性{:.2}，新鲜度{:.2}（{}）",

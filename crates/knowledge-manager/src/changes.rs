@@ -338,11 +338,12 @@ pub fn mentions(text: &str) -> Vec<Mention> {
         if taken(&found, start, end) {
             continue;
         }
-        // Not the tail of a longer number or word ("v2", "B20261104").
+        // Not the tail of a longer number or word ("v2", "B20261104"), nor an ordinal ("第4个"
+        // is which one, not how many).
         if text[..start]
             .chars()
             .next_back()
-            .is_some_and(|p| p.is_ascii_alphanumeric())
+            .is_some_and(|p| p.is_ascii_alphanumeric() || p == '第')
         {
             continue;
         }
@@ -1034,7 +1035,10 @@ mod tests {
     fn changes_implied_by_a_later_sentence_on_the_same_topic() {
         let headcount = Earlier::new(["外包那边给我们4个人，下周一进场"]);
         assert_eq!(
-            pairs(implied_changes("哦不对，外包是3个人", &headcount)),
+            pairs(implied_changes(
+                "哦不对，外包是3个人，第4个是他们的PM不算人头",
+                &headcount
+            )),
             vec![some("4个人", "3个人")]
         );
         let earlier = Earlier::new(["开业定在12月8日，装修预算35万"]);
