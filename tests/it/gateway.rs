@@ -493,6 +493,35 @@ async fn a_large_tool_output_is_offloaded_and_read_back() {
     );
     assert!(prepared.context.contains(&offloaded.artifact_id));
     assert!(prepared.tokens_used <= prepared.budget_tokens);
+
+    // A later session of the project, with another role, finds it by what it holds; a session
+    // of another project does not.
+    let ask = |role: &str, project: &str| PrepareTurnRequest {
+        scope: Some(Scope {
+            role_id: role.into(),
+            project_id: project.into(),
+            ..scope("hana", "s2")
+        }),
+        message: "The payment webhook in that log timed out, which order was it?".into(),
+        ..Default::default()
+    };
+    let artifact_included = |prepared: &thinkus_proto::gateway::PrepareTurnResponse| {
+        prepared.trace.as_ref().unwrap().items.iter().any(|i| {
+            i.id == offloaded.artifact_id
+                && i.included
+                && i.kind == TraceItemKind::Artifact as i32
+                && i.reason.contains("earlier session")
+        })
+    };
+    let later = client.prepare_turn(ask("pm", "shop")).await.unwrap().into_inner();
+    assert!(artifact_included(&later), "{:?}", later.trace);
+    assert!(later.context.contains(&offloaded.artifact_id), "{}", later.context);
+    let elsewhere = client.prepare_turn(ask("pm", "blog")).await.unwrap().into_inner();
+    assert!(
+        !elsewhere.context.contains(&offloaded.artifact_id),
+        "{}",
+        elsewhere.context
+    );
     node.shutdown().await.unwrap();
 }
 

@@ -20,19 +20,23 @@ use crate::extras::{ArtifactPort, LastSummary, RelevantArtifact, StoredOutput, S
 /// The artifact service as the gateway's port.
 pub struct Artifacts(pub Arc<dyn ArtifactApi>);
 
-/// How much of an artifact's description the message's terms cover, from 0 to 1; 1 when the
-/// message names the artifact.
-fn overlap(message_terms: &BTreeSet<String>, message: &str, id: &str, description: &str) -> f64 {
+/// How much of an artifact's description the message's terms cover, from 0 to 1 (1 when the
+/// message names the artifact), and how many terms they share.
+fn overlap(message_terms: &BTreeSet<String>, message: &str, id: &str, description: &str) -> (f64, usize) {
     if message.contains(id) {
-        return 1.0;
+        return (1.0, usize::MAX);
     }
     if message_terms.is_empty() {
-        return 0.0;
+        return (0.0, 0);
     }
     let described: BTreeSet<String> = terms(description).into_iter().collect();
     let shared = message_terms.intersection(&described).count();
-    shared as f64 / message_terms.len() as f64
+    (shared as f64 / message_terms.len() as f64, shared)
 }
+
+/// Terms an artifact of an earlier session must share with the message (one shared word is
+/// too common a coincidence across a project's outputs).
+const EARLIER_SESSION_SHARED_TERMS: usize = 2;
 
 #[async_trait]
 impl ArtifactPort for Artifacts {
@@ -46,18 +50,44 @@ impl ArtifactPort for Artifacts {
         if scope.session_id.is_none() || limit == 0 {
             return Ok(Vec::new());
         }
-        let listed = self
+        let mut listed: Vec<(bool, _)> = self
             .0
             .list(ArtifactList {
                 scope: scope.clone(),
                 limit,
                 offset: 0,
             })
-            .await?;
+            .await?
+            .into_iter()
+            .map(|artifact| (true, artifact))
+            .collect();
+        // A project's tool outputs outlive their session: the earlier sessions' (any role's, as
+        // the project's memories are) are found by what they hold, not only the session's.
+        if scope.project_id.is_some() {
+            let project = Scope {
+                session_id: None,
+                ..scope.clone()
+            };
+            let earlier = self
+                .0
+                .list(ArtifactList {
+                    scope: project,
+                    limit,
+                    offset: 0,
+                })
+                .await?;
+            let known: BTreeSet<String> = listed.iter().map(|(_, (info, _))| info.id.clone()).collect();
+            listed.extend(
+                earlier
+                    .into_iter()
+                    .filter(|(info, _)| !known.contains(&info.id))
+                    .map(|artifact| (false, artifact)),
+            );
+        }
         let message_terms: BTreeSet<String> = terms(message).into_iter().collect();
         let mut found: Vec<RelevantArtifact> = listed
             .into_iter()
-            .filter_map(|(info, compact)| {
+            .filter_map(|(this_session, (info, compact))| {
                 let description = format!(
                     "{} {} {} {}",
                     info.path.clone().unwrap_or_default(),
@@ -65,16 +95,25 @@ impl ArtifactPort for Artifacts {
                     compact.type_label,
                     compact.summary
                 );
-                let score = overlap(&message_terms, message, &info.id, &description);
-                (score > 0.0).then(|| RelevantArtifact {
+                let (score, shared) = overlap(&message_terms, message, &info.id, &description);
+                let enough = if this_session {
+                    shared > 0
+                } else {
+                    shared >= EARLIER_SESSION_SHARED_TERMS
+                };
+                enough.then(|| RelevantArtifact {
                     id: info.id.clone(),
                     text: compact.rendered.clone(),
                     score,
-                    reason: match language {
-                        Language::Zh => format!("本会话的产物，与消息的词重合度{score:.2}"),
-                        Language::En => {
+                    reason: match (this_session, language) {
+                        (true, Language::Zh) => format!("本会话的产物，与消息的词重合度{score:.2}"),
+                        (true, Language::En) => {
                             format!("an artifact of this session; term overlap with the message {score:.2}")
                         }
+                        (false, Language::Zh) => format!("本项目之前会话的产物，与消息的词重合度{score:.2}"),
+                        (false, Language::En) => format!(
+                            "an artifact of an earlier session of the project; term overlap with the message {score:.2}"
+                        ),
                     },
                 })
             })
@@ -183,8 +222,9 @@ mod tests {
             "art_2",
             "design.md Markdown heading outline: colours",
         );
-        assert!(log > unrelated, "{log} {unrelated}");
-        assert_eq!(unrelated, 0.0);
-        assert_eq!(overlap(&message_terms, "look at art_9 please", "art_9", ""), 1.0);
+        assert!(log.0 > unrelated.0, "{log:?} {unrelated:?}");
+        assert!(log.1 >= 3, "log, test, failed: {log:?}");
+        assert_eq!(unrelated, (0.0, 0));
+        assert_eq!(overlap(&message_terms, "look at art_9 please", "art_9", "").0, 1.0);
     }
 }

@@ -19,7 +19,8 @@ pub struct GatewayConfig {
     pub standing_share: f64,
     /// How many standing rules and profile facts are read per turn.
     pub standing_considered: usize,
-    /// How many of the session's artifacts are considered for a turn.
+    /// How many of the session's artifacts, and of the project's earlier sessions', are
+    /// considered for a turn.
     pub artifacts_considered: usize,
     /// How many of the reader's value changes (old value -> new value) are read per turn to
     /// mark replaced values in older records.
