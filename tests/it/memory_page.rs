@@ -493,3 +493,195 @@ async fn the_page_is_safe_and_shows_what_is_remembered() {
     assert_eq!(status, StatusCode::SEE_OTHER);
     node.shutdown().await.unwrap();
 }
+
+/// Two gateway replicas behind one address share `gateway.ui_session_secret`: a person signed
+/// in on one is signed in on the other, and a form of one replica's page is accepted by the
+/// other. A replica with another secret, a cookie changed in one character, an expired session
+/// and a token of another session are refused, and nothing changes.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn page_sessions_work_across_gateway_replicas() {
+    const SECRET: &str = "the-secret-both-replicas-of-this-gateway-share";
+    let dir = tempfile::tempdir().unwrap();
+    let mut config = nodes::embedded_config(dir.path());
+    config.auth.mode = AuthMode::ApiKey;
+    config.auth.keys = vec![ApiKeyConfig {
+        tenant: "acme".into(),
+        users: vec!["alice".into()],
+        key_sha256: thinkus_common::auth::key_sha256_hex(ACME),
+        ..Default::default()
+    }];
+    config.gateway.ui_session_secret = SECRET.into();
+    let all = ServiceKind::ALL.iter().copied().collect();
+    let backends = thinkus_server::node::open_backends(&config, &all).await.unwrap();
+    // Replica A runs every service; B and C are gateways over A's services.
+    let port_a = support::free_port();
+    let mut config_a = config.clone();
+    config_a.gateway.ui_listen = format!("127.0.0.1:{port_a}");
+    let node_a = nodes::start(config_a, &ServiceKind::ALL, Some(backends.clone())).await;
+    let mut upstream = config.clone();
+    upstream.endpoints.memory_controller = Some(node_a.url());
+    upstream.endpoints.knowledge_manager = Some(node_a.url());
+    upstream.endpoints.retriever = Some(node_a.url());
+    upstream.endpoints.artifact = Some(node_a.url());
+    upstream.endpoints.summary = Some(node_a.url());
+    let port_b = support::free_port();
+    let mut config_b = upstream.clone();
+    config_b.gateway.ui_listen = format!("127.0.0.1:{port_b}");
+    let node_b = nodes::start(config_b, &[ServiceKind::Gateway], Some(backends.clone())).await;
+    let port_c = support::free_port();
+    let mut config_c = upstream;
+    config_c.gateway.ui_listen = format!("127.0.0.1:{port_c}");
+    config_c.gateway.ui_session_secret = "another-gateway-with-a-secret-of-its-own".into();
+    let node_c = nodes::start(config_c, &[ServiceKind::Gateway], Some(backends)).await;
+
+    let channel = nodes::channel(&node_a).await;
+    let mut km = KnowledgeManagerServiceClient::with_interceptor(channel, keyed(ACME));
+    let budget = km
+        .remember(RememberRequest {
+            scope: Some(scope("alice", "cfo")),
+            memory: Some(MemoryDraft {
+                r#type: MemoryType::Constraint as i32,
+                content: "这个项目的预算是$500".into(),
+                source: MemorySource::UserInput as i32,
+                ..Default::default()
+            }),
+            ..Default::default()
+        })
+        .await
+        .unwrap()
+        .into_inner()
+        .result
+        .unwrap()
+        .memory
+        .unwrap()
+        .id;
+    let importance = |km: &KnowledgeManagerServiceClient<_>| {
+        let mut km = km.clone();
+        let request = GetMemoryRequest {
+            scope: Some(Scope {
+                user_id: "alice".into(),
+                ..Default::default()
+            }),
+            all_roles: true,
+            memory_id: budget.clone(),
+        };
+        async move {
+            km.get_memory(request)
+                .await
+                .unwrap()
+                .into_inner()
+                .memory
+                .unwrap()
+                .importance
+        }
+    };
+    let (a, b, c) = (
+        format!("http://127.0.0.1:{port_a}"),
+        format!("http://127.0.0.1:{port_b}"),
+        format!("http://127.0.0.1:{port_c}"),
+    );
+
+    // Signed in on A.
+    let mut on_a = Visitor::new(&a);
+    let (_, login, _) = on_a.get("/login").await;
+    let (status, _) = on_a.post("/login", &[("csrf", &csrf(&login)), ("key", ACME)]).await;
+    assert_eq!(status, StatusCode::SEE_OTHER);
+    let cookie = on_a.cookie.clone().expect("a session cookie");
+    assert!(!cookie.contains(ACME), "the key is sealed: {cookie}");
+    let (status, page_a, _) = on_a.get(&format!("/u/alice/m/{budget}")).await;
+    assert_eq!(status, StatusCode::OK, "{page_a}");
+
+    // The same browser on B: signed in, the same CSRF token, and A's form is accepted there.
+    let mut on_b = Visitor::new(&b);
+    on_b.cookie = Some(cookie.clone());
+    let (status, page_b, _) = on_b.get(&format!("/u/alice/m/{budget}")).await;
+    assert_eq!(status, StatusCode::OK, "B accepts A's session: {page_b}");
+    assert!(page_b.contains("这个项目的预算是$500"));
+    assert_eq!(csrf(&page_a), csrf(&page_b), "every replica derives the same token");
+    let (status, location) = on_b
+        .post(
+            &format!("/u/alice/m/{budget}/importance"),
+            &[("csrf", &csrf(&page_a)), ("importance", "1")],
+        )
+        .await;
+    assert_eq!(status, StatusCode::SEE_OTHER);
+    assert!(location.ends_with("done=importance"), "{location}");
+    assert_eq!(importance(&km).await, 1, "B made the change A's form asked for");
+    let (status, _) = on_a
+        .post(
+            &format!("/u/alice/m/{budget}/importance"),
+            &[("csrf", &csrf(&page_b)), ("importance", "2")],
+        )
+        .await;
+    assert_eq!(status, StatusCode::SEE_OTHER);
+    assert_eq!(importance(&km).await, 2, "and A B's");
+
+    // Refused: C (another secret), a cookie changed in one character, an expired session.
+    let (name, value) = cookie.split_once('=').unwrap();
+    let mut forged = value.to_string().into_bytes();
+    let at = forged.len() / 2;
+    forged[at] = if forged[at] == b'A' { b'B' } else { b'A' };
+    let forged = format!("{name}={}", String::from_utf8(forged).unwrap());
+    let keys = thinkus_gateway::ui::session::SessionKeys::new(SECRET.as_bytes());
+    let now = chrono::Utc::now().timestamp();
+    let sealed = |expires: i64| {
+        let session = thinkus_gateway::ui::session::Session {
+            expires,
+            key: Some(ACME.into()),
+            ..thinkus_gateway::ui::session::Session::new(now)
+        };
+        (format!("{name}={}", keys.seal(&session)), keys.csrf(&session))
+    };
+    let (expired, expired_token) = sealed(now - 1);
+    let (valid, valid_token) = sealed(now + 600);
+    for (base, cookie, token, what) in [
+        (&c, cookie.clone(), csrf(&page_a), "a replica with another secret"),
+        (&a, forged, csrf(&page_a), "a forged cookie"),
+        (&b, expired, expired_token, "an expired session"),
+    ] {
+        let mut visitor = Visitor::new(base);
+        visitor.cookie = Some(cookie.clone());
+        let (status, location) = visitor
+            .post(
+                &format!("/u/alice/m/{budget}/importance"),
+                &[("csrf", &token), ("importance", "3")],
+            )
+            .await;
+        assert_eq!(
+            (status, location.as_str()),
+            (StatusCode::SEE_OTHER, "/login"),
+            "{what}: to the sign-in form"
+        );
+        let (status, location, _) = visitor.get(&format!("/u/alice/m/{budget}")).await;
+        assert_eq!(status, StatusCode::SEE_OTHER, "{what}: {location}");
+        assert_ne!(
+            visitor.cookie.as_deref(),
+            Some(cookie.as_str()),
+            "{what}: a new session"
+        );
+    }
+    // The same sealing, not expired, is accepted (the refusal above was the expiry); a token
+    // of another session is not.
+    let mut visitor = Visitor::new(&b);
+    visitor.cookie = Some(valid);
+    let (status, _) = visitor
+        .post(
+            &format!("/u/alice/m/{budget}/importance"),
+            &[("csrf", &csrf(&page_a)), ("importance", "3")],
+        )
+        .await;
+    assert_eq!(status, StatusCode::FORBIDDEN, "A's token in another session");
+    assert_eq!(importance(&km).await, 2, "nothing refused changed anything");
+    let (status, _) = visitor
+        .post(
+            &format!("/u/alice/m/{budget}/importance"),
+            &[("csrf", &valid_token), ("importance", "4")],
+        )
+        .await;
+    assert_eq!(status, StatusCode::SEE_OTHER);
+    assert_eq!(importance(&km).await, 4);
+
+    for node in [node_c, node_b, node_a] {
+        node.shutdown().await.unwrap();
+    }
+}

@@ -27,9 +27,13 @@ const SECRET_PARAMS: [&str; 8] = [
     "access_token",
 ];
 
-/// Whether a configuration key (`auth.client_key`, `auth.keys.0.key`) holds a secret.
+/// Whether a configuration key (`auth.client_key`, `auth.keys.0.key`,
+/// `gateway.ui_session_secret`) holds a secret: one of the secret names, or a name ending in
+/// `_secret`.
 pub fn is_secret_key(key: &str) -> bool {
-    key.rsplit('.').next().is_some_and(|last| SECRET_KEYS.contains(&last))
+    key.rsplit('.')
+        .next()
+        .is_some_and(|last| SECRET_KEYS.contains(&last) || last.ends_with("_secret"))
 }
 
 /// `uri` with the password of its user info and the values of secret query parameters
@@ -97,7 +101,7 @@ pub fn config_value(value: &mut toml::Value) {
         toml::Value::Table(table) => {
             for (key, value) in table.iter_mut() {
                 match value {
-                    toml::Value::String(text) if SECRET_KEYS.contains(&key.as_str()) && !text.is_empty() => {
+                    toml::Value::String(text) if is_secret_key(key) && !text.is_empty() => {
                         *text = REDACTED.to_string();
                     }
                     _ => config_value(value),

@@ -66,6 +66,10 @@ pub struct GatewayConfig {
     /// Recent PrepareTurn traces the page keeps in memory, in all (20 per user at most); kept
     /// only while the page is served.
     pub ui_traces: usize,
+    /// The secret the memory page seals its sessions with (`crate::ui::session`), at least 32
+    /// bytes and the same on every gateway replica behind one address, so that each accepts the
+    /// others' sessions and CSRF tokens. Empty: a random secret of this process (one replica).
+    pub ui_session_secret: String,
     /// The system prompt of Converse when the caller gives none.
     pub default_system_prompt: String,
 }
@@ -97,6 +101,7 @@ impl Default for GatewayConfig {
             rest_listen: String::new(),
             ui_listen: String::new(),
             ui_traces: 500,
+            ui_session_secret: String::new(),
             default_system_prompt: "You are a helpful executive assistant. Use the context when it is relevant; \
                 answer in the user's language."
                 .into(),
@@ -128,6 +133,12 @@ impl GatewayConfig {
         }
         if self.lease_seconds == 0 {
             return Err("gateway.lease_seconds: must be at least 1".into());
+        }
+        if !self.ui_session_secret.is_empty() && self.ui_session_secret.len() < crate::ui::session::MIN_SECRET_BYTES {
+            return Err(format!(
+                "gateway.ui_session_secret: must be at least {} bytes (e.g. `openssl rand -hex 32`), or empty",
+                crate::ui::session::MIN_SECRET_BYTES
+            ));
         }
         Ok(())
     }

@@ -434,13 +434,14 @@ mod tests {
             None,
             &[
                 "auth.client_key=tk_service_secret".into(),
+                "gateway.ui_session_secret=page-sessions-secret-0123456789abcdef".into(),
                 "storage.database=postgres://thinkus:hunter2@db:5432/thinkus".into(),
                 "storage.blobs=s3://bucket/prefix?endpoint=http://s3:9000&secret=abc123".into(),
             ],
         )
         .unwrap();
         let printed = toml::to_string_pretty(&redacted_config(&config).unwrap()).unwrap();
-        for secret in ["tk_service_secret", "hunter2", "abc123"] {
+        for secret in ["tk_service_secret", "page-sessions-secret", "hunter2", "abc123"] {
             assert!(!printed.contains(secret), "{secret} is printed:\n{printed}");
         }
         assert!(

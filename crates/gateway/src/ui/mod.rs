@@ -6,11 +6,12 @@
 //! `gateway.ui_listen` (off by default), in Chinese or English following the user's language.
 //!
 //! Server-rendered HTML and one small script. Safe by default:
-//! - the same keys as the REST facade: an API key entered once is kept in a server-side session
-//!   (the browser holds only a random session id in an HttpOnly, SameSite=Strict cookie) and
-//!   checked again on every request, so a revoked key stops working at once; in dev mode a
-//!   loopback visitor needs none;
-//! - every form carries the session's CSRF token, checked before anything changes;
+//! - the same keys as the REST facade: an API key entered once is kept in the session, sealed
+//!   (encrypted and authenticated) in an HttpOnly, SameSite=Strict cookie that every replica
+//!   sharing `gateway.ui_session_secret` accepts ([`session`]), and checked again on every
+//!   request, so a revoked key stops working at once; in dev mode a loopback visitor needs none;
+//! - every form carries the session's CSRF token (derived from the session with the same
+//!   secret), checked before anything changes;
 //! - every text from data is escaped; the content security policy allows only the page's own
 //!   script and style (no inline code), no framing;
 //! - a user the key may not act for, or an id of another user, is NOT_FOUND (the page does not
@@ -19,6 +20,7 @@
 //! Changes made here are recorded as the user's (`user:<id>`), whatever role owns the memory.
 
 pub mod html;
+pub mod session;
 pub mod words;
 
 use std::collections::{BTreeMap, HashMap};
@@ -34,7 +36,6 @@ use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use chrono::Utc;
-use parking_lot::Mutex;
 use thinkus_backends::sql::CandidateStatus;
 use thinkus_common::auth::{Authenticator, Origin, Principal, UserGrant, with_forwarded_credential};
 use thinkus_common::limits::{Admission, Seat, TenantLimits};
@@ -49,17 +50,13 @@ use thinkus_summary::api::ListRequest as SummaryList;
 use crate::api::TraceKind;
 use crate::service::Gateway;
 use html::{button_form, csrf_field, esc, meter, page, seg};
+use session::{SESSION_LIFETIME, Session, SessionKeys, same_bytes};
 use words::{
     Words, mode_label, need_label, source_label, status_label, time_range_label, type_heading, visibility_label, words,
 };
 
 /// The session cookie's name.
 pub const COOKIE: &str = "thinkus_ui";
-/// A session unused this long is forgotten.
-const SESSION_IDLE: Duration = Duration::from_secs(12 * 3600);
-/// The most sessions kept; the least recently used go first.
-const MAX_SESSIONS: usize = 10_000;
-
 /// The most memories of a turn's trace whose content is looked up for its page.
 const MAX_TRACE_LOOKUPS: usize = 40;
 
@@ -82,23 +79,6 @@ const TYPE_ORDER: [MemoryType; 13] = [
     MemoryType::Pattern,
     MemoryType::ConversationTurn,
 ];
-
-struct Session {
-    /// The API key entered on the sign-in form (none in dev mode).
-    key: Option<String>,
-    csrf: String,
-    last_seen: Instant,
-}
-
-/// Server-side sessions: the browser holds only their random ids.
-#[derive(Default)]
-pub struct Sessions {
-    inner: Mutex<HashMap<String, Session>>,
-}
-
-fn token() -> String {
-    format!("{}{}", uuid::Uuid::new_v4().simple(), uuid::Uuid::new_v4().simple())
-}
 
 /// The fields of an `application/x-www-form-urlencoded` body (`+` is a space, `%XX` a byte);
 /// a repeated name keeps its first value.
@@ -132,51 +112,6 @@ fn parse_form(body: &[u8]) -> HashMap<String, String> {
     fields
 }
 
-/// Compares two secrets in time independent of where they differ.
-fn same_secret(a: &str, b: &str) -> bool {
-    a.len() == b.len() && a.bytes().zip(b.bytes()).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
-}
-
-impl Sessions {
-    /// The session of `id` (touched), or a new one. Returns (id, key, csrf, new).
-    fn open(&self, id: Option<&str>) -> (String, Option<String>, String, bool) {
-        let now = Instant::now();
-        let mut inner = self.inner.lock();
-        if let Some(id) = id
-            && let Some(session) = inner.get_mut(id)
-            && now - session.last_seen < SESSION_IDLE
-        {
-            session.last_seen = now;
-            return (id.to_string(), session.key.clone(), session.csrf.clone(), false);
-        }
-        inner.retain(|_, s| now - s.last_seen < SESSION_IDLE);
-        if inner.len() >= MAX_SESSIONS
-            && let Some(oldest) = inner.iter().min_by_key(|(_, s)| s.last_seen).map(|(id, _)| id.clone())
-        {
-            inner.remove(&oldest);
-        }
-        let id = token();
-        let csrf = token();
-        inner.insert(
-            id.clone(),
-            Session {
-                key: None,
-                csrf: csrf.clone(),
-                last_seen: now,
-            },
-        );
-        (id, None, csrf, true)
-    }
-
-    fn set_key(&self, id: &str, key: Option<String>) {
-        if let Some(session) = self.inner.lock().get_mut(id) {
-            session.key = key;
-            // A new token after signing in or out.
-            session.csrf = token();
-        }
-    }
-}
-
 /// What the page's handlers share.
 #[derive(Clone)]
 pub struct UiState {
@@ -188,7 +123,8 @@ pub struct UiState {
     pub listener: Option<SocketAddr>,
     /// The longest a request waits for a seat.
     pub request_timeout: Duration,
-    pub sessions: Arc<Sessions>,
+    /// What sessions are sealed with: the same on every replica sharing the secret.
+    pub sessions: Arc<SessionKeys>,
 }
 
 impl UiState {
@@ -199,13 +135,39 @@ impl UiState {
         listener: Option<SocketAddr>,
         request_timeout: Duration,
     ) -> Self {
+        let sessions = match gateway.config.ui_session_secret.as_str() {
+            "" => SessionKeys::random(),
+            secret => SessionKeys::new(secret.as_bytes()),
+        };
         Self {
             gateway,
             authenticator,
             admission,
             listener,
             request_timeout,
-            sessions: Arc::new(Sessions::default()),
+            sessions: Arc::new(sessions),
+        }
+    }
+
+    /// The session of a request's cookie, or a new one; with the cookie to set when it is new
+    /// or its expiry was moved on.
+    fn session_of(&self, headers: &HeaderMap) -> (Session, Option<String>, bool) {
+        let now = Utc::now().timestamp();
+        match cookie_value(headers).and_then(|c| self.sessions.open(&c, now)) {
+            Some(session) if !session.needs_refresh(now) => (session, None, false),
+            Some(session) => {
+                let session = Session {
+                    expires: Session::new(now).expires,
+                    ..session
+                };
+                let cookie = set_cookie(&self.sessions.seal(&session));
+                (session, Some(cookie), false)
+            }
+            None => {
+                let session = Session::new(now);
+                let cookie = set_cookie(&self.sessions.seal(&session));
+                (session, Some(cookie), true)
+            }
         }
     }
 }
@@ -341,11 +303,12 @@ impl IntoResponse for UiError {
 
 /// One request's visitor: their session and principal.
 struct Visit {
-    session: String,
     csrf: String,
     principal: Principal,
-    /// A new session's cookie to set.
+    /// The session's cookie to set (a new session, or a later expiry).
     cookie: Option<String>,
+    /// The session began with this request: no form of it can carry its token yet.
+    new: bool,
     /// The request's seat in the process's admission, held while it is answered (none for
     /// the sign-in form, which reads no data).
     _seat: Option<Seat>,
@@ -362,10 +325,10 @@ fn cookie_value(headers: &HeaderMap) -> Option<String> {
         .map(|(_, value)| value.to_string())
 }
 
-fn set_cookie(id: &str) -> String {
+fn set_cookie(sealed: &str) -> String {
     format!(
-        "{COOKIE}={id}; Path=/; HttpOnly; SameSite=Strict; Max-Age={}",
-        SESSION_IDLE.as_secs()
+        "{COOKIE}={sealed}; Path=/; HttpOnly; SameSite=Strict; Max-Age={}",
+        SESSION_LIFETIME.as_secs()
     )
 }
 
@@ -374,10 +337,10 @@ impl UiState {
     /// with the key it holds, admitted as every request of the process is (its tenant's rate
     /// and a seat).
     async fn visit(&self, headers: &HeaderMap, peer: SocketAddr) -> Result<Visit, UiError> {
-        let (session, key, csrf, new) = self.sessions.open(cookie_value(headers).as_deref());
-        let cookie = new.then(|| set_cookie(&session));
+        let (session, cookie, new) = self.session_of(headers);
+        let csrf = self.sessions.csrf(&session);
         let origin = Origin::of(self.listener, Some(peer), headers);
-        let principal = match self.authenticator.authenticate(key.as_deref(), &origin) {
+        let principal = match self.authenticator.authenticate(session.key.as_deref(), &origin) {
             Ok(principal) => principal,
             // The sign-in form needs the session's cookie for its CSRF token.
             Err(err) if err.code == ErrorCode::Unauthenticated => return Err(UiError::SignIn(cookie)),
@@ -397,10 +360,10 @@ impl UiState {
             )
             .await?;
         Ok(Visit {
-            session,
             csrf,
             principal,
             cookie,
+            new,
             _seat: Some(seat),
         })
     }
@@ -414,7 +377,7 @@ impl UiState {
     ) -> Result<Visit, UiError> {
         let visit = self.visit(headers, peer).await?;
         match form.get("csrf") {
-            Some(token) if visit.cookie.is_none() && same_secret(token, &visit.csrf) => Ok(visit),
+            Some(token) if !visit.new && same_bytes(token.as_bytes(), visit.csrf.as_bytes()) => Ok(visit),
             _ => Err(UiError::Forbidden),
         }
     }
@@ -428,6 +391,21 @@ fn html_response(visit: &Visit, html: String) -> Response {
         response.headers_mut().insert(header::SET_COOKIE, value);
     }
     response
+}
+
+impl UiState {
+    /// A redirect to `location` that gives the visitor a new session holding `key`.
+    fn new_session(&self, key: Option<String>, location: &str) -> Response {
+        let session = Session {
+            key,
+            ..Session::new(Utc::now().timestamp())
+        };
+        let mut response = redirect(location);
+        if let Ok(value) = HeaderValue::from_str(&set_cookie(&self.sessions.seal(&session))) {
+            response.headers_mut().insert(header::SET_COOKIE, value);
+        }
+        response
+    }
 }
 
 fn redirect(location: &str) -> Response {
@@ -571,7 +549,8 @@ fn top(visit: &Visit, w: &Words, user: Option<&str>, here: &str) -> String {
 }
 
 async fn login_form(State(state): State<UiState>, headers: HeaderMap) -> Response {
-    let (session, _, csrf, new) = state.sessions.open(cookie_value(&headers).as_deref());
+    let (session, cookie, new) = state.session_of(&headers);
+    let csrf = state.sessions.csrf(&session);
     let body = format!(
         "<h1>{zh} / {en}</h1><p>{hint_zh}<br>{hint_en}</p>\
          <form method=\"post\" action=\"/login\" class=\"stack\">{csrf}\
@@ -586,10 +565,10 @@ async fn login_form(State(state): State<UiState>, headers: HeaderMap) -> Respons
         csrf = csrf_field(&csrf),
     );
     let visit = Visit {
-        session: session.clone(),
         csrf,
         principal: Principal::dev(),
-        cookie: new.then(|| set_cookie(&session)),
+        cookie,
+        new,
         _seat: None,
     };
     html_response(
@@ -605,17 +584,27 @@ async fn login(
     body: Bytes,
 ) -> Response {
     let form = parse_form(&body);
-    let (session, _, csrf, new) = state.sessions.open(cookie_value(&headers).as_deref());
-    if new || !form.get("csrf").is_some_and(|t| same_secret(t, &csrf)) {
+    let (session, _, new) = state.session_of(&headers);
+    let csrf = state.sessions.csrf(&session);
+    if new
+        || !form
+            .get("csrf")
+            .is_some_and(|t| same_bytes(t.as_bytes(), csrf.as_bytes()))
+    {
         return UiError::Forbidden.into_response();
     }
     let key = form.get("key").map(|k| k.trim().to_string()).filter(|k| !k.is_empty());
+    if key.as_ref().is_some_and(|k| k.len() > session::MAX_KEY_BYTES) {
+        return UiError::Api(ApiError::invalid(
+            "key",
+            format!("is longer than {} bytes", session::MAX_KEY_BYTES),
+        ))
+        .into_response();
+    }
     let origin = Origin::of(state.listener, Some(peer), &headers);
     match state.authenticator.authenticate(key.as_deref(), &origin) {
-        Ok(_) => {
-            state.sessions.set_key(&session, key);
-            redirect("/")
-        }
+        // A new session (a new id, so a new CSRF token) holding the key.
+        Ok(_) => state.new_session(key, "/"),
         Err(err) => UiError::Api(err).into_response(),
     }
 }
@@ -628,10 +617,8 @@ async fn logout(
 ) -> Response {
     let form = parse_form(&body);
     match state.posted(&headers, peer, &form).await {
-        Ok(visit) => {
-            state.sessions.set_key(&visit.session, None);
-            redirect("/login")
-        }
+        // A new session without the key.
+        Ok(_) => state.new_session(None, "/login"),
         Err(err) => err.into_response(),
     }
 }
@@ -2183,22 +2170,6 @@ mod tests {
         assert_eq!(tar(&too_long, 0).unwrap_err().code, ErrorCode::InvalidArgument);
         assert_eq!(file_name("王/../x"), "__.._x", "no path separator survives");
         assert_eq!(file_name(".."), "user");
-    }
-
-    #[test]
-    fn sessions_and_tokens() {
-        let sessions = Sessions::default();
-        let (id, key, csrf, new) = sessions.open(None);
-        assert!(new && key.is_none() && csrf.len() == 64 && id.len() == 64);
-        let (again, _, same_csrf, new) = sessions.open(Some(&id));
-        assert!(!new && again == id && same_csrf == csrf);
-        sessions.set_key(&id, Some("k".into()));
-        let (_, key, rotated, _) = sessions.open(Some(&id));
-        assert_eq!(key.as_deref(), Some("k"));
-        assert_ne!(rotated, csrf, "signing in rotates the CSRF token");
-        let (other, _, _, new) = sessions.open(Some("forged"));
-        assert!(new && other != "forged", "an unknown id gets a new session");
-        assert!(same_secret("abc", "abc") && !same_secret("abc", "abd") && !same_secret("abc", "ab"));
     }
 
     #[test]
