@@ -492,6 +492,19 @@ async fn seed(node: &thinkus_server::node::NodeHandle, zh: bool) -> Seeded {
     Seeded { deadline, budget }
 }
 
+/// A run of Chinese characters, or an English word (four letters or more).
+const CJK: &str = "/[\\u4e00-\\u9fff]/";
+const LATIN: &str = "/[A-Za-z]{4,}/";
+
+/// How many reasons of the trace on the page (the decision's and each item's) match `pattern`.
+async fn reasons_with(cdp: &mut Cdp, pattern: &str) -> Value {
+    cdp.eval(&format!(
+        "[document.querySelector('#decision-reason'), ...document.querySelectorAll('#trace-items tr td:last-child')]\
+         .filter(e => e && {pattern}.test(e.textContent)).length"
+    ))
+    .await
+}
+
 async fn prepare(node: &thinkus_server::node::NodeHandle, user: &str, project: &str, message: &str) -> String {
     let mut gateway = GatewayServiceClient::with_interceptor(nodes::channel(node).await, keyed);
     gateway
@@ -582,7 +595,12 @@ async fn a_person_fixes_memory_in_a_real_browser() {
         assert!(listed.contains(expected), "{expected} in {listed}");
     }
     assert!(cdp.text("#conflicts").await.contains("预算：$500 还是 $800？待确认"));
-    assert!(cdp.text("#candidates").await.contains("这周我想每天早上收到一份简报"));
+    let candidates = cdp.text("#candidates").await;
+    assert!(candidates.contains("这周我想每天早上收到一份简报"), "{candidates}");
+    assert!(
+        candidates.contains("排队原因: 个人信息里有随时间变化的说法"),
+        "why it waits, in Chinese: {candidates}"
+    );
     assert!(
         cdp.text("#last-session").await.contains("Next.js"),
         "{}",
@@ -614,7 +632,11 @@ async fn a_person_fixes_memory_in_a_real_browser() {
     assert!(cdp.text("#flash").await.contains("已更正"));
     assert_eq!(cdp.text("#memory-content").await, "上线时间改到3月15日");
     let history = cdp.text("#history").await;
-    assert!(history.contains("user:wang"), "{history}");
+    assert!(
+        history.contains("用户 wang") && history.contains("替换了 mem_") && history.contains("年"),
+        "who, why and when, in Chinese: {history}"
+    );
+    assert!(!history.contains("user:") && !history.contains("replaces"), "{history}");
     cdp.screenshot(&shots.join("zh-memory.png")).await;
 
     // Approve the candidate, then confirm the new budget, on the role's page.
@@ -645,7 +667,24 @@ async fn a_person_fixes_memory_in_a_real_browser() {
         .eval("[...document.querySelectorAll('#trace-items a')].map(a => a.getAttribute('href')).join(' ')")
         .await;
     assert!(linked.as_str().unwrap().contains(&wang.budget), "{linked}");
+    assert_eq!(reasons_with(&mut cdp, LATIN).await, json!(0), "every reason in Chinese");
     cdp.screenshot(&shots.join("zh-trace.png")).await;
+    // The same turn on the English page: the reasons the gateway and the controller wrote
+    // in Chinese read in English.
+    let turn = cdp.eval("location.pathname").await;
+    cdp.open(&format!("{base}{}?lang=en", turn.as_str().unwrap())).await;
+    assert_eq!(
+        cdp.eval("document.querySelectorAll('#trace-items tr').length > 1")
+            .await,
+        json!(true)
+    );
+    assert_eq!(reasons_with(&mut cdp, CJK).await, json!(0), "every reason in English");
+    let reason = cdp.text("#decision-reason").await;
+    assert!(
+        !reason.is_empty() && !reason.chars().any(|c| ('\u{4e00}'..='\u{9fff}').contains(&c)),
+        "{reason}"
+    );
+    cdp.screenshot(&shots.join("en-trace-of-a-chinese-turn.png")).await;
 
     // Export: the user's page links to the Markdown files, which hold the fix; the archive
     // downloads as a tar (unpacking and importing it is checked in memory_page.rs).
@@ -693,6 +732,11 @@ async fn a_person_fixes_memory_in_a_real_browser() {
             .await
             .contains("budget: $500 or $800? unconfirmed")
     );
+    let candidates = cdp.text("#candidates").await;
+    assert!(
+        candidates.contains("queued because: profile fact with time-sensitive wording"),
+        "{candidates}"
+    );
     cdp.screenshot(&shots.join("en-role.png")).await;
     cdp.eval("document.querySelector('#search input[name=q]').value = 'launch date'")
         .await;
@@ -710,6 +754,11 @@ async fn a_person_fixes_memory_in_a_real_browser() {
     cdp.click("#correct button", "Save the correction", "saving the correction")
         .await;
     assert_eq!(cdp.text("#memory-content").await, "The shop launches on March 15");
+    let history = cdp.text("#history").await;
+    assert!(
+        history.contains("user:maria") && history.contains("replaces mem_") && history.contains("UTC"),
+        "{history}"
+    );
     cdp.screenshot(&shots.join("en-memory.png")).await;
     cdp.open(&format!("{base}/u/maria/r/cfo")).await;
     cdp.click("#candidates button[value=approve]", "Approve", "approving")
@@ -723,7 +772,21 @@ async fn a_person_fixes_memory_in_a_real_browser() {
     assert!(cdp.text("#conflicts").await.contains("No conflict to confirm."));
     cdp.click("#recent-turns a", "What budget did we agree on?", "opening the turn")
         .await;
+    assert_eq!(reasons_with(&mut cdp, CJK).await, json!(0), "every reason in English");
     cdp.screenshot(&shots.join("en-trace.png")).await;
+    // And on the Chinese page, in Chinese.
+    let turn = cdp.eval("location.pathname").await;
+    cdp.open(&format!("{base}{}?lang=zh", turn.as_str().unwrap())).await;
+    assert_eq!(reasons_with(&mut cdp, LATIN).await, json!(0), "every reason in Chinese");
+    let reason = cdp.text("#decision-reason").await;
+    assert!(
+        reason.chars().any(|c| ('\u{4e00}'..='\u{9fff}').contains(&c)),
+        "{reason}"
+    );
+    cdp.screenshot(&shots.join("zh-trace-of-an-english-turn.png")).await;
+    // Conflicts and candidates follow the page too.
+    cdp.open(&format!("{base}/u/maria/r/cfo?lang=zh")).await;
+    assert!(cdp.text("#conflicts").await.contains("没有待确认的冲突"));
 
     // The database afterwards.
     let mut km = KnowledgeManagerServiceClient::with_interceptor(nodes::channel(&node).await, keyed);

@@ -128,6 +128,14 @@ pub(crate) fn csrf(html: &str) -> String {
     html[at..].split('"').next().unwrap().to_string()
 }
 
+async fn english_role_page(visitor: &mut Visitor) -> String {
+    visitor.get("/u/alice/r/cfo?lang=en").await.1
+}
+
+fn english_page_conflict(html: &str) -> bool {
+    html.contains("budget: $500 or $800? unconfirmed")
+}
+
 fn keyed(key: &'static str) -> impl Fn(tonic::Request<()>) -> Result<tonic::Request<()>, tonic::Status> + Clone {
     move |mut request: tonic::Request<()>| {
         request
@@ -297,6 +305,45 @@ async fn the_page_is_safe_and_shows_what_is_remembered() {
     let (status, trace, _) = visitor.get(&trace_path).await;
     assert_eq!(status, StatusCode::OK);
     assert!(trace.contains(&budget), "the trace names the memory it used: {trace}");
+    // Everything the services wrote, in the page's language: the turn's reasons (written in
+    // Chinese, the message's language), the conflict's question, dates.
+    let cjk = |text: &str| text.chars().any(|c| ('\u{4e00}'..='\u{9fff}').contains(&c));
+    let reasons = |html: &str| -> Vec<String> {
+        let mut found: Vec<String> = html
+            .split("<tr class=\"")
+            .skip(1)
+            .map(|row| {
+                let row = &row[..row.find("</tr>").unwrap()];
+                let last = row.rfind("<td>").unwrap() + "<td>".len();
+                row[last..row.rfind("</td>").unwrap()].to_string()
+            })
+            .collect();
+        let at = html.find("id=\"decision-reason\">").unwrap() + "id=\"decision-reason\">".len();
+        found.push(html[at..at + html[at..].find("</p>").unwrap()].to_string());
+        found
+    };
+    let chinese = reasons(&trace);
+    assert!(chinese.len() > 1 && chinese.iter().all(|r| cjk(r)), "{chinese:?}");
+    let (_, trace_en, _) = visitor.get(&format!("{trace_path}?lang=en")).await;
+    let english = reasons(&trace_en);
+    assert!(
+        english.len() == chinese.len() && english.iter().all(|r| !r.is_empty() && !cjk(r)),
+        "{english:?}"
+    );
+    assert!(
+        english.contains(&"Refers to earlier discussion".to_string()),
+        "{english:?}"
+    );
+    assert!(english.iter().any(|r| r.starts_with("relevance ")), "{english:?}");
+    assert!(
+        english.contains(&"a conflict waiting for the user".to_string()),
+        "{english:?}"
+    );
+    assert!(trace_en.contains(" UTC") && !trace_en.contains("年"), "an English date");
+    assert!(
+        english_page_conflict(&english_role_page(&mut visitor).await),
+        "the conflict asks in English on the English page"
+    );
 
     // Another tenant's user, memory or trace: NOT_FOUND, whatever the id.
     for path in [
@@ -380,7 +427,10 @@ async fn the_page_is_safe_and_shows_what_is_remembered() {
         MemoryStatus::Suppressed as i32
     );
     let (_, page, _) = visitor.get(&format!("/u/alice/m/{budget}")).await;
-    assert!(page.contains("user:alice"), "the history says who: {page}");
+    assert!(
+        page.contains("用户 alice"),
+        "the history says who, in the page's language: {page}"
+    );
 
     // The export: the Markdown files on a page, and one archive that `tar xf` unpacks and
     // `thinkus memory import` reads back unchanged (a no-op), then with an edited line.

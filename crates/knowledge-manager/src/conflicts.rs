@@ -166,6 +166,12 @@ pub(crate) async fn settled_by(
 /// unconfirmed", "预算：$500 还是 $800？待确认".
 pub fn question(subject_name: &str, current: &[Memory], proposed: &str) -> String {
     let language = detect_language_of(current.iter().map(|m| m.content.as_str()).chain([proposed]));
+    question_in(subject_name, current, proposed, language)
+}
+
+/// The question a conflict asks, in `language` (the memory page's): its values as they are,
+/// the subject's name and the words around them in that language.
+pub fn question_in(subject_name: &str, current: &[Memory], proposed: &str, language: Language) -> String {
     let label = subject::label(subject_name, language);
     // Each side by the values it states that the other does not; its words when it states none.
     let side = |text: &str, other: &str| {

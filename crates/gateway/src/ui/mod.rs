@@ -20,6 +20,7 @@
 //! Changes made here are recorded as the user's (`user:<id>`), whatever role owns the memory.
 
 pub mod html;
+pub mod phrases;
 pub mod session;
 pub mod words;
 
@@ -52,7 +53,8 @@ use crate::service::Gateway;
 use html::{button_form, csrf_field, esc, meter, page, seg};
 use session::{SESSION_LIFETIME, Session, SessionKeys, same_bytes};
 use words::{
-    Words, mode_label, need_label, source_label, status_label, time_range_label, type_heading, visibility_label, words,
+    Words, change_label, date_time, mode_label, need_label, source_label, status_label, time_range_label, type_heading,
+    visibility_label, words,
 };
 
 /// The session cookie's name.
@@ -276,13 +278,13 @@ impl IntoResponse for UiError {
             }
             UiError::Forbidden => (
                 StatusCode::FORBIDDEN,
-                "Forbidden",
-                "The form expired or did not come from this page: reload it and try again. / 表单已过期或不是来自本页面，请刷新后重试。".to_string(),
+                "拒绝 / Forbidden",
+                "表单已过期或不是来自本页面，请刷新后重试。/ The form expired or did not come from this page: reload it and try again.".to_string(),
             ),
             UiError::NotFound => (
                 StatusCode::NOT_FOUND,
-                w.not_found,
-                format!("{} / {}", w.not_found_hint, words::ZH.not_found_hint),
+                "找不到 / Not found",
+                format!("{} / {}", words::ZH.not_found_hint, w.not_found_hint),
             ),
             UiError::Api(err) => {
                 let status = StatusCode::from_u16(err.code.http_status()).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
@@ -292,7 +294,7 @@ impl IntoResponse for UiError {
                 } else {
                     err.message
                 };
-                (status, w.error, message)
+                (status, "出错了 / Something went wrong", message)
             }
         };
         let body = format!("<h1>{}</h1><p>{}</p><p><a href=\"/\">←</a></p>", esc(title), esc(&text));
@@ -312,6 +314,33 @@ struct Visit {
     /// The request's seat in the process's admission, held while it is answered (none for
     /// the sign-in form, which reads no data).
     _seat: Option<Seat>,
+}
+
+/// The first of Chinese and English the browser asks for (`Accept-Language`, most wanted
+/// first), for a page of no user; Chinese when it names neither.
+fn accepted_language(headers: &HeaderMap) -> Language {
+    let mut asked: Vec<(f32, usize, Language)> = headers
+        .get_all(header::ACCEPT_LANGUAGE)
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .flat_map(|v| v.split(','))
+        .enumerate()
+        .filter_map(|(n, item)| {
+            let mut parts = item.split(';');
+            let tag = parts.next()?.trim().to_ascii_lowercase();
+            let weight = parts
+                .find_map(|p| p.trim().strip_prefix("q=").and_then(|q| q.parse::<f32>().ok()))
+                .unwrap_or(1.0);
+            let language = match tag.split('-').next()? {
+                "zh" => Language::Zh,
+                "en" => Language::En,
+                _ => return None,
+            };
+            Some((weight, n, language))
+        })
+        .collect();
+    asked.sort_by(|a, b| b.0.total_cmp(&a.0).then(a.1.cmp(&b.1)));
+    asked.first().map_or(Language::Zh, |(_, _, language)| *language)
 }
 
 fn cookie_value(headers: &HeaderMap) -> Option<String> {
@@ -633,7 +662,7 @@ async fn home(
         Ok(visit) => visit,
         Err(err) => return err.into_response(),
     };
-    let w = words(query.language().unwrap_or(Language::Zh));
+    let w = words(query.language().unwrap_or_else(|| accepted_language(&headers)));
     let mut body = format!("<h1>{}</h1>", esc(w.users));
     if let UserGrant::Only(users) = &visit.principal.users {
         let mut users: Vec<&String> = users.iter().collect();
@@ -1128,7 +1157,12 @@ async fn conflicts_section(
              <div class=\"meta\"><span>{cur_label}: {current}</span></div><div class=\"meta\"><span>{new_label}: {proposed}</span>\
              <span>{seen} {n}</span><span>{role}</span></div><div class=\"actions\">",
             id = esc(&conflict.id),
-            question = esc(&conflict.question),
+            question = esc(&thinkus_knowledge_manager::conflicts::question_in(
+                &conflict.subject,
+                &conflict.current,
+                &conflict.proposed.content,
+                w.language()
+            )),
             cur_label = esc(w.current_value),
             current = esc(&current),
             new_label = esc(w.new_value),
@@ -1201,12 +1235,9 @@ async fn candidates_section(
              <div class=\"actions\">{reject}</div></div>",
             id = esc(&candidate.id),
             content = esc(&candidate.draft.content),
-            kind = esc(type_heading(
-                candidate.draft.memory_type,
-                if w.lang == "zh" { Language::Zh } else { Language::En }
-            )),
+            kind = esc(type_heading(candidate.draft.memory_type, w.language())),
             why_label = esc(w.queued_because),
-            why = esc(&candidate.reason),
+            why = esc(&phrases::localize(&candidate.reason, w.language())),
             seen = esc(w.seen_times),
             n = candidate.evidence_count,
             score_label = esc(w.score),
@@ -1456,17 +1487,20 @@ async fn memory_body(
     row(
         &mut body,
         w.said,
-        format!(
-            "{} ({})",
-            esc(&memory.occurred_at.format("%Y-%m-%d %H:%M").to_string()),
-            esc(&relative(memory.occurred_at, now, language))
-        ),
+        match language {
+            Language::Zh => format!(
+                "{}（{}）",
+                esc(&date_time(memory.occurred_at, language)),
+                esc(&relative(memory.occurred_at, now, language))
+            ),
+            Language::En => format!(
+                "{} ({})",
+                esc(&date_time(memory.occurred_at, language)),
+                esc(&relative(memory.occurred_at, now, language))
+            ),
+        },
     );
-    row(
-        &mut body,
-        w.changed,
-        esc(&memory.updated_at.format("%Y-%m-%d %H:%M").to_string()),
-    );
+    row(&mut body, w.changed, esc(&date_time(memory.updated_at, language)));
     row(&mut body, "id", esc(&memory.id));
     body.push_str("</table>");
 
@@ -1559,11 +1593,12 @@ async fn memory_body(
     for change in &history {
         let _ = write!(
             body,
-            "<tr><td class=\"num\">{}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
-            esc(&change.at.format("%Y-%m-%d %H:%M:%S").to_string()),
-            esc(change.kind.as_str()),
-            esc(&change.actor),
-            esc(&change.reason)
+            "<tr data-change=\"{}\"><td class=\"num\">{}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
+            change.kind.as_str(),
+            esc(&date_time(change.at, language)),
+            esc(change_label(change.kind, language)),
+            esc(&phrases::actor(&change.actor, language)),
+            esc(&phrases::localize(&change.reason, language))
         );
     }
     body.push_str("</table>");
@@ -1617,14 +1652,14 @@ async fn trace_body(
         esc(w.back),
         esc(&trace.scope.role_id),
         esc(w.turn),
-        esc(&trace.at.format("%Y-%m-%d %H:%M:%S").to_string()),
+        esc(&date_time(trace.at, language)),
         esc(w.message),
         esc(&trace.message)
     );
     let _ = write!(
         body,
         "<h2>{}</h2><p class=\"meta\"><span>{}: {}</span><span>{}: {}</span><span>{}: {}</span><span>{}: {}</span>\
-         <span>{} {}/{}</span></p><p>{}</p>",
+         <span>{} {}/{}</span></p><p id=\"decision-reason\">{}</p>",
         esc(w.decision),
         esc(w.need_memory),
         esc(need_label(decision.need_memory, language)),
@@ -1637,7 +1672,7 @@ async fn trace_body(
         esc(w.tokens),
         trace.prepared.tokens_used,
         trace.prepared.budget_tokens,
-        esc(&decision.reason)
+        esc(&phrases::localize(&decision.reason, language))
     );
     let _ = write!(
         body,
@@ -1684,7 +1719,7 @@ async fn trace_body(
             item.score,
             item.confidence * 100.0,
             item.tokens,
-            esc(&item.reason)
+            esc(&phrases::localize(&item.reason, language))
         );
     }
     body.push_str("</table>");
@@ -2170,6 +2205,20 @@ mod tests {
         assert_eq!(tar(&too_long, 0).unwrap_err().code, ErrorCode::InvalidArgument);
         assert_eq!(file_name("王/../x"), "__.._x", "no path separator survives");
         assert_eq!(file_name(".."), "user");
+    }
+
+    #[test]
+    fn a_page_of_no_user_follows_the_browser() {
+        let asked = |value: &str| {
+            let mut headers = HeaderMap::new();
+            headers.insert(header::ACCEPT_LANGUAGE, HeaderValue::from_str(value).unwrap());
+            accepted_language(&headers)
+        };
+        assert_eq!(asked("en-US,en;q=0.9,zh-CN;q=0.8"), Language::En);
+        assert_eq!(asked("fr, zh-CN;q=0.5, en;q=0.4"), Language::Zh);
+        assert_eq!(asked("zh;q=0.2, en;q=0.7"), Language::En);
+        assert_eq!(asked("de"), Language::Zh);
+        assert_eq!(accepted_language(&HeaderMap::new()), Language::Zh);
     }
 
     #[test]

@@ -1,5 +1,6 @@
 //! The page's words in Chinese and English.
 
+use thinkus_backends::sql::ChangeKind;
 use thinkus_common::model::{
     Language, MemorySource, MemoryStatus, MemoryType, NeedMemory, RetrievalMode, TimeRange, Visibility,
 };
@@ -449,5 +450,45 @@ pub fn time_range_label(range: TimeRange, language: Language) -> String {
         (TimeRange::Last30Days, Language::En) => "last 30 days".into(),
         (TimeRange::All, Language::En) => "all time".into(),
         (TimeRange::Between { start, end }, _) => format!("{} – {}", day(start), day(end)),
+    }
+}
+
+impl Words {
+    /// The language these words are in.
+    pub fn language(&self) -> Language {
+        if self.lang == "zh" { Language::Zh } else { Language::En }
+    }
+}
+
+/// What a change of a memory did, as its history shows it.
+pub fn change_label(kind: ChangeKind, language: Language) -> &'static str {
+    match (kind, language) {
+        (ChangeKind::Create, Language::Zh) => "写入",
+        (ChangeKind::Evidence, Language::Zh) => "再次出现",
+        (ChangeKind::Merge, Language::Zh) => "合并",
+        (ChangeKind::Correction, Language::Zh) => "更正",
+        (ChangeKind::Decay, Language::Zh) => "衰减",
+        (ChangeKind::Forget, Language::Zh) => "遗忘",
+        (ChangeKind::Delete, Language::Zh) => "删除",
+        (ChangeKind::Promote, Language::Zh) => "晋升",
+        (ChangeKind::Supersede, Language::Zh) => "被替换",
+        (ChangeKind::Create, Language::En) => "written",
+        (ChangeKind::Evidence, Language::En) => "seen again",
+        (ChangeKind::Merge, Language::En) => "merged",
+        (ChangeKind::Correction, Language::En) => "corrected",
+        (ChangeKind::Decay, Language::En) => "decayed",
+        (ChangeKind::Forget, Language::En) => "forgotten",
+        (ChangeKind::Delete, Language::En) => "deleted",
+        (ChangeKind::Promote, Language::En) => "promoted",
+        (ChangeKind::Supersede, Language::En) => "replaced",
+    }
+}
+
+/// A moment as people of the language write it, in UTC: "2026年11月24日 14:05 UTC",
+/// "24 Nov 2026, 14:05 UTC".
+pub fn date_time(at: chrono::DateTime<chrono::Utc>, language: Language) -> String {
+    match language {
+        Language::Zh => at.format("%Y年%-m月%-d日 %H:%M UTC").to_string(),
+        Language::En => at.format("%-d %b %Y, %H:%M UTC").to_string(),
     }
 }
