@@ -248,6 +248,21 @@ async fn the_page_is_safe_and_shows_what_is_remembered() {
         .memory
         .unwrap()
         .id;
+    // Bob's own pending conflict: another tenant's candidate id for the forms below.
+    let bobs_conflict = bob_km
+        .remember(remember(
+            scope("bob", "cfo"),
+            MemoryType::Constraint,
+            "I think Bob's budget is $12,000 now",
+            MemorySource::Inference,
+        ))
+        .await
+        .unwrap()
+        .into_inner()
+        .result
+        .unwrap()
+        .candidate_id;
+    assert!(bobs_conflict.starts_with("cand_"), "{bobs_conflict}");
     // A turn prepared for cfo: its trace is on the page.
     let mut gateway = GatewayServiceClient::with_interceptor(channel.clone(), keyed(ACME));
     gateway
@@ -426,6 +441,68 @@ async fn the_page_is_safe_and_shows_what_is_remembered() {
         read(&mut km, budget.clone()).await.status,
         MemoryStatus::Suppressed as i32
     );
+    // Freeze, restore, delete.
+    let note = km
+        .remember(remember(
+            scope("alice", "cfo"),
+            MemoryType::ActionItem,
+            "周五前把报价单发给财务",
+            MemorySource::UserInput,
+        ))
+        .await
+        .unwrap()
+        .into_inner()
+        .result
+        .unwrap()
+        .memory
+        .unwrap()
+        .id;
+    for (action, status) in [("freeze", MemoryStatus::Frozen), ("restore", MemoryStatus::Active)] {
+        let (code, location) = visitor
+            .post(&format!("/u/alice/m/{note}/{action}"), &[("csrf", &token)])
+            .await;
+        assert_eq!(code, StatusCode::SEE_OTHER, "{action}: {location}");
+        assert_eq!(read(&mut km, note.clone()).await.status, status as i32, "{action}");
+    }
+    let (code, location) = visitor
+        .post(
+            &format!("/u/alice/m/{note}/delete"),
+            &[("csrf", &token), ("back", "/u/alice/r/cfo")],
+        )
+        .await;
+    assert_eq!(
+        (code, location.as_str()),
+        (StatusCode::SEE_OTHER, "/u/alice/r/cfo?done=deleted")
+    );
+    let (code, _, _) = visitor.get(&format!("/u/alice/m/{note}")).await;
+    assert_eq!(code, StatusCode::NOT_FOUND, "deleted");
+    // Another tenant's candidate or conflict, through every form that takes one: NOT_FOUND,
+    // and still pending in its own tenant.
+    for path in [
+        format!("/u/alice/c/{bobs_conflict}/approve"),
+        format!("/u/alice/c/{bobs_conflict}/reject"),
+        format!("/u/alice/k/{bobs_conflict}/proposed"),
+        format!("/u/alice/k/{bobs_conflict}/current"),
+        format!("/u/bob/c/{bobs_conflict}/approve"),
+        format!("/u/bob/k/{bobs_conflict}/current"),
+    ] {
+        let (code, body) = visitor.post(&path, &[("csrf", &token)]).await;
+        assert_eq!(code, StatusCode::NOT_FOUND, "{path}: {body}");
+        assert!(!body.contains("12,000"), "{path}");
+    }
+    let pending = bob_km
+        .list_conflicts(thinkus_proto::knowledge::ListConflictsRequest {
+            scope: Some(scope("bob", "")),
+            ..Default::default()
+        })
+        .await
+        .unwrap()
+        .into_inner()
+        .conflicts;
+    assert_eq!(pending.len(), 1, "bob's conflict is untouched: {pending:?}");
+    let (code, _, json) = visitor.download("/u/bob/export.json").await;
+    assert_eq!(code, StatusCode::NOT_FOUND);
+    assert!(!String::from_utf8_lossy(&json).contains("9,000"));
     let (_, page, _) = visitor.get(&format!("/u/alice/m/{budget}")).await;
     assert!(
         page.contains("用户 alice"),
