@@ -44,6 +44,7 @@ mod learned;
 mod learned_extract;
 mod llm_learning;
 mod markdown;
+mod memory_cli;
 mod memory_page;
 mod nodes;
 mod rebuild_index;

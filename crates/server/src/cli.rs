@@ -178,3 +178,17 @@ async fn serve(config: Config, services: BTreeSet<ServiceKind>) -> anyhow::Resul
     telemetry.shutdown().await;
     result
 }
+
+#[cfg(test)]
+mod tests {
+    use clap::CommandFactory;
+
+    use super::Cli;
+
+    /// Every command's flags are distinct (clap checks a command only when it is parsed: a
+    /// clash, such as `memory correct -c` with the global `-c/--config`, panicked at run time).
+    #[test]
+    fn every_command_line_is_well_formed() {
+        Cli::command().debug_assert();
+    }
+}

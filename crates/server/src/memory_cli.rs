@@ -103,8 +103,8 @@ pub enum MemoryCommand {
         #[command(flatten)]
         whose: Whose,
         id: String,
-        /// The corrected content.
-        #[arg(long, short = 'c')]
+        /// The corrected content (`--content`: `-c` is the global `--config`).
+        #[arg(long)]
         content: String,
         /// Why, recorded in the history.
         #[arg(long, default_value = "")]
