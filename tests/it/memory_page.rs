@@ -320,6 +320,12 @@ async fn the_page_is_safe_and_shows_what_is_remembered() {
     let (status, trace, _) = visitor.get(&trace_path).await;
     assert_eq!(status, StatusCode::OK);
     assert!(trace.contains(&budget), "the trace names the memory it used: {trace}");
+    let items = &trace[trace.find("id=\"trace-items\"").unwrap()..];
+    let items = &items[..items.find("</table>").unwrap()];
+    assert!(
+        items.contains("#conflicts\" title=\"cand_") && items.contains(">预算：$500 还是 $800？待确认</a>"),
+        "the pending conflict it asked about, by its question: {items}"
+    );
     // Everything the services wrote, in the page's language: the turn's reasons (written in
     // Chinese, the message's language), the conflict's question, dates.
     let cjk = |text: &str| text.chars().any(|c| ('\u{4e00}'..='\u{9fff}').contains(&c));

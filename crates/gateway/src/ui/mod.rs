@@ -1687,8 +1687,37 @@ async fn trace_body(
     // A memory is shown by what it says (its id on hover); one deleted since shows its id.
     let owner_scope = visit.person(user)?;
     let knowledge = &state.gateway.upstreams.knowledge;
+    // A pending conflict the context asked about is shown by its question, while it waits.
+    let conflicts: HashMap<String, String> = if trace.prepared.items.iter().any(|i| is_candidate(&i.id)) {
+        let scope = visit.scope(user, &trace.scope.role_id, trace.scope.project_id.as_deref())?;
+        state
+            .forward(visit, knowledge.list_conflicts(scope, 50))
+            .await?
+            .into_iter()
+            .map(|c| {
+                let question = thinkus_knowledge_manager::conflicts::question_in(
+                    &c.subject,
+                    &c.current,
+                    &c.proposed.content,
+                    language,
+                );
+                (c.id, question)
+            })
+            .collect()
+    } else {
+        HashMap::new()
+    };
     for (n, item) in trace.prepared.items.iter().enumerate() {
         let id = match item.kind {
+            TraceKind::Memory if is_candidate(&item.id) => match conflicts.get(&item.id) {
+                Some(question) => format!(
+                    "<a href=\"{}#conflicts\" title=\"{}\">{}</a>",
+                    esc(&role_page),
+                    esc(&item.id),
+                    esc(question)
+                ),
+                None => esc(&item.id),
+            },
             TraceKind::Memory => {
                 let content = if n < MAX_TRACE_LOOKUPS {
                     state
@@ -1735,6 +1764,11 @@ async fn trace_body(
         &top(visit, w, Some(user), &format!("/u/{}/t/{}", seg(user), seg(id))),
         &body,
     ))
+}
+
+/// Whether a trace item's id is a candidate's (a pending conflict the context asked about).
+fn is_candidate(id: &str) -> bool {
+    thinkus_common::ids::check_id(thinkus_common::ids::IdKind::Candidate, "id", id).is_ok()
 }
 
 /// The form's `back`, when it is a page of the same user (never another site or user).
