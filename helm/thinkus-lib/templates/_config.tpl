@@ -176,6 +176,13 @@ The config file of a component (TOML), and the environment that carries what mus
       name: {{ $v.embedder.apiKeySecret.name }}
       key: {{ $v.embedder.apiKeySecret.key }}
 {{- end }}
+{{- if and $needs.rest $v.ui.enabled $v.ui.sessionSecret.name }}
+- name: THINKUS__GATEWAY__UI_SESSION_SECRET
+  valueFrom:
+    secretKeyRef:
+      name: {{ $v.ui.sessionSecret.name }}
+      key: {{ $v.ui.sessionSecret.key }}
+{{- end }}
 {{- if and $v.auth.clientKeySecret.name (or .info.dependsOn $v.args) }}
 - name: THINKUS_API_KEY
   valueFrom:
