@@ -123,9 +123,12 @@ pub fn sentences() -> Vec<String> {
 /// The sentences' embeddings, as passages.
 pub async fn embed_sentences(embedder: &dyn Embedder, sentences: &[String]) -> anyhow::Result<Vec<Vec<f32>>> {
     let mut bases = Vec::with_capacity(sentences.len());
+    let progress = crate::progress::Progress::new("embedding the base sentences", Some(sentences.len() as u64));
     for chunk in sentences.chunks(32) {
         bases.extend(embedder.embed_passages(chunk).await?);
+        progress.inc(chunk.len() as u64);
     }
+    progress.finish();
     Ok(bases)
 }
 
@@ -159,6 +162,7 @@ pub async fn write(
     let mut rng = Rng(0x9e37_79b9_7f4a_7c15 ^ memories as u64);
     let sigma = NOISE / (dim.max(1) as f32).sqrt();
     let at = Utc.with_ymd_and_hms(2026, 1, 1, 9, 0, 0).unwrap();
+    let progress = crate::progress::Progress::new("writing the corpus", Some(memories as u64));
     let mut i = 0;
     while i < memories {
         let end = (i + BATCH).min(memories);
@@ -190,8 +194,10 @@ pub async fn write(
             })
             .await?;
         vectors.upsert(points).await?;
+        progress.inc((end - i) as u64);
         i = end;
     }
+    progress.finish();
     Ok(())
 }
 

@@ -194,6 +194,7 @@ async fn measure(mut config: Config, shape: Shape, queries: usize) -> anyhow::Re
     let mut client = RetrieverServiceClient::new(channel);
     let mut latencies = Vec::with_capacity(queries);
     let mut returned = 0usize;
+    let progress = crate::progress::Progress::new("recalls", Some(texts.len() as u64));
     for (q, (user, text)) in texts.iter().enumerate() {
         let asked = Instant::now();
         let response = client
@@ -213,7 +214,9 @@ async fn measure(mut config: Config, shape: Shape, queries: usize) -> anyhow::Re
             latencies.push(asked.elapsed());
             returned += response.catalog.len();
         }
+        progress.inc(1);
     }
+    progress.finish();
     anyhow::ensure!(returned > 0, "no recall returned anything: the corpus was not found");
 
     // The search alone: the same queries' vectors, computed beforehand, straight to the index.
