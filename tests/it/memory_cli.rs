@@ -11,6 +11,7 @@ use thinkus_proto::knowledge::knowledge_manager_service_client::KnowledgeManager
 use thinkus_proto::knowledge::{GetMemoryRequest, MemoryDraft, RememberRequest};
 use thinkus_server::ServiceKind;
 
+use crate::memory_page::keyed;
 use crate::nodes;
 
 const ACME: &str = "acme-cli-key";
@@ -45,15 +46,6 @@ async fn json(url: &str, key: &str, args: &[&str]) -> Value {
     args.push("--json");
     let out = ok(url, key, &args).await;
     serde_json::from_str(&out).unwrap_or_else(|err| panic!("{args:?}: {err}: {out}"))
-}
-
-fn keyed(key: &'static str) -> impl Fn(tonic::Request<()>) -> Result<tonic::Request<()>, tonic::Status> + Clone {
-    move |mut request: tonic::Request<()>| {
-        request
-            .metadata_mut()
-            .insert("authorization", format!("Bearer {key}").parse().unwrap());
-        Ok(request)
-    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -136,7 +136,10 @@ fn english_page_conflict(html: &str) -> bool {
     html.contains("budget: $500 or $800? unconfirmed")
 }
 
-fn keyed(key: &'static str) -> impl Fn(tonic::Request<()>) -> Result<tonic::Request<()>, tonic::Status> + Clone {
+/// An interceptor that sends `key` as the bearer credential.
+pub(crate) fn keyed(
+    key: &'static str,
+) -> impl Fn(tonic::Request<()>) -> Result<tonic::Request<()>, tonic::Status> + Clone {
     move |mut request: tonic::Request<()>| {
         request
             .metadata_mut()
