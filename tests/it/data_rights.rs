@@ -244,7 +244,8 @@ on_both_backends!(
     deleting_a_memory_scrubs_its_history,
     the_node_sweeps_old_records,
     exporting_and_erasing_a_user,
-    an_empty_role_reads_no_private_memory
+    an_empty_role_reads_no_private_memory,
+    an_erasure_stops_the_users_running_and_queued_jobs
 );
 
 /// Role privacy: an empty role_id is no wildcard over the roles' private memories. GetMemory,
@@ -1067,5 +1068,168 @@ async fn exporting_and_erasing_a_user(backend: Backend) {
     assert_eq!(response.status(), reqwest::StatusCode::FORBIDDEN);
     // The index flushes when its last handle goes: before the node's folder does.
     drop((store, blobs, vectors));
+    node.stop().await;
+}
+
+/// An embedder that holds the passages naming `marker` until released, and says when one waits:
+/// the test stops a learn job in the middle of its run.
+#[derive(Debug)]
+struct HeldEmbedder {
+    inner: std::sync::Arc<dyn thinkus_backends::embed::Embedder>,
+    marker: &'static str,
+    waiting: std::sync::Arc<tokio::sync::Notify>,
+    release: tokio::sync::watch::Receiver<bool>,
+}
+
+#[async_trait::async_trait]
+impl thinkus_backends::embed::Embedder for HeldEmbedder {
+    fn name(&self) -> String {
+        self.inner.name()
+    }
+
+    fn dim(&self) -> usize {
+        self.inner.dim()
+    }
+
+    async fn embed_query(&self, text: &str) -> Result<Vec<f32>, thinkus_backends::embed::EmbedError> {
+        self.inner.embed_query(text).await
+    }
+
+    async fn embed_passages(&self, texts: &[String]) -> Result<Vec<Vec<f32>>, thinkus_backends::embed::EmbedError> {
+        if texts.iter().any(|t| t.contains(self.marker)) && !*self.release.borrow() {
+            self.waiting.notify_one();
+            let mut release = self.release.clone();
+            let _ = release.wait_for(|released| *released).await;
+        }
+        self.inner.embed_passages(texts).await
+    }
+}
+
+/// EraseUser while a learn job of the user runs (held mid-extraction) and more of her jobs wait
+/// in the queue: the queued ones are gone with her data, and the running one's writes, which
+/// come after the erasure, are refused, so nothing of hers is in any table or vector point
+/// afterwards. The worker goes on with other users' jobs.
+async fn an_erasure_stops_the_users_running_and_queued_jobs(backend: Backend) {
+    let dir = tempfile::tempdir().unwrap();
+    let mut config = crate::nodes::embedded_config(dir.path());
+    if let Backend::Postgres = backend {
+        let Some(admin) = support::server_from_env("TEST_DATABASE_URL", "erasure during a running job on PostgreSQL")
+        else {
+            return;
+        };
+        config.storage.database = Some(support::fresh_postgres_database(&admin).await);
+    }
+    config.auth.mode = AuthMode::ApiKey;
+    config.auth.keys = rights_keys();
+    // One worker: alice's jobs run one after another, and bob's after hers.
+    config.gateway.workers = 1;
+    config.gateway.poll_interval_ms = 20;
+    config.gateway.learn_wait_ms = 60_000;
+    let mut backends =
+        thinkus_server::node::open_backends(&config, &thinkus_server::ServiceKind::ALL.iter().copied().collect())
+            .await
+            .expect("open the backends");
+    let waiting = std::sync::Arc::new(tokio::sync::Notify::new());
+    let (release, released) = tokio::sync::watch::channel(false);
+    backends.embedder = Some(std::sync::Arc::new(HeldEmbedder {
+        inner: backends.embedder.clone().expect("the embedder"),
+        marker: "Zanzibar",
+        waiting: waiting.clone(),
+        release: released,
+    }));
+    let store = backends.store.clone().expect("the database");
+    let vectors = backends.vectors.clone().expect("the vector index");
+    let handle = crate::nodes::start(config, &thinkus_server::ServiceKind::ALL, Some(backends)).await;
+    let node = Node {
+        channel: crate::nodes::channel(&handle).await,
+        handle,
+        _dir: dir,
+    };
+    let alice = Owner::new("acme", "alice");
+    let session = Scope {
+        session_id: "erase-race".into(),
+        ..own("alice", "cto")
+    };
+    let complete = |said: &'static str, request_id: &'static str| {
+        let mut gateway = keyed_gateway(&node, ACME_ADMIN);
+        let scope = session.clone();
+        async move {
+            gateway
+                .complete_turn(CompleteTurnRequest {
+                    scope: Some(scope),
+                    user_message: said.into(),
+                    assistant_message: "Noted.".into(),
+                    request_id: request_id.into(),
+                    ..Default::default()
+                })
+                .await
+                .unwrap_or_else(|err| panic!("complete turn {said:?}: {err}"))
+                .into_inner()
+        }
+    };
+    // The first turn's learn job is taken by the worker and held while it extracts; the second
+    // turn's jobs (and the first's summary) wait in the queue behind it.
+    let held = waiting.notified();
+    complete("We decided the Zanzibar launch budget is $900,000.", "erase-race-1").await;
+    tokio::time::timeout(std::time::Duration::from_secs(60), held)
+        .await
+        .expect("the worker runs alice's learn job");
+    complete(
+        "We decided the Zanzibar launch moves to the 14th of May.",
+        "erase-race-2",
+    )
+    .await;
+    assert!(rows(&store, "jobs", &alice).await >= 3, "alice's jobs are queued");
+
+    let erased = keyed_gateway(&node, ACME_ADMIN)
+        .erase_user(GatewayEraseUserRequest {
+            scope: Some(own("alice", "")),
+        })
+        .await
+        .expect("erase alice while her job runs")
+        .into_inner();
+    assert!(erased.counts.unwrap().jobs >= 3, "{erased:?}");
+
+    // The held job goes on after the erasure; bob's turn, taken after it by the one worker,
+    // says when it has finished.
+    release.send(true).unwrap();
+    let bobs = keyed_gateway(&node, ACME_ADMIN)
+        .complete_turn(CompleteTurnRequest {
+            scope: Some(Scope {
+                session_id: "erase-race-bob".into(),
+                ..own("bob", "cto")
+            }),
+            user_message: "We decided the storefront deploys on Fridays.".into(),
+            assistant_message: "Noted.".into(),
+            wait_for_learning: true,
+            ..Default::default()
+        })
+        .await
+        .expect("bob's turn")
+        .into_inner();
+    let learning = bobs.learning.expect("bob's learn job");
+    assert_eq!(
+        learning.status,
+        thinkus_proto::gateway::JobStatus::Succeeded as i32,
+        "the worker goes on after an erased job: {learning:?}"
+    );
+    for table in TABLES {
+        assert_eq!(
+            rows(&store, table, &alice).await,
+            0,
+            "alice's job wrote rows into {table} after her erasure"
+        );
+    }
+    assert_eq!(
+        vectors.count(Some(&alice)).await.unwrap(),
+        0,
+        "alice's job indexed points after her erasure"
+    );
+    assert!(
+        rows(&store, "memories", &Owner::new("acme", "bob")).await > 0,
+        "bob's turn was learned"
+    );
+    // The index is the node's: let it go before the node removes its folder.
+    drop(vectors);
     node.stop().await;
 }

@@ -28,7 +28,7 @@ pub(crate) enum Backend {
 pub(crate) struct Node {
     pub(crate) handle: NodeHandle,
     pub(crate) channel: Channel,
-    _dir: tempfile::TempDir,
+    pub(crate) _dir: tempfile::TempDir,
 }
 
 pub(crate) async fn start(backend: Backend, adjust: impl FnOnce(&mut Config)) -> Option<Node> {

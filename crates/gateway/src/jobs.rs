@@ -6,7 +6,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use chrono::Utc;
-use thinkus_backends::sql::JobRecord;
+use thinkus_backends::sql::{JobRecord, StoreError};
 use thinkus_common::metrics::METRICS;
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
@@ -53,9 +53,18 @@ pub async fn run_once(gateway: &Gateway) -> anyhow::Result<bool> {
 async fn finish(gateway: &Gateway, job: &JobRecord, result: Option<&str>, error: Option<String>) -> anyhow::Result<()> {
     let config = gateway.config();
     let now = Utc::now();
+    // An erasure of the job's user deleted it while it ran (its writes were refused): nothing
+    // to record, the user's data is gone with it.
+    let erased = |err: &StoreError| matches!(err, StoreError::NotFound(_));
     match error {
         None => {
-            gateway.jobs.complete_job(&job.id, now, result).await?;
+            if let Err(err) = gateway.jobs.complete_job(&job.id, now, result).await {
+                if !erased(&err) {
+                    return Err(err.into());
+                }
+                tracing::info!(job = %job.id, kind = %job.kind, "the job's user was erased while it ran");
+                return Ok(());
+            }
             METRICS.job_runs.with_label_values(&[&job.kind, "succeeded"]).inc();
             tracing::debug!(job = %job.id, kind = %job.kind, "job done");
         }
@@ -68,7 +77,12 @@ async fn finish(gateway: &Gateway, job: &JobRecord, result: Option<&str>, error:
             let outcome = if retry_at.is_some() { "retried" } else { "failed" };
             METRICS.job_runs.with_label_values(&[&job.kind, outcome]).inc();
             tracing::warn!(job = %job.id, kind = %job.kind, attempts = job.attempts, %error, outcome, "job failed");
-            gateway.jobs.fail_job(&job.id, &error, now, retry_at).await?;
+            if let Err(err) = gateway.jobs.fail_job(&job.id, &error, now, retry_at).await {
+                if !erased(&err) {
+                    return Err(err.into());
+                }
+                tracing::info!(job = %job.id, kind = %job.kind, "the job's user was erased while it ran");
+            }
         }
     }
     Ok(())

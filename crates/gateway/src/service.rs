@@ -937,7 +937,7 @@ impl Gateway {
             LEARN_JOB => {
                 let input: LearnJob = serde_json::from_str(&job.payload)
                     .map_err(|err| ApiError::invalid("payload", format!("not a learn job: {err}")))?;
-                let report = self.learn(input).await?;
+                let report = self.learn(input, &job.id).await?;
                 Ok(Some(
                     serde_json::to_string(&report).map_err(|err| ApiError::internal(err.to_string()))?,
                 ))
@@ -967,8 +967,9 @@ impl Gateway {
     /// exchange taught a memory private to the role, is private to the role; otherwise it is
     /// shared with the project, like the project's decisions. Each turn names the memories
     /// learned from its exchange, so a context shows one or the other.
-    /// Returns what the extraction did, refusals included.
-    async fn learn(&self, input: LearnJob) -> Result<LearnReport, ApiError> {
+    /// Returns what the extraction did, refusals included. The writes name the job: once an
+    /// erasure of the user deleted it, the knowledge manager refuses them.
+    async fn learn(&self, input: LearnJob, job_id: &str) -> Result<LearnReport, ApiError> {
         if input.not_memorable {
             return Ok(LearnReport::default());
         }
@@ -994,6 +995,7 @@ impl Gateway {
                 request_id: input.request_id.clone(),
                 // Ids: the knowledge manager reads them and compares the contents.
                 injected_memories: input.injected_memory_ids.clone(),
+                job_id: Some(job_id.to_string()),
                 ..Default::default()
             })
             .await?;
@@ -1026,6 +1028,7 @@ impl Gateway {
                 scope: input.scope.clone(),
                 turns,
                 visibility,
+                job_id: Some(job_id.to_string()),
             })
             .await?;
         Ok(learn_report(&learned))

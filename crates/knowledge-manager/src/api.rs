@@ -168,6 +168,8 @@ pub struct IngestTurnsRequest {
     pub scope: Scope,
     pub turns: Vec<Turn>,
     pub visibility: Visibility,
+    /// The gateway job the turns come from: nothing is stored once an erasure deleted it.
+    pub job_id: Option<String>,
 }
 
 /// The ids of stored turns, in order.
@@ -197,6 +199,9 @@ pub struct LearnRequest {
     pub not_memorable: bool,
     pub dry_run: bool,
     pub injected_memories: Vec<String>,
+    /// The gateway job the conversation comes from: nothing is written once an erasure
+    /// deleted it.
+    pub job_id: Option<String>,
 }
 
 /// What learning from a conversation did.

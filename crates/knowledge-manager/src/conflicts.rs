@@ -371,7 +371,7 @@ pub(crate) async fn keep_current(
             kept = Some(updated);
         }
     }
-    let _user = km.lock_user(&scope.owner()).await;
+    let _user = km.lock_user(&scope.owner()).await?;
     km.store.commit(batch).await.map_err(|err| match err {
         thinkus_backends::sql::StoreError::Conflict(m) => ApiError::new(
             thinkus_common::ErrorCode::AlreadyExists,

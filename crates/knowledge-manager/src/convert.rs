@@ -734,6 +734,7 @@ pub fn ingest_request_to_proto(request: &IngestTurnsRequest) -> pb::IngestTurnsR
         scope: Some(scope_to_proto(&request.scope)),
         turns: turns_to_proto(&request.turns),
         visibility: visibility_to_proto(request.visibility),
+        job_id: request.job_id.clone().unwrap_or_default(),
     }
 }
 
@@ -753,6 +754,7 @@ pub fn learn_request_to_proto(request: LearnRequest) -> pb::LearnFromConversatio
         not_memorable: request.not_memorable,
         dry_run: request.dry_run,
         injected_memories: request.injected_memories,
+        job_id: request.job_id.unwrap_or_default(),
     }
 }
 
@@ -1084,6 +1086,7 @@ pub fn ingest_request_from_proto(scope: Scope, body: &pb::IngestTurnsRequest) ->
         scope,
         turns,
         visibility,
+        job_id: optional(&body.job_id),
     })
 }
 
@@ -1100,6 +1103,7 @@ pub fn learn_request_from_proto(
         not_memorable: body.not_memorable,
         dry_run: body.dry_run,
         injected_memories: body.injected_memories.clone(),
+        job_id: optional(&body.job_id),
     })
 }
 

@@ -255,7 +255,7 @@ pub(crate) async fn erase(
     actor: &str,
     artifacts_erased: u64,
 ) -> Result<Erasure, ApiError> {
-    let _guard = km.lock_user(owner).await;
+    let _guard = km.lock_user(owner).await?;
     let vectors = km.vectors.count(Some(owner)).await?;
     if vectors > 0 {
         km.vectors.delete_user(owner).await?;

@@ -328,6 +328,7 @@ pub(crate) async fn learn(km: &KnowledgeManager, request: LearnRequest) -> Resul
                 by_person: false,
             },
             actor: actor_of(&request.scope),
+            job_id: request.job_id.clone(),
             dense: (admission == Admission::Write).then(|| embeddings.next()).flatten(),
             ..Default::default()
         };
@@ -368,6 +369,7 @@ pub(crate) async fn learn(km: &KnowledgeManager, request: LearnRequest) -> Resul
             response: thinkus_common::to_json(&learned, "a learn answer")?,
             created_at: Utc::now(),
         };
+        let _fence = km.fence_job(&request.scope.owner(), &request.job_id).await?;
         // Losing this race only means a concurrent twin wrote its record first.
         let _ = km
             .store

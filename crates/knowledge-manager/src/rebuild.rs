@@ -289,7 +289,7 @@ impl KnowledgeManager {
         // The swap, under the user's write lock: no write of the user runs between this last
         // look at the store and the update of the index, and what changed while the rest was
         // embedded is embedded again.
-        let _user = self.lock_user(owner).await;
+        let _user = self.lock_user(owner).await?;
         let current = self.stored_memories(owner).await?;
         let changed: Vec<&Memory> = current
             .iter()

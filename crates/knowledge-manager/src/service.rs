@@ -17,7 +17,7 @@ use chrono::{DateTime, Duration, Utc};
 use thinkus_backends::embed::Embedder;
 use thinkus_backends::llm::{LanguageModel, RuleEngine};
 use thinkus_backends::sql::{
-    Change, ChangeKind, IdempotencyRecord, MemoryOrder, MemoryQuery, MemoryStore, StoreError, WriteBatch,
+    Change, ChangeKind, IdempotencyRecord, MemoryOrder, MemoryQuery, MemoryStore, OwnerLock, StoreError, WriteBatch,
 };
 use thinkus_backends::vector::{Bm25Encoder, IndexedPoint, Layers, MemoryFilter, Reader, VectorIndex};
 use thinkus_common::ApiError;
@@ -108,6 +108,8 @@ pub(crate) struct WriteOptions {
     pub skip_dedup: bool,
     /// The idempotency key ("remember:<request id>").
     pub request_key: Option<String>,
+    /// The gateway job the write comes from: refused once an erasure of the user deleted it.
+    pub job_id: Option<String>,
     pub actor: String,
     /// History entries to record with the write (a merge records its sources).
     pub extra_changes: Vec<Change>,
@@ -135,19 +137,11 @@ pub struct KnowledgeManager {
     pub(crate) bm25: Bm25Encoder,
     /// The learned clause head of the built-in extraction, when loaded.
     pub(crate) learned: Option<crate::learned::LearnedExtraction>,
-    /// Serialises the check-then-commit part of writes per user (striped by user id), so that
-    /// a write's duplicate and contradiction checks see every earlier write of the same user,
-    /// concurrent ones included. Embedding happens before, outside the lock, so concurrent
-    /// writes still share the embedder's batches.
-    write_locks: Vec<tokio::sync::Mutex<()>>,
     /// The job queue index rebuilds run in (`rebuild`).
     pub(crate) jobs: Option<Arc<dyn thinkus_backends::sql::JobStore>>,
     /// Wakes this node's rebuild worker when a rebuild is queued here.
     pub(crate) rebuild_queued: tokio::sync::Notify,
 }
-
-/// Stripes of the per-user write lock.
-const WRITE_LOCK_STRIPES: usize = 64;
 
 impl KnowledgeManager {
     pub fn new(
@@ -168,7 +162,6 @@ impl KnowledgeManager {
             llm,
             bm25: Bm25Encoder::default(),
             learned: None,
-            write_locks: (0..WRITE_LOCK_STRIPES).map(|_| tokio::sync::Mutex::new(())).collect(),
             jobs: None,
             rebuild_queued: tokio::sync::Notify::new(),
         }
@@ -188,14 +181,42 @@ impl KnowledgeManager {
         self
     }
 
-    /// The write lock of a user (see `write_locks`).
-    pub(crate) async fn lock_user(&self, owner: &Owner) -> tokio::sync::MutexGuard<'_, ()> {
-        use std::hash::{Hash, Hasher};
-        let mut hasher = std::collections::hash_map::DefaultHasher::new();
-        owner.hash(&mut hasher);
-        self.write_locks[hasher.finish() as usize % WRITE_LOCK_STRIPES]
-            .lock()
-            .await
+    /// The critical section of a user's writes (`MemoryStore::lock_owner`): the check-then-
+    /// commit part of writes runs in it, so that a write's duplicate and contradiction checks
+    /// see every earlier write of the same user, concurrent ones included, in this process and
+    /// in every other replica on the same PostgreSQL. Embedding happens before, outside it, so
+    /// concurrent writes still share the embedder's batches.
+    pub(crate) async fn lock_user(&self, owner: &Owner) -> Result<OwnerLock, ApiError> {
+        Ok(self.store.lock_owner(owner).await?)
+    }
+
+    /// Refuses the write of a gateway job an erasure of its user deleted (its data is gone,
+    /// and what it would write came from that data). Called in the user's critical section,
+    /// which the erasure holds too: a job's write lands before the erasure, and is erased with
+    /// the rest, or is refused after it.
+    pub(crate) async fn check_job(&self, owner: &Owner, job_id: &Option<String>) -> Result<(), ApiError> {
+        match job_id {
+            Some(id) if !self.store.job_exists(owner, id).await? => Err(ApiError::failed_precondition(format!(
+                "job {id} no longer exists (user {:?} of tenant {:?} was erased while it ran): its writes are dropped",
+                owner.user_id, owner.tenant_id
+            ))),
+            _ => Ok(()),
+        }
+    }
+
+    /// The user's critical section with [`Self::check_job`] passed, for a job's write outside
+    /// the write pipeline's own section; no section when the write comes from no job.
+    pub(crate) async fn fence_job(
+        &self,
+        owner: &Owner,
+        job_id: &Option<String>,
+    ) -> Result<Option<OwnerLock>, ApiError> {
+        if job_id.is_none() {
+            return Ok(None);
+        }
+        let lock = self.lock_user(owner).await?;
+        self.check_job(owner, job_id).await?;
+        Ok(Some(lock))
     }
 
     pub fn config(&self) -> &KnowledgeConfig {
@@ -570,9 +591,11 @@ impl KnowledgeManager {
                 crate::admission::Admission::Write => {}
                 crate::admission::Admission::Queue(_) if *by_person => {}
                 crate::admission::Admission::Queue(reason) => {
+                    let _fence = self.fence_job(&scope.owner(), &options.job_id).await?;
                     return self.queue(scope, draft, &reason, score, &options.request_key).await;
                 }
                 crate::admission::Admission::Reject(reason) => {
+                    let _fence = self.fence_job(&scope.owner(), &options.job_id).await?;
                     let result = WriteResult::rejected(reason, score).about(draft);
                     self.commit(WriteBatch::default(), &scope.owner(), &options.request_key, &result)
                         .await?;
@@ -590,7 +613,8 @@ impl KnowledgeManager {
         };
 
         // From the checks to the index: one write of this user at a time.
-        let _user = self.lock_user(&scope.owner()).await;
+        let _user = self.lock_user(&scope.owner()).await?;
+        self.check_job(&scope.owner(), &options.job_id).await?;
         let mut replaces = options.replaces.clone();
         // A statement processed after a later one about the same subject (two turns learned
         // by two workers at once, a late import) does not undo it: it is written already

@@ -383,6 +383,10 @@ pub(crate) async fn ingest(km: &KnowledgeManager, request: IngestTurnsRequest) -
             inserts: fresh.clone(),
             ..Default::default()
         };
+        // In the user's critical section: an erasure runs before (then a job's turns are
+        // refused) or after the commit and the index (then it removes them with the rest).
+        let _user = km.lock_user(&scope.owner()).await?;
+        km.check_job(&scope.owner(), &request.job_id).await?;
         km.store.commit(batch).await?;
         let points = fresh
             .iter()

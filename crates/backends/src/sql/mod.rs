@@ -106,6 +106,25 @@ impl WriteBatch {
     }
 }
 
+/// The critical section of one owner's writes, held until dropped (see
+/// [`MemoryStore::lock_owner`]). On PostgreSQL it holds a transaction with an advisory lock
+/// on a connection of its own; dropping it rolls that back, which releases the lock.
+pub struct OwnerLock {
+    _held: Vec<Box<dyn Send>>,
+}
+
+impl OwnerLock {
+    pub(crate) fn new(held: Vec<Box<dyn Send>>) -> Self {
+        Self { _held: held }
+    }
+}
+
+impl std::fmt::Debug for OwnerLock {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("OwnerLock")
+    }
+}
+
 /// Memories, their history, candidates, idempotency records and plans.
 #[async_trait]
 pub trait MemoryStore: Send + Sync {
@@ -185,6 +204,17 @@ pub trait MemoryStore: Send + Sync {
     /// the counts recorded; a second call finds nothing, records nothing and returns the
     /// caller's counts alone.
     async fn erase_owner(&self, owner: &Owner, erasure: ErasureRecord) -> Result<ErasureCounts, StoreError>;
+
+    /// Enters the critical section of `owner`'s writes: until the guard is dropped, no other
+    /// holder of the same owner's section runs, in this process or, on PostgreSQL, in any
+    /// process sharing the database (a transaction-scoped advisory lock on the owner, so a
+    /// process that dies releases it with its connection). SQLite is single-process: an
+    /// in-process lock suffices. Waits at most 30 s for another holder, then `Unavailable`.
+    async fn lock_owner(&self, owner: &Owner) -> Result<OwnerLock, StoreError>;
+
+    /// Whether the job `id` of `owner` is still in the queue, in any state: an erasure of the
+    /// owner deletes it, and the writes of a job that ran meanwhile are refused.
+    async fn job_exists(&self, owner: &Owner, id: &str) -> Result<bool, StoreError>;
 }
 
 /// Artifact metadata (the contents live in the blob store).

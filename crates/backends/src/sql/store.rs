@@ -41,7 +41,18 @@ pub struct SqlStore {
     write_lock: Option<tokio::sync::Mutex<()>>,
     /// Batches waiting for the next group commit (SQLite only).
     group: Option<std::sync::Mutex<Vec<(WriteBatch, GroupReply)>>>,
+    /// The in-process part of the owners' critical sections (`lock_owner`), striped by owner.
+    owner_stripes: Vec<std::sync::Arc<tokio::sync::Mutex<()>>>,
+    /// Owner sections holding a connection of the pool at once (PostgreSQL): at most half of
+    /// it, so that the holders always find connections for their reads and commits.
+    owner_seats: std::sync::Arc<tokio::sync::Semaphore>,
 }
+
+/// Stripes of the in-process owner locks.
+const OWNER_STRIPES: usize = 64;
+/// The first key of the owners' advisory locks (the second is the owner's hash), apart from
+/// the keys sqlx's migrator locks.
+const OWNER_LOCK_CLASS: i64 = 0x7417;
 
 type GroupReply = tokio::sync::oneshot::Sender<Result<(), StoreError>>;
 
@@ -596,6 +607,10 @@ impl SqlStore {
             backend,
             write_lock: (backend == Backend::Sqlite).then(|| tokio::sync::Mutex::new(())),
             group: (backend == Backend::Sqlite).then(|| std::sync::Mutex::new(Vec::new())),
+            owner_stripes: (0..OWNER_STRIPES)
+                .map(|_| std::sync::Arc::new(tokio::sync::Mutex::new(())))
+                .collect(),
+            owner_seats: std::sync::Arc::new(tokio::sync::Semaphore::new((max_connections / 2).max(1) as usize)),
         };
         Ok(store)
     }
@@ -1350,6 +1365,60 @@ impl MemoryStore for SqlStore {
             request_keys,
             erasures,
         })
+    }
+
+    async fn lock_owner(&self, owner: &Owner) -> Result<super::OwnerLock, StoreError> {
+        use std::hash::{Hash, Hasher};
+        let mut hasher = std::collections::hash_map::DefaultHasher::new();
+        owner.hash(&mut hasher);
+        let stripe = self.owner_stripes[hasher.finish() as usize % OWNER_STRIPES].clone();
+        // In-process first: this process's writers of one owner wait here, not on connections.
+        let mut held: Vec<Box<dyn Send>> = vec![Box::new(stripe.lock_owned().await)];
+        if self.backend == Backend::Postgres {
+            let seat = self
+                .owner_seats
+                .clone()
+                .acquire_owned()
+                .await
+                .map_err(|err| StoreError::Unavailable(err.to_string()))?;
+            let mut tx = self.begin().await?;
+            self.tx_execute(&mut tx, &Query::new("SET LOCAL lock_timeout = '30s'"))
+                .await?;
+            // The owner's key: a hash PostgreSQL computes, the same in every process. The lock
+            // function returns `void`, which the `Any` driver cannot read: select a 1 beside it.
+            let mut lock =
+                Query::new("SELECT 1 FROM (SELECT pg_advisory_xact_lock(CAST(? AS INTEGER), hashtext(?))) AS locked");
+            lock.int(OWNER_LOCK_CLASS)
+                .text(format!("{}\u{1f}{}", owner.tenant_id, owner.user_id));
+            let sql = self.sql(&lock.sql);
+            let args = arguments(&lock.args)?;
+            sqlx::query_with(&sql, args)
+                .fetch_optional(&mut *tx)
+                .await
+                .map_err(|err| match err {
+                    sqlx::Error::Database(db) if db.code().as_deref() == Some("55P03") => StoreError::Unavailable(
+                        format!("the write lock of user {:?} was held for more than 30 s", owner.user_id),
+                    ),
+                    other => backend_error(other),
+                })?;
+            // Dropped in this order: the transaction (its rollback releases the lock), then the seat.
+            held.push(Box::new(seat));
+            held.push(Box::new(tx));
+            held.reverse();
+        }
+        Ok(super::OwnerLock::new(held))
+    }
+
+    async fn job_exists(&self, owner: &Owner, id: &str) -> Result<bool, StoreError> {
+        let mut q = Query::new("SELECT COUNT(*) FROM jobs WHERE id = ? AND tenant_id = ? AND user_id = ?");
+        q.text(id).owner(owner);
+        let count = self
+            .fetch_optional(&q)
+            .await?
+            .map(|row| row.try_get::<i64, _>(0).map_err(backend_error))
+            .transpose()?
+            .unwrap_or(0);
+        Ok(count > 0)
     }
 
     async fn erase_owner(&self, owner: &Owner, erasure: ErasureRecord) -> Result<ErasureCounts, StoreError> {

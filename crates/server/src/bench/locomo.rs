@@ -145,6 +145,7 @@ pub async fn run(
                     scope,
                     turns,
                     visibility: Visibility::Private,
+                    job_id: None,
                 })
                 .await?;
             for (turn, id) in session.turns.iter().zip(&result.memory_ids) {
