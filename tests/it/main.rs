@@ -48,6 +48,7 @@ mod memory_cli;
 mod memory_page;
 mod nodes;
 mod rebuild_index;
+mod replicas;
 mod rest_routes;
 mod summary;
 mod support;
