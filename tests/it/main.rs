@@ -30,6 +30,7 @@ mod browser;
 mod capacity;
 mod conflicts;
 mod conformance;
+mod crash;
 mod data_rights;
 mod dedup_calibration;
 mod degraded;
