@@ -245,7 +245,8 @@ on_both_backends!(
     the_node_sweeps_old_records,
     exporting_and_erasing_a_user,
     an_empty_role_reads_no_private_memory,
-    an_erasure_stops_the_users_running_and_queued_jobs
+    an_erasure_stops_the_users_running_and_queued_jobs,
+    the_cli_exports_and_erases_a_user
 );
 
 /// Role privacy: an empty role_id is no wildcard over the roles' private memories. GetMemory,
@@ -1231,5 +1232,87 @@ async fn an_erasure_stops_the_users_running_and_queued_jobs(backend: Backend) {
     );
     // The index is the node's: let it go before the node removes its folder.
     drop(vectors);
+    node.stop().await;
+}
+
+/// Runs `thinkus memory …` against the node; (success, stdout, stderr).
+async fn cli(node: &Node, args: &[&str]) -> (bool, String, String) {
+    let mut command = std::process::Command::new(env!("CARGO_BIN_EXE_thinkus"));
+    command.arg("memory").args(["--addr", &node.handle.url()]).args(args);
+    let output = tokio::task::spawn_blocking(move || command.output().expect("run thinkus memory"))
+        .await
+        .unwrap();
+    (
+        output.status.success(),
+        String::from_utf8_lossy(&output.stdout).into_owned(),
+        String::from_utf8_lossy(&output.stderr).into_owned(),
+    )
+}
+
+/// `thinkus memory export-user` writes the user's document to a file; `erase-user` refuses
+/// without --yes, erases with it (through the gateway), and says so; the next export is empty
+/// but for the erasure's record, a second erasure finds nothing, and another user keeps hers.
+async fn the_cli_exports_and_erases_a_user(backend: Backend) {
+    let Some(node) = start(backend, |_| {}).await else {
+        return;
+    };
+    let remember = |user: &'static str, content: &'static str| {
+        let mut km = node.km();
+        async move {
+            km.remember(RememberRequest {
+                scope: Some(own(user, "cto")),
+                memory: Some(MemoryDraft {
+                    r#type: MemoryType::ProjectDecision as i32,
+                    content: content.into(),
+                    importance: 4,
+                    ..Default::default()
+                }),
+                ..Default::default()
+            })
+            .await
+            .unwrap()
+            .into_inner()
+            .result
+            .unwrap()
+            .memory
+            .unwrap()
+            .id
+        }
+    };
+    let hers = remember("cli-alice", "The Orion rollout starts in the Lisbon office").await;
+    let bobs = remember("cli-bob", "The Vega rollout starts in the Oslo office").await;
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("alice.json");
+    let path = file.to_str().unwrap();
+    let exported = |path: &str| -> Value { serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap() };
+
+    let (ok, out, err) = cli(&node, &["export-user", "-u", "cli-alice", "-o", path]).await;
+    assert!(ok, "export-user: {out} {err}");
+    let document = exported(path);
+    assert_eq!(document["user_id"], "cli-alice");
+    assert_eq!(ids(&document, "memories"), vec![hers.clone()]);
+    assert!(!document.to_string().contains("Vega"), "another user's memory exported");
+
+    let (ok, _, err) = cli(&node, &["erase-user", "-u", "cli-alice"]).await;
+    assert!(!ok && err.contains("--yes"), "erase-user without --yes refuses: {err}");
+    assert_eq!(
+        ids(&export(&node, ACME_ADMIN, "cli-alice").await.unwrap(), "memories"),
+        vec![hers]
+    );
+
+    let (ok, out, err) = cli(&node, &["erase-user", "-u", "cli-alice", "--yes"]).await;
+    assert!(ok, "erase-user --yes: {out} {err}");
+    assert!(out.contains("cli-alice: erased 1 memories"), "{out}");
+    let (ok, out, err) = cli(&node, &["export-user", "-u", "cli-alice", "-o", path]).await;
+    assert!(ok, "export-user after the erasure: {out} {err}");
+    let document = exported(path);
+    assert!(ids(&document, "memories").is_empty(), "{document}");
+    assert_eq!(document["erasures"].as_array().map(Vec::len), Some(1), "{document}");
+    let (ok, out, _) = cli(&node, &["erase-user", "-u", "cli-alice", "--yes"]).await;
+    assert!(ok && out.contains("nothing left to erase"), "{out}");
+
+    let (ok, out, err) = cli(&node, &["export-user", "-u", "cli-bob", "-o", path]).await;
+    assert!(ok, "{out} {err}");
+    assert_eq!(ids(&exported(path), "memories"), vec![bobs]);
     node.stop().await;
 }
