@@ -246,6 +246,7 @@ on_both_backends!(
     exporting_and_erasing_a_user,
     an_empty_role_reads_no_private_memory,
     an_erasure_stops_the_users_running_and_queued_jobs,
+    an_erasure_drops_a_running_summary_jobs_messages,
     the_cli_exports_and_erases_a_user
 );
 
@@ -1314,5 +1315,156 @@ async fn the_cli_exports_and_erases_a_user(backend: Backend) {
     let (ok, out, err) = cli(&node, &["export-user", "-u", "cli-bob", "-o", path]).await;
     assert!(ok, "{out} {err}");
     assert_eq!(ids(&exported(path), "memories"), vec![bobs]);
+    node.stop().await;
+}
+
+/// The summary port of a gateway that holds `record` until released, then records through the
+/// real summary service: the test stops a summary job in the middle of its run.
+struct HeldSummaries {
+    inner: std::sync::Arc<dyn thinkus_gateway::extras::SummaryPort>,
+    waiting: std::sync::Arc<tokio::sync::Notify>,
+    release: tokio::sync::watch::Receiver<bool>,
+}
+
+#[async_trait::async_trait]
+impl thinkus_gateway::extras::SummaryPort for HeldSummaries {
+    async fn last_summary(
+        &self,
+        scope: &thinkus_common::model::Scope,
+        budget_tokens: u32,
+        language: thinkus_common::model::Language,
+        now: chrono::DateTime<Utc>,
+    ) -> Result<Option<thinkus_gateway::extras::LastSummary>, thinkus_common::ApiError> {
+        self.inner.last_summary(scope, budget_tokens, language, now).await
+    }
+
+    async fn record(
+        &self,
+        scope: &thinkus_common::model::Scope,
+        messages: Vec<thinkus_common::model::Message>,
+        job_id: Option<&str>,
+    ) -> Result<(), thinkus_common::ApiError> {
+        self.waiting.notify_one();
+        let mut release = self.release.clone();
+        let _ = release.wait_for(|released| *released).await;
+        self.inner.record(scope, messages, job_id).await
+    }
+
+    async fn end(&self, scope: &thinkus_common::model::Scope) -> Result<(), thinkus_common::ApiError> {
+        self.inner.end(scope).await
+    }
+}
+
+/// EraseUser while the summary job of the user's turn runs (held before it records the turn's
+/// messages): the messages it brings after the erasure are dropped, so no session or message of
+/// hers is left, and the worker finishes the job without an error.
+async fn an_erasure_drops_a_running_summary_jobs_messages(backend: Backend) {
+    use std::sync::Arc;
+    // The node runs no job: the gateway built here does, one at a time.
+    let Some(node) = start(backend, |config| config.gateway.workers = 0).await else {
+        return;
+    };
+    let apis = &node.handle.apis;
+    let waiting = Arc::new(tokio::sync::Notify::new());
+    let (release, released) = tokio::sync::watch::channel(false);
+    let gateway = Arc::new(thinkus_gateway::Gateway::new(
+        thinkus_gateway::GatewayConfig::default(),
+        thinkus_gateway::Upstreams {
+            controller: apis.controller.clone().unwrap(),
+            retriever: apis.retriever.clone().unwrap(),
+            knowledge: apis.knowledge.clone().unwrap(),
+            artifacts: None,
+            summaries: Some(Arc::new(HeldSummaries {
+                inner: Arc::new(thinkus_gateway::adapters::Summaries(apis.summary.clone().unwrap())),
+                waiting: waiting.clone(),
+                release: released,
+            })),
+            embedder: node.handle.backends.embedder.clone(),
+            artifact_api: None,
+            summary_api: None,
+            addresses: thinkus_gateway::UpstreamAddresses::default(),
+        },
+        node.handle.backends.store.clone().unwrap(),
+        node.handle.backends.tokens,
+        None,
+    ));
+    let store = node.handle.backends.store.clone().unwrap();
+    let vectors = node.handle.backends.vectors.clone().unwrap();
+    let alice = Owner::new(DEFAULT_TENANT, "summary-alice");
+    gateway
+        .complete(thinkus_gateway::api::CompleteRequest {
+            scope: thinkus_common::model::Scope {
+                tenant_id: DEFAULT_TENANT.into(),
+                user_id: alice.user_id.clone(),
+                role_id: "cto".into(),
+                project_id: Some("shop".into()),
+                session_id: Some("summary-race".into()),
+            },
+            user_message: "We decided the Kestrel launch budget is $700,000.".into(),
+            assistant_message: "Noted.".into(),
+            request_id: Some("summary-race-1".into()),
+            ..Default::default()
+        })
+        .await
+        .expect("complete the turn");
+    // The learn job runs, then the summary job is held before it records.
+    let held = waiting.notified();
+    let worker = {
+        let gateway = gateway.clone();
+        tokio::spawn(async move {
+            while thinkus_gateway::jobs::run_once(&gateway)
+                .await
+                .expect("the queue answers")
+            {}
+        })
+    };
+    tokio::time::timeout(std::time::Duration::from_secs(60), held)
+        .await
+        .expect("the worker runs alice's summary job");
+    assert!(rows(&store, "memories", &alice).await > 0, "the learn job ran first");
+
+    let erased = gateway.erase_user(&alice, "test").await.expect("erase alice");
+    assert!(erased.counts.jobs >= 1, "{erased:?}");
+    release.send(true).unwrap();
+    tokio::time::timeout(std::time::Duration::from_secs(60), worker)
+        .await
+        .expect("the worker finishes")
+        .expect("the worker does not fail");
+    for table in TABLES {
+        assert_eq!(
+            rows(&store, table, &alice).await,
+            0,
+            "alice's summary job wrote rows into {table} after her erasure"
+        );
+    }
+    assert_eq!(vectors.count(Some(&alice)).await.unwrap(), 0);
+    // A decision the session's summary would offer now is refused: the session is gone.
+    let offered = node
+        .km()
+        .remember(RememberRequest {
+            scope: Some(Scope {
+                user_id: alice.user_id.clone(),
+                role_id: "cto".into(),
+                project_id: "shop".into(),
+                session_id: "summary-race".into(),
+                ..Default::default()
+            }),
+            memory: Some(MemoryDraft {
+                r#type: MemoryType::ProjectDecision as i32,
+                content: "The Kestrel launch budget is $700,000".into(),
+                source: MemorySource::Summary as i32,
+                importance: 4,
+                ..Default::default()
+            }),
+            ..Default::default()
+        })
+        .await
+        .expect_err("a decision of an erased session's summary");
+    assert_eq!(offered.code(), Code::FailedPrecondition, "{offered:?}");
+    assert!(offered.message().contains("summary-race"), "{offered:?}");
+    assert_eq!(rows(&store, "memories", &alice).await, 0);
+    // The index is the node's: let it go before the node removes its folder.
+    drop(vectors);
+    drop(gateway);
     node.stop().await;
 }

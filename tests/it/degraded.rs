@@ -85,7 +85,7 @@ impl SummaryPort for Down {
     ) -> Result<Option<LastSummary>, ApiError> {
         Err(ApiError::unavailable("tcp connect error"))
     }
-    async fn record(&self, _: &Scope, _: Vec<Message>) -> Result<(), ApiError> {
+    async fn record(&self, _: &Scope, _: Vec<Message>, _: Option<&str>) -> Result<(), ApiError> {
         Err(ApiError::unavailable("tcp connect error"))
     }
     async fn end(&self, _: &Scope) -> Result<(), ApiError> {

@@ -144,7 +144,12 @@ impl SummaryPort for Gated {
         self.0.wait().await;
         Ok(None)
     }
-    async fn record(&self, _scope: &Scope, _messages: Vec<thinkus_common::model::Message>) -> Result<(), ApiError> {
+    async fn record(
+        &self,
+        _scope: &Scope,
+        _messages: Vec<thinkus_common::model::Message>,
+        _job: Option<&str>,
+    ) -> Result<(), ApiError> {
         Err(ApiError::internal("not used by this test"))
     }
     async fn end(&self, _scope: &Scope) -> Result<(), ApiError> {

@@ -15,7 +15,9 @@ use serde_json::{Value, json};
 use std::sync::Mutex;
 use thinkus_backends::llm::openai::OpenAiChat;
 use thinkus_backends::llm::{LanguageModel, RuleEngine};
-use thinkus_backends::sql::{SessionKey, SessionRecord, SessionStore, SqlStore, StoreError, SummaryRecord};
+use thinkus_backends::sql::{
+    OwnerLock, OwnerSections, SessionKey, SessionRecord, SessionStore, SqlStore, StoreError, SummaryRecord,
+};
 use thinkus_common::config::{LlmConfig, LlmProvider};
 use thinkus_common::model::{EngineChoice, MemoryType, Message, Owner, Scope};
 use thinkus_common::tokens::TokenCounter;
@@ -29,6 +31,19 @@ use crate::support;
 struct Counting {
     inner: Arc<SqlStore>,
     reads: Mutex<Vec<(u32, u32)>>,
+}
+
+#[async_trait]
+impl OwnerSections for Counting {
+    async fn lock_owner(&self, owner: &Owner) -> Result<OwnerLock, StoreError> {
+        self.inner.lock_owner(owner).await
+    }
+    async fn job_exists(&self, owner: &Owner, id: &str) -> Result<bool, StoreError> {
+        self.inner.job_exists(owner, id).await
+    }
+    async fn session_exists(&self, owner: &Owner, id: &str) -> Result<bool, StoreError> {
+        self.inner.session_exists(owner, id).await
+    }
 }
 
 #[async_trait]
@@ -204,6 +219,7 @@ async fn scenario(store: Arc<SqlStore>) {
                 msg("user", None, "是否需要支持多语言？"),
             ],
             phase_completed: false,
+            job_id: None,
         })
         .await
         .unwrap();
@@ -242,6 +258,7 @@ async fn scenario(store: Arc<SqlStore>) {
                 msg("cto", Some("David"), "下一步我会搭建项目骨架。"),
             ],
             phase_completed: false,
+            job_id: None,
         })
         .await
         .unwrap();
@@ -396,6 +413,7 @@ async fn scenario(store: Arc<SqlStore>) {
                 scope: cto.clone(),
                 messages: vec![],
                 phase_completed: false,
+                job_id: None,
             })
             .await,
         ErrorCode::InvalidArgument,
@@ -436,6 +454,7 @@ async fn scenario(store: Arc<SqlStore>) {
                 msg("user", None, "I'm worried the old invoices might not import cleanly."),
             ],
             phase_completed: false,
+            job_id: None,
         })
         .await
         .unwrap();
@@ -456,6 +475,7 @@ async fn scenario(store: Arc<SqlStore>) {
                 "We decided to use Stripe for billing because it supports refunds.",
             )],
             phase_completed: false,
+            job_id: None,
         })
         .await
         .unwrap();
@@ -487,6 +507,7 @@ async fn scenario(store: Arc<SqlStore>) {
             scope: billing.clone(),
             messages: vec![msg("user", None, "Let's also add invoices in euros.")],
             phase_completed: false,
+            job_id: None,
         })
         .await
         .unwrap();
@@ -520,6 +541,7 @@ async fn scenario(store: Arc<SqlStore>) {
                 msg("user", None, "好的，帮我总结一下。"),
             ],
             phase_completed: false,
+            job_id: None,
         })
         .await
         .unwrap();
@@ -556,6 +578,7 @@ async fn scenario(store: Arc<SqlStore>) {
                 },
             ],
             phase_completed: false,
+            job_id: None,
         })
         .await
         .unwrap();
@@ -652,6 +675,7 @@ mod grpc {
                     ),
                 ],
                 phase_completed: true,
+                job_id: String::new(),
             })
             .await
             .unwrap()
@@ -750,6 +774,7 @@ mod grpc {
                 scope: pscope("cto", "g1"),
                 messages: vec![],
                 phase_completed: false,
+                job_id: String::new(),
             })
             .await
             .unwrap_err();

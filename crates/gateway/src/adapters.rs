@@ -185,12 +185,13 @@ impl SummaryPort for Summaries {
         }))
     }
 
-    async fn record(&self, scope: &Scope, messages: Vec<Message>) -> Result<(), ApiError> {
+    async fn record(&self, scope: &Scope, messages: Vec<Message>, job_id: Option<&str>) -> Result<(), ApiError> {
         self.0
             .record(RecordRequest {
                 scope: scope.clone(),
                 messages,
                 phase_completed: false,
+                job_id: job_id.map(str::to_string),
             })
             .await?;
         Ok(())

@@ -64,7 +64,9 @@ pub trait SummaryPort: Send + Sync {
     ) -> Result<Option<LastSummary>, ApiError>;
 
     /// Adds messages to the session's trajectory (the summary is kept current from them).
-    async fn record(&self, scope: &Scope, messages: Vec<Message>) -> Result<(), ApiError>;
+    /// `job_id` names the gateway job they come from: nothing is added once an erasure of the
+    /// user deleted it.
+    async fn record(&self, scope: &Scope, messages: Vec<Message>, job_id: Option<&str>) -> Result<(), ApiError>;
 
     /// Ends the session: its final summary is written (in the background).
     async fn end(&self, scope: &Scope) -> Result<(), ApiError>;

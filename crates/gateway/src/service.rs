@@ -947,7 +947,7 @@ impl Gateway {
                     .map_err(|err| ApiError::invalid("payload", format!("not a summarize job: {err}")))?;
                 match &self.upstreams.summaries {
                     Some(summaries) => {
-                        summaries.record(&input.scope, input.messages).await?;
+                        summaries.record(&input.scope, input.messages, Some(&job.id)).await?;
                         if input.end_session {
                             summaries.end(&input.scope).await?;
                         }

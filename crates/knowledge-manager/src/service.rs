@@ -615,6 +615,17 @@ impl KnowledgeManager {
         // From the checks to the index: one write of this user at a time.
         let _user = self.lock_user(&scope.owner()).await?;
         self.check_job(&scope.owner(), &options.job_id).await?;
+        // A decision a session's summary offers belongs to the session: once an erasure of the
+        // user removed it, the summary that read it is gone too, and so is the decision.
+        if draft.source == Some(MemorySource::Summary)
+            && let Some(session) = scope.session_id.as_deref()
+            && !self.store.session_exists(&scope.owner(), session).await?
+        {
+            return Err(ApiError::failed_precondition(format!(
+                "session {session} no longer exists (user {:?} was erased): the decision its summary offered is dropped",
+                scope.user_id
+            )));
+        }
         let mut replaces = options.replaces.clone();
         // A statement processed after a later one about the same subject (two turns learned
         // by two workers at once, a late import) does not undo it: it is written already

@@ -140,6 +140,9 @@ pub struct RecordRequest {
     pub messages: Vec<Message>,
     /// The messages close a phase: an update is scheduled.
     pub phase_completed: bool,
+    /// The gateway job the messages come from: nothing is appended once an erasure of the
+    /// user deleted it.
+    pub job_id: Option<String>,
 }
 
 /// The session after an append.

@@ -98,6 +98,7 @@ pub fn record_from_proto(request: &pb::RecordMessagesRequest) -> Result<RecordRe
         scope,
         messages: messages_from_proto(&request.messages, "messages", MAX_MESSAGE_CHARS)?,
         phase_completed: request.phase_completed,
+        job_id: Some(request.job_id.clone()).filter(|id| !id.is_empty()),
     })
 }
 
@@ -106,6 +107,7 @@ pub fn record_to_proto(request: &RecordRequest) -> pb::RecordMessagesRequest {
         scope: Some(scope_to_proto(&request.scope)),
         messages: request.messages.iter().map(message_to_proto).collect(),
         phase_completed: request.phase_completed,
+        job_id: request.job_id.clone().unwrap_or_default(),
     }
 }
 

@@ -459,12 +459,23 @@ impl Summarizer {
             created_at: previous.as_ref().map(|p| p.created_at).unwrap_or(now),
             updated_at: now,
         };
-        match store.put_summary(&summary.to_record(), Some(previous_end)).await {
-            Ok(()) => {}
-            Err(StoreError::Conflict(message)) => {
-                return Err(ApiError::new(ErrorCode::AlreadyExists, message));
+        {
+            // In the user's write section, which an erasure holds too: a summary of messages
+            // erased meanwhile is not stored (nor are its decisions offered).
+            let _section = store.lock_owner(owner).await?;
+            if !store.session_exists(owner, session_id).await? {
+                return Err(ApiError::failed_precondition(format!(
+                    "session {session_id} no longer exists (user {:?} was erased): its summary is dropped",
+                    owner.user_id
+                )));
             }
-            Err(err) => return Err(err.into()),
+            match store.put_summary(&summary.to_record(), Some(previous_end)).await {
+                Ok(()) => {}
+                Err(StoreError::Conflict(message)) => {
+                    return Err(ApiError::new(ErrorCode::AlreadyExists, message));
+                }
+                Err(err) => return Err(err.into()),
+            }
         }
         let offered: HashSet<String> = previous
             .iter()
@@ -605,8 +616,25 @@ impl SummaryApi for Summarizer {
             return Err(ApiError::invalid("scope.role_id", "is required"));
         }
         self.check_messages(&request.messages, true)?;
-        let (first_index, message_count) = self.append(&request.scope, &session_id, &request.messages).await?;
         let owner = &request.scope.owner();
+        // The messages of a gateway job are appended in the user's write section, which an
+        // erasure holds too, while the job exists: an erasure deletes the user's jobs, and what
+        // a job still running brings afterwards is dropped.
+        let section = match &request.job_id {
+            Some(job) => {
+                let section = self.inner.sessions.lock_owner(owner).await?;
+                if !self.inner.sessions.job_exists(owner, job).await? {
+                    return Err(ApiError::failed_precondition(format!(
+                        "job {job} no longer exists (user {:?} was erased while it ran): its messages are dropped",
+                        owner.user_id
+                    )));
+                }
+                Some(section)
+            }
+            None => None,
+        };
+        let (first_index, message_count) = self.append(&request.scope, &session_id, &request.messages).await?;
+        drop(section);
         let asked = request
             .messages
             .iter()

@@ -125,9 +125,30 @@ impl std::fmt::Debug for OwnerLock {
     }
 }
 
+/// The critical sections of owners' writes, and what fences a write that comes from earlier
+/// work: shared by the services that write an owner's data (the knowledge manager, the
+/// summary service) and by the erasure.
+#[async_trait]
+pub trait OwnerSections: Send + Sync {
+    /// Enters the critical section of `owner`'s writes: until the guard is dropped, no other
+    /// holder of the same owner's section runs, in this process or, on PostgreSQL, in any
+    /// process sharing the database (a transaction-scoped advisory lock on the owner, so a
+    /// process that dies releases it with its connection). SQLite is single-process: an
+    /// in-process lock suffices. Waits at most 30 s for another holder, then `Unavailable`.
+    async fn lock_owner(&self, owner: &Owner) -> Result<OwnerLock, StoreError>;
+
+    /// Whether the job `id` of `owner` is still in the queue, in any state: an erasure of the
+    /// owner deletes it, and the writes of a job that ran meanwhile are refused.
+    async fn job_exists(&self, owner: &Owner, id: &str) -> Result<bool, StoreError>;
+
+    /// Whether the session `id` of `owner` exists: an erasure of the owner deletes it, and a
+    /// summary of it written meanwhile, or a decision that summary offers, is refused.
+    async fn session_exists(&self, owner: &Owner, id: &str) -> Result<bool, StoreError>;
+}
+
 /// Memories, their history, candidates, idempotency records and plans.
 #[async_trait]
-pub trait MemoryStore: Send + Sync {
+pub trait MemoryStore: OwnerSections {
     /// Applies a batch in one transaction. `Conflict` when an update's version is stale or an
     /// idempotency key was taken concurrently; nothing is applied then.
     async fn commit(&self, batch: WriteBatch) -> Result<(), StoreError>;
@@ -204,17 +225,6 @@ pub trait MemoryStore: Send + Sync {
     /// the counts recorded; a second call finds nothing, records nothing and returns the
     /// caller's counts alone.
     async fn erase_owner(&self, owner: &Owner, erasure: ErasureRecord) -> Result<ErasureCounts, StoreError>;
-
-    /// Enters the critical section of `owner`'s writes: until the guard is dropped, no other
-    /// holder of the same owner's section runs, in this process or, on PostgreSQL, in any
-    /// process sharing the database (a transaction-scoped advisory lock on the owner, so a
-    /// process that dies releases it with its connection). SQLite is single-process: an
-    /// in-process lock suffices. Waits at most 30 s for another holder, then `Unavailable`.
-    async fn lock_owner(&self, owner: &Owner) -> Result<OwnerLock, StoreError>;
-
-    /// Whether the job `id` of `owner` is still in the queue, in any state: an erasure of the
-    /// owner deletes it, and the writes of a job that ran meanwhile are refused.
-    async fn job_exists(&self, owner: &Owner, id: &str) -> Result<bool, StoreError>;
 }
 
 /// Artifact metadata (the contents live in the blob store).
@@ -259,7 +269,7 @@ pub trait ArtifactStore: Send + Sync {
 
 /// Sessions: their messages (the trajectory) and their summaries.
 #[async_trait]
-pub trait SessionStore: Send + Sync {
+pub trait SessionStore: OwnerSections {
     /// Appends messages, assigning their indexes. Returns (first index, messages in session).
     async fn append_messages(
         &self,

@@ -106,6 +106,7 @@ pub async fn run(config: Config, data: &Path, limit: Option<usize>, verbose: boo
                     scope: scope.clone(),
                     messages,
                     phase_completed: false,
+                    job_id: None,
                 })
                 .await?;
             let started = Instant::now();
