@@ -442,6 +442,21 @@ async fn health_of(channel: &tonic::transport::Channel, service: &str) -> i32 {
         .unwrap_or(-1)
 }
 
+/// Whether the health of `service` at `channel` becomes `want` within 20 s.
+async fn health_becomes(
+    channel: &tonic::transport::Channel,
+    service: &str,
+    want: tonic_health::pb::health_check_response::ServingStatus,
+) -> bool {
+    for _ in 0..200 {
+        if health_of(channel, service).await == want as i32 {
+            return true;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    false
+}
+
 /// The gateway's health follows its required upstreams: with the retriever (another process)
 /// gone, the gateway's service answers NOT_SERVING while the server ("") and the services that
 /// need no upstream stay SERVING (readiness takes the gateway out of rotation, a liveness probe
@@ -504,16 +519,8 @@ async fn the_gateways_health_follows_its_required_upstreams() {
     assert_eq!(health_of(&channel, gateway_name).await, ServingStatus::Serving as i32);
 
     retriever.shutdown().await.unwrap();
-    let mut held = false;
-    for _ in 0..200 {
-        if health_of(&channel, gateway_name).await == ServingStatus::NotServing as i32 {
-            held = true;
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
     assert!(
-        held,
+        health_becomes(&channel, gateway_name, ServingStatus::NotServing).await,
         "the gateway reports NOT_SERVING within 20 s of losing its retriever"
     );
     assert_eq!(
@@ -528,15 +535,10 @@ async fn the_gateways_health_follows_its_required_upstreams() {
     );
 
     let retriever = start_retriever(config, backends).await;
-    let mut back = false;
-    for _ in 0..200 {
-        if health_of(&channel, gateway_name).await == ServingStatus::Serving as i32 {
-            back = true;
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
-    assert!(back, "SERVING again within 20 s of the retriever's return");
+    assert!(
+        health_becomes(&channel, gateway_name, ServingStatus::Serving).await,
+        "SERVING again within 20 s of the retriever's return"
+    );
     gateway.shutdown().await.unwrap();
     retriever.shutdown().await.unwrap();
 }
