@@ -38,9 +38,10 @@ pub struct GatewayConfig {
     /// the largest share that lost no needed fact on the development sessions (docs/benchmarks.md).
     pub relevance_floor: f64,
     /// A recalled record longer than this many tokens (an assistant's table, a long analysis)
-    /// is shown as the lines the message asks about, whole, within it; "…" marks the rest (0
-    /// shows records whole). Of 160, 100 and 60, 100 is the smallest that lost no needed fact
-    /// on the development sessions (docs/benchmarks.md).
+    /// is shown as the lines sharing the most words with the message, whole, within it; "…"
+    /// marks the rest. 0 (the default) shows records whole: at 100, chosen on the development
+    /// sessions, the frozen sessions lost 4 of 35 needed facts, said in words the question did
+    /// not use (docs/benchmarks.md).
     pub entry_cap_tokens: u32,
     /// Tool outputs above this many tokens are stored as artifacts and replaced by compacts.
     pub offload_threshold_tokens: u32,
@@ -89,7 +90,7 @@ impl Default for GatewayConfig {
             probe_min_similarity: 0.85,
             probe_budget_tokens: 300,
             relevance_floor: 0.3,
-            entry_cap_tokens: 100,
+            entry_cap_tokens: 0,
             offload_threshold_tokens: 500,
             workers: 2,
             poll_interval_ms: 200,
