@@ -12,9 +12,6 @@ use std::process::{Command, Stdio};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use thinkus_backends::vector::VectorIndex;
-use thinkus_backends::vector::edge::EdgeIndex;
-use thinkus_common::model::{DEFAULT_TENANT, Owner};
 use thinkus_proto::common::{MemoryType, PageRequest, RetrievalMode, Scope};
 use thinkus_proto::knowledge::knowledge_manager_service_client::KnowledgeManagerServiceClient;
 use thinkus_proto::knowledge::{ListMemoriesRequest, MemoryDraft, RememberRequest, WriteOutcome};
@@ -23,12 +20,12 @@ use thinkus_proto::retriever::retriever_service_client::RetrieverServiceClient;
 use thinkus_server::ServiceKind;
 use tonic::transport::Channel;
 
+use crate::durability::{USER, indexed_ids};
 use crate::knowledge::Backend;
 use crate::support::{self, ChildGuard, free_port};
 
 const KILLS: usize = 5;
 const WRITERS: usize = 4;
-const USER: &str = "crash-user";
 
 /// What one write says: unique words, so that recall finds it by them.
 fn content(request_id: &str) -> String {
@@ -169,17 +166,6 @@ async fn recalled(channel: &Channel, cycle: usize, query: &str) -> Vec<String> {
         .catalog
         .into_iter()
         .map(|e| e.id)
-        .collect()
-}
-
-async fn indexed_ids(dir: &std::path::Path) -> HashSet<String> {
-    let index = EdgeIndex::open(&dir.join("vectors")).expect("open the index the process left");
-    index.ensure_ready(384).await.expect("ready");
-    index
-        .list_ids(&Owner::new(DEFAULT_TENANT, USER))
-        .await
-        .expect("list")
-        .into_iter()
         .collect()
 }
 

@@ -23,7 +23,7 @@ use crate::support::{ChildGuard, free_port, loud};
 
 const KILLS: usize = 5;
 const WRITERS: usize = 4;
-const USER: &str = "crash-user";
+pub(crate) const USER: &str = "crash-user";
 
 fn spawn(dir: &std::path::Path, port: u16) -> ChildGuard {
     let child = Command::new(env!("CARGO_BIN_EXE_thinkus"))
@@ -89,7 +89,8 @@ async fn writer(url: String, writer: usize, cycle: usize, acknowledged: Arc<Mute
     }
 }
 
-async fn indexed_ids(dir: &std::path::Path) -> HashSet<String> {
+/// The ids of the points `USER` has in the index a stopped process left under `dir`.
+pub(crate) async fn indexed_ids(dir: &std::path::Path) -> HashSet<String> {
     let index = EdgeIndex::open(&dir.join("vectors")).expect("open the index the process left");
     index.ensure_ready(384).await.expect("ready");
     index

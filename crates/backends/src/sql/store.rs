@@ -698,6 +698,16 @@ impl SqlStore {
         Ok(self.fetch_all(query).await?.into_iter().next())
     }
 
+    /// The number a `SELECT COUNT(*) …` answers.
+    async fn count(&self, query: &Query) -> Result<u64, StoreError> {
+        let row = self.fetch_optional(query).await?;
+        Ok(row
+            .map(|r| r.try_get::<i64, _>(0).map_err(backend_error))
+            .transpose()?
+            .unwrap_or(0)
+            .max(0) as u64)
+    }
+
     async fn execute(&self, query: &Query) -> Result<u64, StoreError> {
         let _guard = self.lock_writes().await;
         let sql = self.sql(&query.sql);
@@ -1076,12 +1086,7 @@ impl MemoryStore for SqlStore {
     async fn count_memories(&self, query: &MemoryQuery) -> Result<u64, StoreError> {
         let mut q = Query::new("SELECT COUNT(*) FROM memories");
         memory_where(&mut q, query);
-        let row = self.fetch_optional(&q).await?;
-        Ok(row
-            .map(|r| r.try_get::<i64, _>(0).map_err(backend_error))
-            .transpose()?
-            .unwrap_or(0)
-            .max(0) as u64)
+        self.count(&q).await
     }
 
     async fn record_access(
@@ -1492,25 +1497,13 @@ impl super::OwnerSections for SqlStore {
     async fn job_exists(&self, owner: &Owner, id: &str) -> Result<bool, StoreError> {
         let mut q = Query::new("SELECT COUNT(*) FROM jobs WHERE id = ? AND tenant_id = ? AND user_id = ?");
         q.text(id).owner(owner);
-        let count = self
-            .fetch_optional(&q)
-            .await?
-            .map(|row| row.try_get::<i64, _>(0).map_err(backend_error))
-            .transpose()?
-            .unwrap_or(0);
-        Ok(count > 0)
+        Ok(self.count(&q).await? > 0)
     }
 
     async fn session_exists(&self, owner: &Owner, id: &str) -> Result<bool, StoreError> {
         let mut q = Query::new("SELECT COUNT(*) FROM sessions WHERE tenant_id = ? AND user_id = ? AND session_id = ?");
         q.owner(owner).text(id);
-        let count = self
-            .fetch_optional(&q)
-            .await?
-            .map(|row| row.try_get::<i64, _>(0).map_err(backend_error))
-            .transpose()?
-            .unwrap_or(0);
-        Ok(count > 0)
+        Ok(self.count(&q).await? > 0)
     }
 }
 
@@ -1614,12 +1607,7 @@ impl ArtifactStore for SqlStore {
     async fn count_blob_refs(&self, blob_key: &str) -> Result<u64, StoreError> {
         let mut q = Query::new("SELECT COUNT(*) FROM artifacts WHERE blob_key = ?");
         q.text(blob_key);
-        let row = self.fetch_optional(&q).await?;
-        Ok(row
-            .map(|r| r.try_get::<i64, _>(0).map_err(backend_error))
-            .transpose()?
-            .unwrap_or(0)
-            .max(0) as u64)
+        self.count(&q).await
     }
 
     async fn expired_artifacts(
