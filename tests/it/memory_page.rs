@@ -25,6 +25,8 @@ pub(crate) struct Visitor {
     http: reqwest::Client,
     base: String,
     cookie: Option<String>,
+    /// The browser's `Accept-Language`.
+    accept_language: Option<&'static str>,
 }
 
 impl Visitor {
@@ -36,6 +38,7 @@ impl Visitor {
                 .unwrap(),
             base: base.to_string(),
             cookie: None,
+            accept_language: None,
         }
     }
 
@@ -50,6 +53,9 @@ impl Visitor {
         if let Some(cookie) = &self.cookie {
             request = request.header(COOKIE, cookie);
         }
+        if let Some(language) = self.accept_language {
+            request = request.header(reqwest::header::ACCEPT_LANGUAGE, language);
+        }
         let response = request.send().await.expect("the page answers");
         self.keep_cookie(&response);
         let status = response.status();
@@ -62,6 +68,9 @@ impl Visitor {
         let mut request = self.http.get(format!("{}{path}", self.base));
         if let Some(cookie) = &self.cookie {
             request = request.header(COOKIE, cookie);
+        }
+        if let Some(language) = self.accept_language {
+            request = request.header(reqwest::header::ACCEPT_LANGUAGE, language);
         }
         let response = request.send().await.expect("the page answers");
         let status = response.status();
@@ -82,6 +91,9 @@ impl Visitor {
             .body(form_body(form));
         if let Some(cookie) = &self.cookie {
             request = request.header(COOKIE, cookie);
+        }
+        if let Some(language) = self.accept_language {
+            request = request.header(reqwest::header::ACCEPT_LANGUAGE, language);
         }
         let response = request.send().await.expect("the page answers");
         self.keep_cookie(&response);
@@ -383,6 +395,35 @@ async fn the_page_is_safe_and_shows_what_is_remembered() {
         assert_eq!(status, StatusCode::NOT_FOUND, "{path}: {body}");
         assert!(!body.contains("9,000"));
     }
+
+    // Error pages in the visitor's language: `?lang=`, else the browser's; both when neither.
+    let (_, both, _) = visitor.get("/nowhere").await;
+    assert!(both.contains("找不到 / Not found"), "{both}");
+    visitor.accept_language = Some("zh-CN,zh;q=0.9,en;q=0.8");
+    let (status, chinese, _) = visitor.get("/nowhere").await;
+    assert_eq!(status, StatusCode::NOT_FOUND);
+    assert!(
+        chinese.contains("找不到") && !chinese.contains("Not found"),
+        "{chinese}"
+    );
+    let (_, english, _) = visitor.get("/nowhere?lang=en").await;
+    assert!(
+        english.contains("Not found") && !english.contains("找不到"),
+        "{english}"
+    );
+    let (_, form_page, _) = visitor.get(&format!("/u/alice/m/{budget}")).await;
+    let (status, refused) = visitor
+        .post(
+            &format!("/u/alice/m/{budget}/importance"),
+            &[("csrf", &csrf(&form_page)), ("importance", "9")],
+        )
+        .await;
+    assert_eq!(status, StatusCode::BAD_REQUEST);
+    assert!(
+        refused.contains("importance：必须是 1 到 5"),
+        "the service's reason too: {refused}"
+    );
+    visitor.accept_language = None;
 
     // A change needs the page's token: without it, or with another session's, nothing changes.
     let (_, memory_page, _) = visitor.get(&format!("/u/alice/m/{budget}")).await;

@@ -200,6 +200,7 @@ pub fn router(state: UiState) -> Router {
         .route("/u/{user}/export.tar", get(export_archive))
         .route("/u/{user}/export.json", get(export_everything))
         .fallback(|| async { UiError::NotFound.into_response() })
+        .layer(axum::middleware::from_fn(localize_errors))
         .with_state(state)
 }
 
@@ -266,26 +267,19 @@ impl From<ApiError> for UiError {
 
 impl IntoResponse for UiError {
     fn into_response(self) -> Response {
-        let w = &words::EN;
-        let (status, title, text) = match self {
+        let (status, failure) = match self {
             UiError::SignIn(cookie) => {
                 let mut response = StatusCode::SEE_OTHER.into_response();
-                response.headers_mut().insert(header::LOCATION, HeaderValue::from_static("/login"));
+                response
+                    .headers_mut()
+                    .insert(header::LOCATION, HeaderValue::from_static("/login"));
                 if let Some(value) = cookie.and_then(|c| HeaderValue::from_str(&c).ok()) {
                     response.headers_mut().insert(header::SET_COOKIE, value);
                 }
                 return secure(response);
             }
-            UiError::Forbidden => (
-                StatusCode::FORBIDDEN,
-                "拒绝 / Forbidden",
-                "表单已过期或不是来自本页面，请刷新后重试。/ The form expired or did not come from this page: reload it and try again.".to_string(),
-            ),
-            UiError::NotFound => (
-                StatusCode::NOT_FOUND,
-                "找不到 / Not found",
-                format!("{} / {}", words::ZH.not_found_hint, w.not_found_hint),
-            ),
+            UiError::Forbidden => (StatusCode::FORBIDDEN, Failure::Forbidden),
+            UiError::NotFound => (StatusCode::NOT_FOUND, Failure::NotFound),
             UiError::Api(err) => {
                 let status = StatusCode::from_u16(err.code.http_status()).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
                 let message = if status == StatusCode::INTERNAL_SERVER_ERROR {
@@ -294,12 +288,73 @@ impl IntoResponse for UiError {
                 } else {
                     err.message
                 };
-                (status, "出错了 / Something went wrong", message)
+                (status, Failure::Api(message))
             }
         };
-        let body = format!("<h1>{}</h1><p>{}</p><p><a href=\"/\">←</a></p>", esc(title), esc(&text));
-        let html = page("en", title, "<a class=\"brand\" href=\"/\">Thinkus</a>", &body);
-        secure((status, axum::response::Html(html)).into_response())
+        failure_page(status, &failure, None)
+    }
+}
+
+/// What an error page says, kept on its response so that [`localize_errors`] can say it again in
+/// the visitor's language.
+#[derive(Debug, Clone)]
+enum Failure {
+    Forbidden,
+    NotFound,
+    /// The service's message.
+    Api(String),
+}
+
+/// An error page: in `language`, or in both when the visitor named neither.
+fn failure_page(status: StatusCode, failure: &Failure, language: Option<Language>) -> Response {
+    let pick = |zh: &str, en: &str| match language {
+        Some(Language::Zh) => zh.to_string(),
+        Some(Language::En) => en.to_string(),
+        None => format!("{zh} / {en}"),
+    };
+    let (zh, en) = (&words::ZH, &words::EN);
+    let (title, text) = match failure {
+        Failure::Forbidden => (
+            pick(zh.forbidden, en.forbidden),
+            pick(zh.forbidden_hint, en.forbidden_hint),
+        ),
+        Failure::NotFound => (
+            pick(zh.not_found, en.not_found),
+            pick(zh.not_found_hint, en.not_found_hint),
+        ),
+        Failure::Api(message) => (
+            pick(zh.error, en.error),
+            match language {
+                Some(language) => phrases::localize(message, language),
+                None => message.clone(),
+            },
+        ),
+    };
+    let body = format!(
+        "<h1>{}</h1><p>{}</p><p><a href=\"/\">←</a></p>",
+        esc(&title),
+        esc(&text)
+    );
+    let lang = if language == Some(Language::Zh) { "zh" } else { "en" };
+    let html = page(lang, &title, "<a class=\"brand\" href=\"/\">Thinkus</a>", &body);
+    let mut response = secure((status, axum::response::Html(html)).into_response());
+    response.extensions_mut().insert(failure.clone());
+    response
+}
+
+/// Writes an error page again in the language the request names (`?lang=`, else the browser's
+/// `Accept-Language`): an error can happen before the page knows whose it is.
+async fn localize_errors(request: axum::extract::Request, next: axum::middleware::Next) -> Response {
+    let asked = request
+        .uri()
+        .query()
+        .and_then(|q| q.split('&').find_map(|p| p.strip_prefix("lang=")))
+        .and_then(|l| l.parse::<Language>().ok())
+        .or_else(|| named_language(request.headers()));
+    let response = next.run(request).await;
+    match (asked, response.extensions().get::<Failure>()) {
+        (Some(language), Some(failure)) => failure_page(response.status(), &failure.clone(), Some(language)),
+        _ => response,
     }
 }
 
@@ -319,6 +374,11 @@ struct Visit {
 /// The first of Chinese and English the browser asks for (`Accept-Language`, most wanted
 /// first), for a page of no user; Chinese when it names neither.
 fn accepted_language(headers: &HeaderMap) -> Language {
+    named_language(headers).unwrap_or(Language::Zh)
+}
+
+/// The first of Chinese and English `Accept-Language` names, if it names either.
+fn named_language(headers: &HeaderMap) -> Option<Language> {
     let mut asked: Vec<(f32, usize, Language)> = headers
         .get_all(header::ACCEPT_LANGUAGE)
         .iter()
@@ -340,7 +400,7 @@ fn accepted_language(headers: &HeaderMap) -> Language {
         })
         .collect();
     asked.sort_by(|a, b| b.0.total_cmp(&a.0).then(a.1.cmp(&b.1)));
-    asked.first().map_or(Language::Zh, |(_, _, language)| *language)
+    asked.first().map(|(_, _, language)| *language)
 }
 
 fn cookie_value(headers: &HeaderMap) -> Option<String> {
