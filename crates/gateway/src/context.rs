@@ -136,12 +136,17 @@ pub fn excerpt(text: &str, query: &HashSet<String>, cap: u32, tokens: &TokenCoun
             units.push((line_no, line.to_string(), true));
         }
     }
-    let score = |unit: &str| {
-        thinkus_common::text::term_set(unit)
-            .iter()
-            .filter(|t| query.contains(*t))
-            .count()
-    };
+    // Each unit's words shared with the message, and its tokens with its line break, read once.
+    let scores: Vec<usize> = units
+        .iter()
+        .map(|(_, unit, _)| {
+            thinkus_common::text::term_set(unit)
+                .iter()
+                .filter(|t| query.contains(*t))
+                .count()
+        })
+        .collect();
+    let costs: Vec<u32> = units.iter().map(|(_, unit, _)| tokens.count(unit) as u32 + 1).collect();
     let is_row = |unit: &str| unit.trim_start().starts_with('|');
     // Where the table a row is in starts: its header and separator are its first two lines.
     let table_start = |at: usize| {
@@ -162,19 +167,19 @@ pub fn excerpt(text: &str, query: &HashSet<String>, cap: u32, tokens: &TokenCoun
         .collect();
     // The record's first unit first when short (what the record is about), then the best,
     // then in their order.
-    let lead_fits = units.first().is_some_and(|u| tokens.count(&u.1) as u32 <= cap / 4);
-    order.sort_by_key(|&i| (!(i == 0 && lead_fits), std::cmp::Reverse(score(&units[i].1)), i));
+    let lead_fits = costs.first().is_some_and(|&cost| cost - 1 <= cap / 4);
+    order.sort_by_key(|&i| (!(i == 0 && lead_fits), std::cmp::Reverse(scores[i]), i));
     let mut kept = vec![false; units.len()];
     let mut used = 0u32;
     for i in order {
-        if score(&units[i].1) == 0 && i != 0 {
+        if scores[i] == 0 && i != 0 {
             break;
         }
         let mut adding: Vec<usize> = vec![i];
         if is_row(&units[i].1) {
             adding.extend(header_of(i).into_iter().filter(|&h| !kept[h]));
         }
-        let cost: u32 = adding.iter().map(|&u| tokens.count(&units[u].1) as u32 + 1).sum();
+        let cost: u32 = adding.iter().map(|&u| costs[u]).sum();
         if used + cost > cap {
             continue;
         }
