@@ -8,19 +8,19 @@
 //! stored memories (reconciled at start).
 
 use std::collections::{BTreeMap, HashMap, HashSet};
-use std::process::{Command, Stdio};
+use std::process::Command;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use thinkus_proto::common::{MemoryType, PageRequest, RetrievalMode, Scope};
+use thinkus_proto::common::{MemoryType, RetrievalMode, Scope};
 use thinkus_proto::knowledge::knowledge_manager_service_client::KnowledgeManagerServiceClient;
-use thinkus_proto::knowledge::{ListMemoriesRequest, MemoryDraft, RememberRequest, WriteOutcome};
+use thinkus_proto::knowledge::{MemoryDraft, RememberRequest, WriteOutcome};
 use thinkus_proto::retriever::RecallRequest;
 use thinkus_proto::retriever::retriever_service_client::RetrieverServiceClient;
 use thinkus_server::ServiceKind;
 use tonic::transport::Channel;
 
-use crate::durability::{USER, indexed_ids};
+use crate::durability::{USER, indexed_ids, spawn};
 use crate::knowledge::Backend;
 use crate::support::{self, ChildGuard, free_port};
 
@@ -38,28 +38,6 @@ fn scope(cycle: usize) -> Scope {
         role_id: format!("cto-{cycle}"),
         ..Default::default()
     }
-}
-
-fn spawn(dir: &std::path::Path, database: Option<&str>, port: u16) -> ChildGuard {
-    let mut command = Command::new(env!("CARGO_BIN_EXE_thinkus"));
-    command
-        .args(["serve", "--services", "knowledge-manager,retriever"])
-        .args(["--set", &format!("server.grpc_addr=127.0.0.1:{port}")])
-        .args(["--set", &format!("server.metrics_addr=127.0.0.1:{}", free_port())])
-        .args(["--set", &format!("server.data_dir={}", dir.display())])
-        .args(["--set", "embedder.uri=hash://384"])
-        .args(["--set", "server.tenant_rate_per_second=0"])
-        .args(["--set", "knowledge.quotas.default_plan=enterprise"]);
-    if let Some(url) = database {
-        command.args(["--set", &format!("storage.database={url}")]);
-    }
-    let child = command
-        .env("RUST_LOG", "warn")
-        .stdout(Stdio::null())
-        .stderr(Stdio::inherit())
-        .spawn()
-        .expect("start thinkus");
-    ChildGuard(child)
 }
 
 async fn serve(dir: &std::path::Path, database: Option<&str>) -> (ChildGuard, Channel) {
@@ -127,28 +105,11 @@ async fn writer(channel: Channel, writer: usize, cycle: usize, log: Arc<Mutex<Cy
 }
 
 async fn stored_ids(channel: &Channel, cycle: usize) -> Vec<(String, String)> {
-    let mut client = KnowledgeManagerServiceClient::new(channel.clone());
-    let mut stored = Vec::new();
-    let mut page_token = String::new();
-    loop {
-        let page = client
-            .list_memories(ListMemoriesRequest {
-                scope: Some(scope(cycle)),
-                page: Some(PageRequest {
-                    page_size: 500,
-                    page_token: page_token.clone(),
-                }),
-                ..Default::default()
-            })
-            .await
-            .expect("list")
-            .into_inner();
-        stored.extend(page.memories.into_iter().map(|m| (m.id, m.content)));
-        match page.page.map(|p| p.next_page_token).filter(|t| !t.is_empty()) {
-            Some(next) => page_token = next,
-            None => return stored,
-        }
-    }
+    support::listed_memories(channel, scope(cycle))
+        .await
+        .into_iter()
+        .map(|m| (m.id, m.content))
+        .collect()
 }
 
 async fn recalled(channel: &Channel, cycle: usize, query: &str) -> Vec<String> {

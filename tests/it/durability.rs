@@ -7,26 +7,29 @@
 //! exactly the stored memories.
 
 use std::collections::HashSet;
-use std::process::{Command, Stdio};
+use std::process::Command;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use thinkus_backends::vector::VectorIndex;
 use thinkus_backends::vector::edge::EdgeIndex;
 use thinkus_common::model::{DEFAULT_TENANT, Owner};
-use thinkus_proto::common::{MemoryType, PageRequest, Scope};
+use thinkus_proto::common::{MemoryType, Scope};
 use thinkus_proto::knowledge::knowledge_manager_service_client::KnowledgeManagerServiceClient;
-use thinkus_proto::knowledge::{ListMemoriesRequest, MemoryDraft, RememberRequest};
+use thinkus_proto::knowledge::{MemoryDraft, RememberRequest};
 use thinkus_server::ServiceKind;
 
-use crate::support::{ChildGuard, free_port, loud};
+use crate::support::{self, ChildGuard, free_port, loud};
 
 const KILLS: usize = 5;
 const WRITERS: usize = 4;
 pub(crate) const USER: &str = "crash-user";
 
-fn spawn(dir: &std::path::Path, port: u16) -> ChildGuard {
-    let child = Command::new(env!("CARGO_BIN_EXE_thinkus"))
+/// A `thinkus serve` of the knowledge manager and the retriever on `port` (SQLite in `dir`
+/// unless `database` names another), as the SIGKILL tests run it.
+pub(crate) fn spawn(dir: &std::path::Path, database: Option<&str>, port: u16) -> ChildGuard {
+    let mut command = Command::new(env!("CARGO_BIN_EXE_thinkus"));
+    command
         .args(["serve", "--services", "knowledge-manager,retriever"])
         .args(["--set", &format!("server.grpc_addr=127.0.0.1:{port}")])
         .args(["--set", &format!("server.metrics_addr=127.0.0.1:{}", free_port())])
@@ -34,13 +37,11 @@ fn spawn(dir: &std::path::Path, port: u16) -> ChildGuard {
         .args(["--set", "embedder.uri=hash://384"])
         .args(["--set", "server.tenant_rate_per_second=0"])
         // No memory quota: the writers must still be writing when the process is killed.
-        .args(["--set", "knowledge.quotas.default_plan=enterprise"])
-        .env("RUST_LOG", "warn")
-        .stdout(Stdio::null())
-        .stderr(Stdio::inherit())
-        .spawn()
-        .expect("start thinkus");
-    ChildGuard(child)
+        .args(["--set", "knowledge.quotas.default_plan=enterprise"]);
+    if let Some(url) = database {
+        command.args(["--set", &format!("storage.database={url}")]);
+    }
+    ChildGuard::spawn_quiet(&mut command)
 }
 
 /// One role per cycle, so that each cycle's memories can be listed apart.
@@ -107,7 +108,7 @@ async fn no_acknowledged_point_is_lost_to_sigkill() {
     let mut acknowledged_total = 0;
     for cycle in 0..KILLS {
         let port = free_port();
-        let mut child = spawn(dir.path(), port);
+        let mut child = spawn(dir.path(), None, port);
         let url = format!("http://127.0.0.1:{port}");
         thinkus_common::grpc::wait_serving(&url, ServiceKind::KnowledgeManager.grpc_name(), Duration::from_secs(60))
             .await
@@ -143,7 +144,7 @@ async fn no_acknowledged_point_is_lost_to_sigkill() {
     // A last start repairs what was committed but never acknowledged, before SERVING: then the
     // index holds exactly the stored memories.
     let port = free_port();
-    let mut child = spawn(dir.path(), port);
+    let mut child = spawn(dir.path(), None, port);
     let url = format!("http://127.0.0.1:{port}");
     thinkus_common::grpc::wait_serving(&url, ServiceKind::KnowledgeManager.grpc_name(), Duration::from_secs(60))
         .await
@@ -153,29 +154,14 @@ async fn no_acknowledged_point_is_lost_to_sigkill() {
         .connect()
         .await
         .unwrap();
-    let mut client = KnowledgeManagerServiceClient::new(channel);
     let mut stored = HashSet::new();
     for cycle in 0..KILLS {
-        let mut page_token = String::new();
-        loop {
-            let page = client
-                .list_memories(ListMemoriesRequest {
-                    scope: Some(scope(cycle)),
-                    page: Some(PageRequest {
-                        page_size: 500,
-                        page_token: page_token.clone(),
-                    }),
-                    ..Default::default()
-                })
+        stored.extend(
+            support::listed_memories(&channel, scope(cycle))
                 .await
-                .unwrap()
-                .into_inner();
-            stored.extend(page.memories.into_iter().map(|m| m.id));
-            match page.page.map(|p| p.next_page_token).filter(|t| !t.is_empty()) {
-                Some(next) => page_token = next,
-                None => break,
-            }
-        }
+                .into_iter()
+                .map(|m| m.id),
+        );
     }
     let _ = Command::new("kill").args(["-TERM", &child.0.id().to_string()]).status();
     child.0.wait().expect("stopped");

@@ -11,7 +11,7 @@
 //! Before the rebuild built aside, it deleted the user's points first: recall found nothing
 //! while it ran, and nothing at all after a crash or the 30 s request timeout cut it.
 
-use std::process::{Command, Stdio};
+use std::process::Command;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
@@ -154,13 +154,7 @@ fn spawn(dir: &std::path::Path, port: u16, embeddings: &str, setup: &Setup) -> C
     if let Some(vectors) = &setup.vectors {
         command.args(["--set", &format!("storage.vectors={vectors}")]);
     }
-    let child = command
-        .env("RUST_LOG", "warn")
-        .stdout(Stdio::null())
-        .stderr(Stdio::inherit())
-        .spawn()
-        .expect("start thinkus");
-    ChildGuard(child)
+    ChildGuard::spawn_quiet(&mut command)
 }
 
 async fn serving(port: u16) -> Channel {

@@ -61,6 +61,52 @@ pub fn free_port() -> u16 {
 /// A child process killed when dropped.
 pub struct ChildGuard(pub std::process::Child);
 
+impl ChildGuard {
+    /// Starts `command` (a `thinkus` process, usually) with warnings on stderr and nothing on
+    /// stdout, killed when the guard is dropped.
+    pub fn spawn_quiet(command: &mut std::process::Command) -> Self {
+        let child = command
+            .env("RUST_LOG", "warn")
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::inherit())
+            .spawn()
+            .expect("start thinkus");
+        Self(child)
+    }
+}
+
+/// Every memory of `scope` the knowledge manager at `channel` lists, page by page.
+pub async fn listed_memories(
+    channel: &tonic::transport::Channel,
+    scope: thinkus_proto::common::Scope,
+) -> Vec<thinkus_proto::common::Memory> {
+    use thinkus_proto::common::PageRequest;
+    use thinkus_proto::knowledge::ListMemoriesRequest;
+    use thinkus_proto::knowledge::knowledge_manager_service_client::KnowledgeManagerServiceClient;
+    let mut client = KnowledgeManagerServiceClient::new(channel.clone());
+    let mut listed = Vec::new();
+    let mut page_token = String::new();
+    loop {
+        let page = client
+            .list_memories(ListMemoriesRequest {
+                scope: Some(scope.clone()),
+                page: Some(PageRequest {
+                    page_size: 500,
+                    page_token: page_token.clone(),
+                }),
+                ..Default::default()
+            })
+            .await
+            .expect("list memories")
+            .into_inner();
+        listed.extend(page.memories);
+        match page.page.map(|p| p.next_page_token).filter(|t| !t.is_empty()) {
+            Some(next) => page_token = next,
+            None => return listed,
+        }
+    }
+}
+
 impl Drop for ChildGuard {
     fn drop(&mut self) {
         let _ = self.0.kill();
