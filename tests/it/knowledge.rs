@@ -107,7 +107,12 @@ async fn learn_messages(
 
 /// The ids and statuses of every memory of a user visible to the scope, in any status.
 pub(crate) async fn all_memories(node: &Node, scope: &Scope) -> Vec<thinkus_proto::common::Memory> {
-    node.km()
+    all_memories_at(&node.channel, scope).await
+}
+
+/// Every memory of `scope`, in any status, at the knowledge manager behind `channel`.
+pub(crate) async fn all_memories_at(channel: &Channel, scope: &Scope) -> Vec<thinkus_proto::common::Memory> {
+    KnowledgeManagerServiceClient::new(channel.clone())
         .list_memories(ListMemoriesRequest {
             scope: Some(scope.clone()),
             all_roles: scope.role_id.is_empty(),

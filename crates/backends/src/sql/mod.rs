@@ -11,7 +11,7 @@ use chrono::{DateTime, Utc};
 use thinkus_common::model::{Memory, MemoryStatus, MemoryType, Owner};
 
 pub use records::*;
-pub use store::SqlStore;
+pub use store::{OWNER_LOCK_CLASS, SqlStore, owner_lock_key};
 
 use crate::filter::MemoryFilter;
 

@@ -50,9 +50,16 @@ pub struct SqlStore {
 
 /// Stripes of the in-process owner locks.
 const OWNER_STRIPES: usize = 64;
-/// The first key of the owners' advisory locks (the second is the owner's hash), apart from
-/// the keys sqlx's migrator locks.
-const OWNER_LOCK_CLASS: i64 = 0x7417;
+/// The first key of the owners' advisory locks (the second is `hashtext` of
+/// [`owner_lock_key`]), apart from the keys sqlx's migrator locks: `pg_locks` shows it as
+/// `classid = 29719`.
+pub const OWNER_LOCK_CLASS: i64 = 0x7417;
+
+/// The text whose `hashtext` is the second key of `owner`'s advisory lock (PostgreSQL): the
+/// same in every process sharing the database.
+pub fn owner_lock_key(owner: &Owner) -> String {
+    format!("{}\u{1f}{}", owner.tenant_id, owner.user_id)
+}
 
 type GroupReply = tokio::sync::oneshot::Sender<Result<(), StoreError>>;
 
@@ -1473,8 +1480,7 @@ impl super::OwnerSections for SqlStore {
             // function returns `void`, which the `Any` driver cannot read: select a 1 beside it.
             let mut lock =
                 Query::new("SELECT 1 FROM (SELECT pg_advisory_xact_lock(CAST(? AS INTEGER), hashtext(?))) AS locked");
-            lock.int(OWNER_LOCK_CLASS)
-                .text(format!("{}\u{1f}{}", owner.tenant_id, owner.user_id));
+            lock.int(OWNER_LOCK_CLASS).text(owner_lock_key(owner));
             let sql = self.sql(&lock.sql);
             let args = arguments(&lock.args)?;
             sqlx::query_with(&sql, args)
