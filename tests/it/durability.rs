@@ -28,6 +28,11 @@ pub(crate) const USER: &str = "crash-user";
 /// A `thinkus serve` of the knowledge manager and the retriever on `port` (SQLite in `dir`
 /// unless `database` names another), as the SIGKILL tests run it.
 pub(crate) fn spawn(dir: &std::path::Path, database: Option<&str>, port: u16) -> ChildGuard {
+    spawn_with(dir, database, port, &[])
+}
+
+/// [`spawn`] with more `--set KEY=VALUE` settings, which override its own.
+pub(crate) fn spawn_with(dir: &std::path::Path, database: Option<&str>, port: u16, settings: &[String]) -> ChildGuard {
     let mut command = Command::new(env!("CARGO_BIN_EXE_thinkus"));
     command
         .args(["serve", "--services", "knowledge-manager,retriever"])
@@ -40,6 +45,9 @@ pub(crate) fn spawn(dir: &std::path::Path, database: Option<&str>, port: u16) ->
         .args(["--set", "knowledge.quotas.default_plan=enterprise"]);
     if let Some(url) = database {
         command.args(["--set", &format!("storage.database={url}")]);
+    }
+    for setting in settings {
+        command.args(["--set", setting]);
     }
     ChildGuard::spawn_quiet(&mut command)
 }

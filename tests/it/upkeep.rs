@@ -1,6 +1,7 @@
 //! Paths of the knowledge manager no scenario covered before (issue 17), over gRPC on SQLite
 //! and PostgreSQL: the candidate queue's scope checks, MergeMemories, promotion, RESTORE
-//! corrections and RunMaintenance (decay and forgetting at a given time).
+//! corrections and RunMaintenance (decay and forgetting at a given time), and the sweeps'
+//! counters as a `thinkus` process publishes them.
 
 use thinkus_common::convert::timestamp;
 use thinkus_proto::common::{Engine, MemoryStatus, MemoryType, Scope};
@@ -12,6 +13,7 @@ use thinkus_proto::knowledge::{
 use tonic::Code;
 
 use crate::knowledge::{Backend, Node, start};
+use crate::support::{self, free_port};
 
 fn scope(user: &str, role: &str) -> Scope {
     Scope {
@@ -342,8 +344,171 @@ async fn maintenance_decays_and_forgets(backend: Backend) {
     node.stop().await;
 }
 
+/// The value of the counter `name{kind="<kind>"}` in a Prometheus text page (0 when the page
+/// has no such series yet).
+fn counter(page: &str, name: &str, kind: &str) -> u64 {
+    let series = format!("{name}{{kind=\"{kind}\"}} ");
+    page.lines()
+        .find_map(|line| line.strip_prefix(&series))
+        .map(|value| value.trim().parse().unwrap_or_else(|_| panic!("{series}{value}")))
+        .unwrap_or(0)
+}
+
+/// The sweeps' counters as a `thinkus` process publishes them on `/metrics` (a process of its
+/// own, so that no other test's sweep counts in them): the retention sweep at start counts one
+/// sweep and the two old request-id records it purged (not the recent one); one RunMaintenance
+/// counts one decay sweep and one forgetting sweep, and as many changes of each as it reports
+/// (the scheduled sweep, the same function, counted each twice before; see also
+/// `node::tests::a_scheduled_sweep_is_counted_once`).
+async fn the_sweeps_are_counted_once(backend: Backend) {
+    use thinkus_backends::sql::{IdempotencyRecord, MemoryStore, SqlStore, WriteBatch};
+    let dir = tempfile::tempdir().unwrap();
+    let database = match backend {
+        Backend::Sqlite => format!("sqlite://{}", dir.path().join("thinkus.db").display()),
+        Backend::Postgres => {
+            let Some(admin) = support::server_from_env("TEST_DATABASE_URL", "sweep counters on PostgreSQL") else {
+                return;
+            };
+            support::fresh_postgres_database(&admin).await
+        }
+    };
+    let user = "sweeps-counted";
+    let store = SqlStore::connect(&database, 2).await.expect("open the database");
+    for (key, days) in [("old-1", 30), ("old-2", 8), ("recent", 1)] {
+        store
+            .commit(WriteBatch {
+                idempotency: Some(IdempotencyRecord {
+                    tenant_id: thinkus_common::model::DEFAULT_TENANT.into(),
+                    user_id: user.into(),
+                    key: format!("remember:{key}"),
+                    response: "{}".into(),
+                    created_at: chrono::Utc::now() - chrono::Duration::days(days),
+                }),
+                ..Default::default()
+            })
+            .await
+            .unwrap();
+    }
+    store.close().await;
+
+    let (port, metrics_port) = (free_port(), free_port());
+    let _child = crate::durability::spawn_with(
+        dir.path(),
+        Some(&database),
+        port,
+        &[
+            format!("server.metrics_addr=127.0.0.1:{metrics_port}"),
+            "storage.retention.idempotency_days=7".into(),
+            // No scheduled decay sweep: only RunMaintenance sweeps.
+            "knowledge.decay_interval_hours=0".into(),
+        ],
+    );
+    let url = format!("http://127.0.0.1:{port}");
+    thinkus_common::grpc::wait_serving(
+        &url,
+        thinkus_server::ServiceKind::KnowledgeManager.grpc_name(),
+        std::time::Duration::from_secs(60),
+    )
+    .await
+    .expect("the process serves");
+    let scrape = || async {
+        reqwest::get(format!("http://127.0.0.1:{metrics_port}/metrics"))
+            .await
+            .expect("scrape /metrics")
+            .text()
+            .await
+            .unwrap()
+    };
+    let mut page = scrape().await;
+    for _ in 0..100 {
+        if counter(&page, "thinkus_sweeps_total", "retention") > 0 {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+        page = scrape().await;
+    }
+    let retention = [
+        ("thinkus_sweeps_total", "retention"),
+        ("thinkus_sweep_changes_total", "idempotency"),
+        ("thinkus_sweep_changes_total", "job_payloads"),
+        ("thinkus_sweep_changes_total", "session_messages"),
+    ]
+    .map(|(name, kind)| counter(&page, name, kind));
+    assert_eq!(
+        retention,
+        [1, 2, 0, 0],
+        "the retention sweep at start: sweeps, idempotency records, job payloads, session messages purged"
+    );
+
+    let channel = tonic::transport::Endpoint::from_shared(url)
+        .unwrap()
+        .connect()
+        .await
+        .unwrap();
+    let mut km =
+        thinkus_proto::knowledge::knowledge_manager_service_client::KnowledgeManagerServiceClient::new(channel);
+    let me = scope(user, "cto");
+    for (memory_type, content, importance) in [
+        (MemoryType::ActionItem, "Order coffee beans", 2),
+        (MemoryType::Constraint, "The budget must stay under $500", 5),
+    ] {
+        km.remember(RememberRequest {
+            scope: Some(me.clone()),
+            memory: Some(MemoryDraft {
+                r#type: memory_type as i32,
+                content: content.into(),
+                importance,
+                ..Default::default()
+            }),
+            bypass_admission: true,
+            skip_dedup: true,
+            ..Default::default()
+        })
+        .await
+        .expect("remember");
+    }
+    let sweeps = |page: &str| {
+        [
+            ("thinkus_sweeps_total", "decay"),
+            ("thinkus_sweeps_total", "forget"),
+            ("thinkus_sweep_changes_total", "decay"),
+            ("thinkus_sweep_changes_total", "forget"),
+        ]
+        .map(|(name, kind)| counter(page, name, kind))
+    };
+    let before = sweeps(&scrape().await);
+    let report = km
+        .run_maintenance(RunMaintenanceRequest {
+            scope: Some(Scope {
+                user_id: user.into(),
+                ..Default::default()
+            }),
+            decay: true,
+            forget: true,
+            now: Some(timestamp(chrono::Utc::now() + chrono::Duration::days(400))),
+        })
+        .await
+        .expect("run maintenance")
+        .into_inner();
+    assert_eq!(report.forgotten, 1, "{report:?}");
+    assert!(report.decayed >= 1, "{report:?}");
+    let after = sweeps(&scrape().await);
+    let counted: Vec<u64> = after.iter().zip(before).map(|(a, b)| a - b).collect();
+    assert_eq!(
+        counted,
+        [1, 1, report.decayed as u64, report.forgotten as u64],
+        "one RunMaintenance: decay sweeps, forgetting sweeps, memories decayed, memories forgotten"
+    );
+    support::loud(&format!(
+        "sweep counters ({backend:?}, a thinkus process's /metrics): retention at start 1 sweep, 2 of 3 request ids \
+         purged; one RunMaintenance 1 decay + 1 forgetting sweep, {} + {} changes = its report",
+        report.decayed, report.forgotten
+    ));
+}
+
 on_both_backends!(
     the_candidate_queue_checks_its_scope,
     merge_restore_and_promote,
     maintenance_decays_and_forgets,
+    the_sweeps_are_counted_once,
 );
