@@ -247,7 +247,8 @@ on_both_backends!(
     an_empty_role_reads_no_private_memory,
     an_erasure_stops_the_users_running_and_queued_jobs,
     an_erasure_drops_a_running_summary_jobs_messages,
-    the_cli_exports_and_erases_a_user
+    the_cli_exports_and_erases_a_user,
+    a_lost_backend_is_not_serving
 );
 
 /// Role privacy: an empty role_id is no wildcard over the roles' private memories. GetMemory,
@@ -379,12 +380,13 @@ async fn an_empty_role_reads_no_private_memory(backend: Backend) {
 }
 
 /// Whether the node's health says `want` for the whole server ("") and the knowledge manager
-/// within 15 s.
+/// within 30 s (a node that serves checks its backends every 10 s; a database connection
+/// waits up to 10 s).
 async fn health_becomes(node: &Node, want: tonic_health::pb::health_check_response::ServingStatus) -> bool {
     use tonic_health::pb::HealthCheckRequest;
     use tonic_health::pb::health_client::HealthClient;
     let mut health = HealthClient::new(node.channel.clone());
-    for _ in 0..150 {
+    for _ in 0..300 {
         let mut all = true;
         for service in ["", "thinkus.knowledge.v1.KnowledgeManagerService"] {
             let status = health
@@ -405,27 +407,68 @@ async fn health_becomes(node: &Node, want: tonic_health::pb::health_check_respon
     false
 }
 
-/// A node reports NOT_SERVING (gRPC health) while a backend does not answer, here its artifact
-/// folder (replaced by a file), and SERVING again once it does.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_lost_backend_is_not_serving() {
+/// A node reports NOT_SERVING (gRPC health) while a backend does not answer, and SERVING again
+/// once it does. On SQLite the lost backend is the node's artifact folder (replaced by a file);
+/// on PostgreSQL it is the database itself: the test's database refuses connections and the
+/// node's are ended (the server other tests use stays up).
+async fn a_lost_backend_is_not_serving(backend: Backend) {
+    use sqlx::Connection;
     use tonic_health::pb::health_check_response::ServingStatus;
 
-    let Some(node) = start(Backend::Sqlite, |_| {}).await else {
+    let mut database = None;
+    let Some(node) = start(backend, |config| database = config.storage.database.clone()).await else {
         return;
     };
-    let folder = node.data_dir().join("artifacts");
     assert!(health_becomes(&node, ServingStatus::Serving).await, "serving at start");
-    std::fs::remove_dir_all(&folder).unwrap();
-    std::fs::write(&folder, b"not a folder").unwrap();
+    let folder = node.data_dir().join("artifacts");
+    // On PostgreSQL: a connection to the server and the name of the node's database.
+    let mut admin = None;
+    match backend {
+        Backend::Sqlite => {
+            std::fs::remove_dir_all(&folder).unwrap();
+            std::fs::write(&folder, b"not a folder").unwrap();
+        }
+        Backend::Postgres => {
+            let url = std::env::var("TEST_DATABASE_URL").expect("the node runs on PostgreSQL");
+            let name = database
+                .as_deref()
+                .and_then(|url| url.rsplit_once('/'))
+                .map(|(_, name)| name.to_string())
+                .expect("the node's database URL");
+            let (connection, name) = admin.insert((sqlx::PgConnection::connect(&url).await.expect("connect"), name));
+            sqlx::query(&format!("ALTER DATABASE {name} ALLOW_CONNECTIONS false"))
+                .execute(&mut *connection)
+                .await
+                .unwrap();
+            let ended: Vec<bool> =
+                sqlx::query_scalar("SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = $1")
+                    .bind(&*name)
+                    .fetch_all(&mut *connection)
+                    .await
+                    .unwrap();
+            assert!(!ended.is_empty(), "the node holds connections to {name}");
+        }
+    }
     assert!(
         health_becomes(&node, ServingStatus::NotServing).await,
-        "NOT_SERVING within 15 s of losing the artifact folder"
+        "NOT_SERVING within 30 s of losing the {}",
+        match backend {
+            Backend::Sqlite => "artifact folder",
+            Backend::Postgres => "database",
+        }
     );
-    std::fs::remove_file(&folder).unwrap();
+    match admin.as_mut() {
+        None => std::fs::remove_file(&folder).unwrap(),
+        Some((connection, name)) => {
+            sqlx::query(&format!("ALTER DATABASE {name} ALLOW_CONNECTIONS true"))
+                .execute(&mut *connection)
+                .await
+                .unwrap();
+        }
+    }
     assert!(
         health_becomes(&node, ServingStatus::Serving).await,
-        "SERVING again once the folder can be written"
+        "SERVING again once the backend answers"
     );
     node.stop().await;
 }
@@ -1468,3 +1511,4 @@ async fn an_erasure_drops_a_running_summary_jobs_messages(backend: Backend) {
     drop(gateway);
     node.stop().await;
 }
+
