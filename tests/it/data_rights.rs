@@ -248,7 +248,8 @@ on_both_backends!(
     an_erasure_stops_the_users_running_and_queued_jobs,
     an_erasure_drops_a_running_summary_jobs_messages,
     the_cli_exports_and_erases_a_user,
-    a_lost_backend_is_not_serving
+    a_lost_backend_is_not_serving,
+    an_erasure_drops_a_summary_being_written
 );
 
 /// Role privacy: an empty role_id is no wildcard over the roles' private memories. GetMemory,
@@ -1512,3 +1513,140 @@ async fn an_erasure_drops_a_running_summary_jobs_messages(backend: Backend) {
     node.stop().await;
 }
 
+/// The summary engine of [`an_erasure_drops_a_summary_being_written`]: the rules, each call held
+/// until the test lets it go.
+#[derive(Debug)]
+struct HeldEngine {
+    rules: thinkus_backends::llm::RuleEngine,
+    waiting: std::sync::Arc<tokio::sync::Notify>,
+    release: tokio::sync::watch::Receiver<bool>,
+}
+
+#[async_trait::async_trait]
+impl thinkus_backends::llm::LanguageModel for HeldEngine {
+    fn name(&self) -> String {
+        "held rules".into()
+    }
+
+    fn is_builtin(&self) -> bool {
+        self.rules.is_builtin()
+    }
+
+    async fn complete(
+        &self,
+        request: thinkus_backends::llm::CompletionRequest,
+    ) -> Result<thinkus_backends::llm::Completion, thinkus_backends::llm::LlmError> {
+        self.waiting.notify_one();
+        let mut release = self.release.clone();
+        let _ = release.wait_for(|released| *released).await;
+        self.rules.complete(request).await
+    }
+}
+
+/// EraseUser while a summary update of the user's session runs (held in its engine, after it
+/// read the messages): the summary it would store afterwards is refused (FAILED_PRECONDITION
+/// naming the session), so neither the summary nor the decision it would offer outlives the
+/// erasure.
+async fn an_erasure_drops_a_summary_being_written(backend: Backend) {
+    use std::sync::Arc;
+    use thinkus_summary::SummaryApi;
+    let Some(node) = start(backend, |_| {}).await else {
+        return;
+    };
+    let store = node.handle.backends.store.clone().unwrap();
+    let waiting = Arc::new(tokio::sync::Notify::new());
+    let (release, released) = tokio::sync::watch::channel(false);
+    let rules = thinkus_backends::llm::RuleEngine::new();
+    let summaries = Arc::new(thinkus_summary::Summarizer::new(
+        thinkus_summary::SummaryConfig::default(),
+        store.clone(),
+        rules.clone(),
+        Some(Arc::new(HeldEngine {
+            rules,
+            waiting: waiting.clone(),
+            release: released,
+        })),
+        node.handle.backends.tokens,
+        None,
+        node.handle.apis.knowledge.clone(),
+    ));
+    let alice = Owner::new(DEFAULT_TENANT, "summary-update-alice");
+    let session = thinkus_common::model::Scope {
+        tenant_id: DEFAULT_TENANT.into(),
+        user_id: alice.user_id.clone(),
+        role_id: "cto".into(),
+        project_id: Some("shop".into()),
+        session_id: Some("summary-update".into()),
+    };
+    let said = |role: &str, content: &str| thinkus_common::model::Message {
+        role: role.into(),
+        content: content.into(),
+        speaker: None,
+        created_at: Utc::now(),
+        index: 0,
+    };
+    summaries
+        .record(thinkus_summary::api::RecordRequest {
+            scope: session.clone(),
+            messages: vec![
+                said("user", "We decided the Kestrel launch budget is $700,000."),
+                said("assistant", "Noted: the Kestrel launch budget is $700,000."),
+            ],
+            phase_completed: false,
+            job_id: None,
+        })
+        .await
+        .expect("record the session's messages");
+    let held = waiting.notified();
+    let update = {
+        let summaries = summaries.clone();
+        let session = session.clone();
+        tokio::spawn(async move {
+            summaries
+                .generate(thinkus_summary::api::GenerateRequest {
+                    scope: session,
+                    messages: Vec::new(),
+                    trajectory_start: None,
+                    trajectory_end: None,
+                    engine: thinkus_common::model::EngineChoice::Configured,
+                })
+                .await
+        })
+    };
+    tokio::time::timeout(std::time::Duration::from_secs(60), held)
+        .await
+        .expect("the update reaches its engine");
+    assert_eq!(rows(&store, "session_messages", &alice).await, 2);
+
+    let erased = GatewayServiceClient::new(node.channel.clone())
+        .erase_user(GatewayEraseUserRequest {
+            scope: Some(Scope {
+                user_id: alice.user_id.clone(),
+                ..Default::default()
+            }),
+        })
+        .await
+        .expect("erase alice")
+        .into_inner();
+    let counts = erased.counts.expect("the erasure's counts");
+    assert_eq!((counts.sessions, counts.session_messages), (1, 2), "{counts:?}");
+    release.send(true).unwrap();
+    let err = tokio::time::timeout(std::time::Duration::from_secs(60), update)
+        .await
+        .expect("the update ends")
+        .expect("the update task")
+        .expect_err("a summary of an erased session");
+    assert_eq!(err.code, thinkus_common::ErrorCode::FailedPrecondition, "{err:?}");
+    assert!(err.message.contains("summary-update"), "{err:?}");
+    for table in TABLES {
+        assert_eq!(
+            rows(&store, table, &alice).await,
+            0,
+            "the summary update wrote rows into {table} after alice's erasure"
+        );
+    }
+    // It holds the node's knowledge manager, and so its index: let it go before the node
+    // removes its folder.
+    drop(summaries);
+    node.stop().await;
+}
