@@ -17,12 +17,11 @@ use thinkus_proto::knowledge::knowledge_manager_service_client::KnowledgeManager
 use thinkus_proto::knowledge::{MemoryDraft, RememberRequest, WriteOutcome};
 use thinkus_proto::retriever::RecallRequest;
 use thinkus_proto::retriever::retriever_service_client::RetrieverServiceClient;
-use thinkus_server::ServiceKind;
 use tonic::transport::Channel;
 
-use crate::durability::{USER, indexed_ids, spawn};
+use crate::durability::{USER, indexed_ids, serve};
 use crate::knowledge::Backend;
-use crate::support::{self, ChildGuard, free_port};
+use crate::support;
 
 const KILLS: usize = 5;
 const WRITERS: usize = 4;
@@ -38,23 +37,6 @@ fn scope(cycle: usize) -> Scope {
         role_id: format!("cto-{cycle}"),
         ..Default::default()
     }
-}
-
-async fn serve(dir: &std::path::Path, database: Option<&str>) -> (ChildGuard, Channel) {
-    let port = free_port();
-    let child = spawn(dir, database, port);
-    let url = format!("http://127.0.0.1:{port}");
-    for service in [ServiceKind::KnowledgeManager, ServiceKind::Retriever] {
-        thinkus_common::grpc::wait_serving(&url, service.grpc_name(), Duration::from_secs(60))
-            .await
-            .expect("the process serves after reconciling");
-    }
-    let channel = tonic::transport::Endpoint::from_shared(url)
-        .unwrap()
-        .connect()
-        .await
-        .expect("connect");
-    (child, channel)
 }
 
 async fn remember(

@@ -18,6 +18,7 @@ use thinkus_proto::common::{MemoryType, Scope};
 use thinkus_proto::knowledge::knowledge_manager_service_client::KnowledgeManagerServiceClient;
 use thinkus_proto::knowledge::{MemoryDraft, RememberRequest};
 use thinkus_server::ServiceKind;
+use tonic::transport::Channel;
 
 use crate::support::{self, ChildGuard, free_port, loud};
 
@@ -50,6 +51,34 @@ pub(crate) fn spawn_with(dir: &std::path::Path, database: Option<&str>, port: u1
         command.args(["--set", setting]);
     }
     ChildGuard::spawn_quiet(&mut command)
+}
+
+/// [`spawn_with`] on a free port, once its knowledge manager and retriever serve (after
+/// reconciling the index); and a channel to it.
+pub(crate) async fn serve_with(
+    dir: &std::path::Path,
+    database: Option<&str>,
+    settings: &[String],
+) -> (ChildGuard, Channel) {
+    let port = free_port();
+    let child = spawn_with(dir, database, port, settings);
+    let url = format!("http://127.0.0.1:{port}");
+    for service in [ServiceKind::KnowledgeManager, ServiceKind::Retriever] {
+        thinkus_common::grpc::wait_serving(&url, service.grpc_name(), Duration::from_secs(60))
+            .await
+            .expect("the process serves after reconciling");
+    }
+    let channel = tonic::transport::Endpoint::from_shared(url)
+        .unwrap()
+        .connect()
+        .await
+        .expect("connect");
+    (child, channel)
+}
+
+/// [`serve_with`] with [`spawn`]'s settings.
+pub(crate) async fn serve(dir: &std::path::Path, database: Option<&str>) -> (ChildGuard, Channel) {
+    serve_with(dir, database, &[]).await
 }
 
 /// One role per cycle, so that each cycle's memories can be listed apart.
@@ -151,17 +180,7 @@ async fn no_acknowledged_point_is_lost_to_sigkill() {
 
     // A last start repairs what was committed but never acknowledged, before SERVING: then the
     // index holds exactly the stored memories.
-    let port = free_port();
-    let mut child = spawn(dir.path(), None, port);
-    let url = format!("http://127.0.0.1:{port}");
-    thinkus_common::grpc::wait_serving(&url, ServiceKind::KnowledgeManager.grpc_name(), Duration::from_secs(60))
-        .await
-        .expect("serving");
-    let channel = tonic::transport::Endpoint::from_shared(url)
-        .unwrap()
-        .connect()
-        .await
-        .unwrap();
+    let (mut child, channel) = serve(dir.path(), None).await;
     let mut stored = HashSet::new();
     for cycle in 0..KILLS {
         stored.extend(

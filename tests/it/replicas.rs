@@ -26,7 +26,6 @@ use thinkus_server::ServiceKind;
 use tonic::transport::Channel;
 
 use crate::knowledge::{Backend, Node, all_memories, all_memories_at};
-use crate::support::{ChildGuard, free_port};
 use crate::{durability, nodes, support};
 
 const ROUNDS: usize = 12;
@@ -201,23 +200,6 @@ async fn near_duplicates_and_contradictions_across_replicas(backend: Backend) {
 
 on_both_backends!(near_duplicates_and_contradictions_across_replicas);
 
-/// A `thinkus` knowledge manager process over `database`, serving; and a channel to it.
-async fn process(database: &str) -> (ChildGuard, Channel, tempfile::TempDir) {
-    let dir = tempfile::tempdir().unwrap();
-    let port = free_port();
-    let child = durability::spawn(dir.path(), Some(database), port);
-    let url = format!("http://127.0.0.1:{port}");
-    thinkus_common::grpc::wait_serving(&url, ServiceKind::KnowledgeManager.grpc_name(), Duration::from_secs(60))
-        .await
-        .expect("the process serves");
-    let channel = tonic::transport::Endpoint::from_shared(url)
-        .unwrap()
-        .connect()
-        .await
-        .expect("connect to the process");
-    (child, channel, dir)
-}
-
 /// Two `thinkus` processes over one PostgreSQL database, written to for one user at once
 /// (PostgreSQL only: SQLite is single-process, one replica). Each process has its own
 /// qdrant-edge folder, so the near-duplicate half, which needs the vector index replicas
@@ -237,8 +219,9 @@ async fn two_processes_serialise_a_users_writes_in_the_database() {
         return;
     };
     let database = support::fresh_postgres_database(&admin).await;
-    let (_a, a, _a_dir) = process(&database).await;
-    let (_b, b, _b_dir) = process(&database).await;
+    let dirs = [tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap()];
+    let (_a, a) = durability::serve(dirs[0].path(), Some(&database)).await;
+    let (_b, b) = durability::serve(dirs[1].path(), Some(&database)).await;
     let km = |channel: &Channel| KnowledgeManagerServiceClient::new(channel.clone());
 
     // The user's lock, held here: both processes' writes wait for it in the database.

@@ -391,26 +391,18 @@ async fn the_sweeps_are_counted_once(backend: Backend) {
     }
     store.close().await;
 
-    let (port, metrics_port) = (free_port(), free_port());
-    let _child = crate::durability::spawn_with(
+    let metrics_port = free_port();
+    let (_child, channel) = crate::durability::serve_with(
         dir.path(),
         Some(&database),
-        port,
         &[
             format!("server.metrics_addr=127.0.0.1:{metrics_port}"),
             "storage.retention.idempotency_days=7".into(),
             // No scheduled decay sweep: only RunMaintenance sweeps.
             "knowledge.decay_interval_hours=0".into(),
         ],
-    );
-    let url = format!("http://127.0.0.1:{port}");
-    thinkus_common::grpc::wait_serving(
-        &url,
-        thinkus_server::ServiceKind::KnowledgeManager.grpc_name(),
-        std::time::Duration::from_secs(60),
     )
-    .await
-    .expect("the process serves");
+    .await;
     let scrape = || async {
         reqwest::get(format!("http://127.0.0.1:{metrics_port}/metrics"))
             .await
@@ -440,11 +432,6 @@ async fn the_sweeps_are_counted_once(backend: Backend) {
         "the retention sweep at start: sweeps, idempotency records, job payloads, session messages purged"
     );
 
-    let channel = tonic::transport::Endpoint::from_shared(url)
-        .unwrap()
-        .connect()
-        .await
-        .unwrap();
     let mut km =
         thinkus_proto::knowledge::knowledge_manager_service_client::KnowledgeManagerServiceClient::new(channel);
     let me = scope(user, "cto");
