@@ -3,36 +3,14 @@
 //! project than the candidate's.
 
 use chrono::Utc;
-use serde::{Deserialize, Serialize};
 use thinkus_backends::sql::{CandidateStatus, WriteBatch};
 use thinkus_common::ApiError;
-use thinkus_common::ids::{IdKind, check_id};
 use thinkus_common::model::{Scope, Visibility};
 
 use crate::admission;
-use crate::api::{CandidateView, MemoryDraft, WriteResult};
+use crate::api::{CandidateView, WriteResult};
+use crate::pending::{self, StoredDraft};
 use crate::service::{Gate, KnowledgeManager, WriteOptions, actor_of};
-
-/// What a candidate row's `draft` column holds: the memory to write and, for a pending
-/// conflict, the memories whose value it contradicts.
-#[derive(Debug, Clone, Serialize, Deserialize)]
-pub(crate) struct StoredDraft {
-    #[serde(flatten)]
-    pub draft: MemoryDraft,
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub conflicts_with: Vec<String>,
-}
-
-impl StoredDraft {
-    pub(crate) fn read(candidate: &thinkus_backends::sql::Candidate) -> Result<Self, ApiError> {
-        serde_json::from_str(&candidate.draft)
-            .map_err(|err| ApiError::internal(format!("unreadable candidate draft {}: {err}", candidate.id)))
-    }
-
-    pub(crate) fn json(&self) -> Result<String, ApiError> {
-        thinkus_common::to_json(self, "a candidate's draft")
-    }
-}
 
 pub(crate) fn view(candidate: thinkus_backends::sql::Candidate) -> Result<CandidateView, ApiError> {
     let stored = StoredDraft::read(&candidate)?;
@@ -67,48 +45,13 @@ pub(crate) async fn list(
         .collect()
 }
 
-pub(crate) async fn pending(
-    km: &KnowledgeManager,
-    scope: &Scope,
-    candidate_id: &str,
-) -> Result<thinkus_backends::sql::Candidate, ApiError> {
-    check_id(IdKind::Candidate, "candidate_id", candidate_id)?;
-    let candidate = km
-        .store
-        .get_candidate(&scope.owner(), candidate_id)
-        .await?
-        .ok_or_else(|| ApiError::not_found("candidate", candidate_id))?;
-    if !scope.role_id.is_empty() && scope.role_id != candidate.scope.role_id {
-        return Err(ApiError::permission_denied(format!(
-            "candidate {candidate_id} belongs to role {:?}, not {:?}",
-            candidate.scope.role_id, scope.role_id
-        )));
-    }
-    if scope.project_id.is_some()
-        && candidate.scope.project_id.is_some()
-        && scope.project_id != candidate.scope.project_id
-    {
-        return Err(ApiError::permission_denied(format!(
-            "candidate {candidate_id} belongs to project {:?}",
-            candidate.scope.project_id.clone().unwrap_or_default()
-        )));
-    }
-    if candidate.status != CandidateStatus::Pending {
-        return Err(ApiError::failed_precondition(format!(
-            "candidate {candidate_id} was already {}",
-            candidate.status
-        )));
-    }
-    Ok(candidate)
-}
-
 pub(crate) async fn approve(
     km: &KnowledgeManager,
     scope: Scope,
     candidate_id: String,
     edited_content: Option<String>,
 ) -> Result<WriteResult, ApiError> {
-    let candidate = pending(km, &scope, &candidate_id).await?;
+    let candidate = pending::find(km.store.as_ref(), &scope, &candidate_id).await?;
     let stored = StoredDraft::read(&candidate)?;
     if !stored.conflicts_with.is_empty() && edited_content.as_deref().is_none_or(|c| c.trim().is_empty()) {
         // Approving a pending conflict keeps its new value.
@@ -154,7 +97,7 @@ pub(crate) async fn reject(
     candidate_id: String,
     reason: String,
 ) -> Result<(), ApiError> {
-    let mut candidate = pending(km, &scope, &candidate_id).await?;
+    let mut candidate = pending::find(km.store.as_ref(), &scope, &candidate_id).await?;
     if !StoredDraft::read(&candidate)?.conflicts_with.is_empty() {
         // Rejecting a pending conflict keeps the current value.
         crate::conflicts::keep_current(km, &scope, candidate, reason, true).await?;

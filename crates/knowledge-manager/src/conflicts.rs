@@ -6,161 +6,16 @@
 //! pending conflict. Contexts ask about it ("budget: $500 or $800? unconfirmed"); a person
 //! resolves it (keep the current value, or the new one), and the history records who chose.
 
-use chrono::{DateTime, Utc};
+use chrono::Utc;
 use thinkus_backends::sql::{Candidate, CandidateStatus, ChangeKind, WriteBatch};
 use thinkus_common::ApiError;
-use thinkus_common::ids::{IdKind, new_id};
-use thinkus_common::model::{Language, Memory, MemorySource, MemoryStatus, MemoryType, Owner, Scope};
+use thinkus_common::model::{Language, Memory, MemoryStatus, Scope};
 use thinkus_common::text::{detect_language_of, summarize_to};
 
-use crate::admission;
-use crate::api::{Conflict, ConflictChoice, ConflictResolution, MemoryDraft, WriteOutcome, WriteResult};
-use crate::candidates::{StoredDraft, pending};
-use crate::config::KnowledgeConfig;
+use crate::api::{Conflict, ConflictChoice, ConflictResolution, WriteResult};
+use crate::pending::{self, StoredDraft};
 use crate::service::{Gate, KnowledgeManager, WriteOptions, actor_of, update_record};
 use crate::subject;
-
-/// Why a new value is too unsure to replace what it contradicts, or `None` when it is sure.
-pub(crate) fn unsure(config: &KnowledgeConfig, memory: &Memory) -> Option<String> {
-    if config.conflict_on_inference && memory.source == MemorySource::Inference {
-        return Some("inferred by an executive".into());
-    }
-    if memory.confidence < config.conflict_min_confidence {
-        return Some(format!(
-            "confidence {:.2} below {:.2}",
-            memory.confidence, config.conflict_min_confidence
-        ));
-    }
-    None
-}
-
-/// The branch of the contradiction step (under the user's write lock): an unsure new value
-/// that contradicts active memories is held as a pending conflict instead of replacing them.
-/// Returns the write's result when it was held. Writes a person decided (an approval, an
-/// explicit replacement) are never held.
-pub(crate) async fn hold(
-    km: &KnowledgeManager,
-    memory: &Memory,
-    contradicted: &[Memory],
-    options: &WriteOptions,
-    now: DateTime<Utc>,
-) -> Result<Option<WriteResult>, ApiError> {
-    if options.candidate.is_some() || !options.replaces.is_empty() {
-        return Ok(None);
-    }
-    let Some(why) = unsure(&km.config, memory) else {
-        return Ok(None);
-    };
-    // Turns are a record of what was said, not a value to choose: only memories conflict.
-    let current: Vec<String> = contradicted
-        .iter()
-        .filter(|m| m.status == MemoryStatus::Active && m.memory_type != MemoryType::ConversationTurn)
-        .map(|m| m.id.clone())
-        .collect();
-    if current.is_empty() {
-        return Ok(None);
-    }
-    let subject = memory.subject.clone().unwrap_or_default();
-    let reason = format!("contradicts {} about {subject}: {why}", current.join(", "));
-    // A conflict's key differs from a plain candidate's: the same words queued for another
-    // reason are another candidate.
-    let key = format!("conflict:{}", admission::content_key(&memory.content));
-    let record = match km.store.find_pending_candidate(&memory.scope.owner(), &key).await? {
-        Some(mut seen) => {
-            let mut stored = StoredDraft::read(&seen)?;
-            for id in &current {
-                if !stored.conflicts_with.contains(id) {
-                    stored.conflicts_with.push(id.clone());
-                }
-            }
-            seen.draft = stored.json()?;
-            seen.evidence_count += 1;
-            seen.score = seen.score.max(memory.confidence);
-            seen
-        }
-        None => {
-            let draft = MemoryDraft {
-                summary: Some(memory.summary.clone()),
-                importance: Some(memory.importance),
-                tags: memory.tags.clone(),
-                visibility: Some(memory.visibility),
-                source: Some(memory.source),
-                confidence: Some(memory.confidence),
-                context: memory.context.clone(),
-                related_decision_ids: memory.related_decision_ids.clone(),
-                artifact_refs: memory.artifact_refs.clone(),
-                occurred_at: Some(memory.occurred_at),
-                iteration_id: memory.iteration_id.clone(),
-                subject: memory.subject.clone(),
-                ..MemoryDraft::new(memory.memory_type, memory.content.clone())
-            };
-            Candidate {
-                id: new_id(IdKind::Candidate),
-                scope: memory.scope.clone(),
-                draft: StoredDraft {
-                    draft,
-                    conflicts_with: current,
-                }
-                .json()?,
-                reason: reason.clone(),
-                score: memory.confidence,
-                evidence_count: 1,
-                status: CandidateStatus::Pending,
-                content_key: key,
-                created_at: now,
-                decided_at: None,
-                memory_id: None,
-            }
-        }
-    };
-    let result = WriteResult {
-        outcome: WriteOutcome::Queued,
-        memory: None,
-        replaced_ids: Vec::new(),
-        candidate_id: Some(record.id.clone()),
-        reason: format!("pending conflict: {reason}"),
-        score: memory.confidence,
-        draft: None,
-    };
-    let batch = WriteBatch {
-        candidates: vec![record],
-        ..Default::default()
-    };
-    km.commit(batch, &memory.scope.owner(), &options.request_key, &result)
-        .await?;
-    Ok(Some(result))
-}
-
-/// Pending conflicts a sure write settles: those whose current value it replaced (the question
-/// they ask is answered). Returned decided, for the write's batch; `except` is a candidate the
-/// write itself decides.
-pub(crate) async fn settled_by(
-    km: &KnowledgeManager,
-    owner: &Owner,
-    replaced_ids: &[String],
-    by: &str,
-    except: Option<&str>,
-    now: DateTime<Utc>,
-) -> Result<Vec<Candidate>, ApiError> {
-    let mut settled = Vec::new();
-    for mut candidate in km
-        .store
-        .list_candidates(owner, None, None, CandidateStatus::Pending, 500, 0)
-        .await?
-    {
-        if Some(candidate.id.as_str()) == except || !candidate.content_key.starts_with("conflict:") {
-            continue;
-        }
-        let stored = StoredDraft::read(&candidate)?;
-        if stored.conflicts_with.iter().any(|id| replaced_ids.contains(id)) {
-            candidate.status = CandidateStatus::Rejected;
-            candidate.decided_at = Some(now);
-            candidate.reason = format!("{} (settled: {by} replaced the value it questioned)", candidate.reason);
-            settled.push(candidate);
-        }
-    }
-    Ok(settled)
-}
 
 /// The question a conflict asks, in the language of its values: "budget: $500 or $800?
 /// unconfirmed", "预算：$500 还是 $800？待确认".
@@ -391,7 +246,7 @@ pub(crate) async fn resolve(
     keep: ConflictChoice,
     reason: String,
 ) -> Result<ConflictResolution, ApiError> {
-    let candidate = pending(km, &scope, &conflict_id).await?;
+    let candidate = pending::find(km.store.as_ref(), &scope, &conflict_id).await?;
     if StoredDraft::read(&candidate)?.conflicts_with.is_empty() {
         return Err(ApiError::not_found("conflict", &conflict_id));
     }
@@ -419,6 +274,8 @@ pub(crate) async fn resolve(
 
 #[cfg(test)]
 mod tests {
+    use thinkus_common::model::{MemorySource, MemoryType};
+
     use super::*;
 
     fn memory(content: &str) -> Memory {
@@ -451,23 +308,5 @@ mod tests {
             q.starts_with("设计风格：我喜欢简约的设计风格 还是 设计风格要华丽一些"),
             "{q}"
         );
-    }
-
-    #[test]
-    fn unsure_values_are_held() {
-        let config = KnowledgeConfig::default();
-        let mut sure = memory("The budget is $800");
-        assert_eq!(unsure(&config, &sure), None);
-        sure.confidence = 0.6;
-        assert!(unsure(&config, &sure).unwrap().contains("0.60"));
-        sure.confidence = 1.0;
-        sure.source = MemorySource::Inference;
-        assert_eq!(unsure(&config, &sure).as_deref(), Some("inferred by an executive"));
-        let off = KnowledgeConfig {
-            conflict_min_confidence: 0.0,
-            conflict_on_inference: false,
-            ..KnowledgeConfig::default()
-        };
-        assert_eq!(unsure(&off, &sure), None);
     }
 }

@@ -18,7 +18,7 @@ use thinkus_common::ids::{IdKind, new_id};
 use thinkus_common::model::{Memory, Owner};
 
 use crate::api::Erasure;
-use crate::candidates::StoredDraft;
+use crate::pending::StoredDraft;
 use crate::service::KnowledgeManager;
 
 /// The `format` of an export document.

@@ -17,6 +17,7 @@ mod indexing;
 pub mod learn;
 pub mod learned;
 pub mod markdown;
+mod pending;
 mod prompts;
 pub mod rebuild;
 pub mod rules;

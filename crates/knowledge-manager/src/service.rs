@@ -649,10 +649,16 @@ impl KnowledgeManager {
                 contradicted
             };
             // An unsure new value does not replace a sure old one: both are kept as a pending
-            // conflict a person resolves (seed 001 section 3.5.4; `crate::conflicts`).
+            // conflict a person resolves (seed 001 section 3.5.4; `crate::conflicts`). Writes a
+            // person decided (an approval, an explicit replacement) are never held.
+            let decided = options.candidate.is_some() || !options.replaces.is_empty();
             if !contradicted.is_empty()
-                && let Some(held) = crate::conflicts::hold(self, &memory, &contradicted, &options, now).await?
+                && !decided
+                && let Some((batch, held)) =
+                    crate::pending::hold(self.store.as_ref(), &self.config, &memory, &contradicted, now).await?
             {
+                self.commit(batch, &memory.scope.owner(), &options.request_key, &held)
+                    .await?;
                 return Ok(held);
             }
             for old in contradicted {
@@ -768,7 +774,15 @@ impl KnowledgeManager {
             // Pending conflicts about a value this write replaced are answered by it.
             let except = options.candidate.as_ref().map(|c| c.id.as_str());
             batch.candidates.extend(
-                crate::conflicts::settled_by(self, &scope.owner(), &replaced_ids, &memory.id, except, now).await?,
+                crate::pending::settled_by(
+                    self.store.as_ref(),
+                    &scope.owner(),
+                    &replaced_ids,
+                    &memory.id,
+                    except,
+                    now,
+                )
+                .await?,
             );
         }
         let result = WriteResult {
