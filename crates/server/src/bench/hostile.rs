@@ -47,7 +47,7 @@ use super::load::{
     Driver, LoadOptions, Outcome, Sample, Server, Window, drain, drive_all, free_port, request, seed, start_server,
     summarize, user_of,
 };
-use super::stats::percentile_ms;
+use super::stats::{percentile_ms, tenth};
 use super::{say, state_dir};
 use crate::config::Config;
 
@@ -57,10 +57,6 @@ const RECALL_PAUSE: Duration = Duration::from_millis(250);
 /// The two tenants of `--flood`, each with its own key (in a keys file the server reads).
 const MEASURED: (&str, &str) = ("measured", "bench-measured-key");
 const FLOODING: (&str, &str) = ("flooding", "bench-flooding-key");
-
-fn round(value: f64) -> f64 {
-    (value * 10.0).round() / 10.0
-}
 
 async fn connect(server: &Server) -> anyhow::Result<Channel> {
     Ok(tonic::transport::Endpoint::from_shared(server.url.clone())?
@@ -240,7 +236,7 @@ pub async fn flood(config: Config, options: LoadOptions) -> anyhow::Result<()> {
     let by = |get: &dyn Fn(&(usize, _, _, _, f64)) -> f64| {
         levels
             .iter()
-            .map(|l| (l.0.to_string(), json!(round(get(l)))))
+            .map(|l| (l.0.to_string(), json!(tenth(get(l)))))
             .collect::<serde_json::Map<_, _>>()
     };
     say(json!({
@@ -260,7 +256,7 @@ pub async fn flood(config: Config, options: LoadOptions) -> anyhow::Result<()> {
         "flood_shed_by_flooding_clients": by(&|l| l.3.shed as f64),
         "flood_errors_by_flooding_clients": by(&|l| l.3.errors as f64),
         "rss_mb_by_flooding_clients": by(&|l| l.2.rss_mb),
-        "idle_rss_mb": round(idle_rss),
+        "idle_rss_mb": tenth(idle_rss),
         "deadline_ms": options.deadline_ms,
         "cores": cores,
         "memories": options.memories,
@@ -735,11 +731,11 @@ pub async fn bad_input(config: Config, options: LoadOptions) -> anyhow::Result<(
     say(json!({
         "mode": "bad_input",
         "clients": clients,
-        "seconds": round(campaign_seconds),
-        "rss_mb_started": round(started_rss),
-        "rss_mb_idle": round(idle_rss),
-        "rss_mb_during_max": round(during),
-        "rss_mb_after": round(after_rss),
+        "seconds": tenth(campaign_seconds),
+        "rss_mb_started": tenth(started_rss),
+        "rss_mb_idle": tenth(idle_rss),
+        "rss_mb_during_max": tenth(during),
+        "rss_mb_after": tenth(after_rss),
         "rss_during_over_idle": (during / idle_rss.max(1.0) * 100.0).round() / 100.0,
         "rss_after_over_idle": (after_rss / idle_rss.max(1.0) * 100.0).round() / 100.0,
         "requests": answers.values().flat_map(|l| l.values()).sum::<usize>(),
@@ -863,14 +859,14 @@ pub async fn rebuild(config: Config, options: LoadOptions) -> anyhow::Result<()>
         "memories": options.memories,
         "users": users,
         "clients": clients,
-        "rebuild_seconds": round(rebuild_seconds),
+        "rebuild_seconds": tenth(rebuild_seconds),
         "indexed": finished.indexed,
         "recalls_during": during.samples.len(),
         "failures_during": during.failures.len(),
-        "recall_p50_ms_before": round(percentile_ms(&before.latencies(), 0.5)),
-        "recall_p99_ms_before": round(percentile_ms(&before.latencies(), 0.99)),
-        "recall_p50_ms_during": round(percentile_ms(&during.latencies(), 0.5)),
-        "recall_p99_ms_during": round(percentile_ms(&during.latencies(), 0.99)),
+        "recall_p50_ms_before": tenth(percentile_ms(&before.latencies(), 0.5)),
+        "recall_p99_ms_before": tenth(percentile_ms(&before.latencies(), 0.99)),
+        "recall_p50_ms_during": tenth(percentile_ms(&during.latencies(), 0.5)),
+        "recall_p99_ms_during": tenth(percentile_ms(&during.latencies(), 0.99)),
         "failures_during_by_kind": during.by_kind(),
         "failures_before": before.failures.len(),
         "deadline_ms": options.deadline_ms,

@@ -38,7 +38,7 @@ use tonic::Code;
 use tonic::transport::Channel;
 
 use super::corpus::{self, PREDICATES, ROLE, Rng, SUBJECTS};
-use super::stats::percentile_ms;
+use super::stats::{percentile_ms, tenth};
 use super::{say, state_dir};
 use crate::config::Config;
 use crate::services::ServiceKind;
@@ -58,15 +58,15 @@ pub struct LoadOptions {
     pub drain_seconds: f64,
     pub data_dir: Option<PathBuf>,
     /// Instead of the mixed levels: at each level a tenant floods with that many clients while
-    /// another tenant measures ([`super::hostile::flood`]).
+    /// another tenant measures (`hostile.rs`).
     pub flood: bool,
     /// The measuring tenant's clients in `flood` mode.
     pub measure_clients: usize,
-    /// Instead of the mixed levels: the bad-input campaign ([`super::hostile::bad_input`]).
+    /// Instead of the mixed levels: the bad-input campaign (`hostile.rs`).
     pub bad_input: bool,
     /// The kinds of bad input sent (every kind when empty).
     pub bad_kinds: Vec<String>,
-    /// Instead of the mixed levels: recall during a rebuild of the index ([`super::hostile::rebuild`]).
+    /// Instead of the mixed levels: recall during a rebuild of the index (`hostile.rs`).
     pub rebuild: bool,
 }
 
@@ -253,30 +253,30 @@ pub(super) async fn embedding_alone(config: &Config) -> anyhow::Result<f64> {
     Ok(percentile_ms(&took, 0.5))
 }
 
+impl LoadOptions {
+    /// Refuses options no run of `thinkus bench load` can use (every mode is checked alike).
+    pub fn check(&self) -> anyhow::Result<()> {
+        anyhow::ensure!(!self.clients.is_empty(), "--clients: at least one level");
+        anyhow::ensure!(
+            self.users > 0 && self.memories >= self.users,
+            "--memories must be at least --users"
+        );
+        anyhow::ensure!(self.mix.iter().sum::<u32>() > 0, "--mix: at least one share above 0");
+        anyhow::ensure!(
+            [self.flood, self.bad_input, self.rebuild]
+                .iter()
+                .filter(|on| **on)
+                .count()
+                <= 1,
+            "--flood, --bad-input and --rebuild are separate runs: one at a time"
+        );
+        Ok(())
+    }
+}
+
+/// The mixed levels (`options` checked by [`LoadOptions::check`]; the hostile modes,
+/// `--flood`, `--bad-input` and `--rebuild`, are runs of their own in `hostile.rs`).
 pub async fn run(config: Config, options: LoadOptions) -> anyhow::Result<()> {
-    anyhow::ensure!(!options.clients.is_empty(), "--clients: at least one level");
-    anyhow::ensure!(
-        options.users > 0 && options.memories >= options.users,
-        "--memories must be at least --users"
-    );
-    anyhow::ensure!(options.mix.iter().sum::<u32>() > 0, "--mix: at least one share above 0");
-    anyhow::ensure!(
-        [options.flood, options.bad_input, options.rebuild]
-            .iter()
-            .filter(|on| **on)
-            .count()
-            <= 1,
-        "--flood, --bad-input and --rebuild are separate runs: one at a time"
-    );
-    if options.flood {
-        return super::hostile::flood(config, options).await;
-    }
-    if options.bad_input {
-        return super::hostile::bad_input(config, options).await;
-    }
-    if options.rebuild {
-        return super::hostile::rebuild(config, options).await;
-    }
     let (dir, _temp) = state_dir(options.data_dir.clone())?;
     let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
     say(format!(
@@ -375,11 +375,10 @@ pub async fn run(config: Config, options: LoadOptions) -> anyhow::Result<()> {
             l.rss_mb
         ));
     }
-    let round = |v: f64| (v * 10.0).round() / 10.0;
     let by = |get: &dyn Fn(&Level) -> f64| {
         levels
             .iter()
-            .map(|l| (l.clients.to_string(), json!(round(get(l)))))
+            .map(|l| (l.clients.to_string(), json!(tenth(get(l)))))
             .collect::<serde_json::Map<_, _>>()
     };
     let op = |map: &BTreeMap<Op, f64>, op: Op| map.get(&op).copied().unwrap_or(0.0);
@@ -396,7 +395,7 @@ pub async fn run(config: Config, options: LoadOptions) -> anyhow::Result<()> {
         "errors": levels.iter().map(|l| l.errors).sum::<usize>(),
         "shed": levels.iter().map(|l| l.shed).sum::<usize>(),
         "deadline_ms": options.deadline_ms,
-        "embed_query_ms": round(alone),
+        "embed_query_ms": tenth(alone),
         "cores": cores,
         "memories": options.memories,
         "users": options.users,

@@ -272,27 +272,33 @@ pub async fn run(bench: Bench, config: Config) -> anyhow::Result<()> {
             let [prepare, recall, complete] = mix[..] else {
                 anyhow::bail!("--mix: three shares, PrepareTurn,Recall,CompleteTurn (e.g. 40,40,20)");
             };
-            load::run(
-                config,
-                load::LoadOptions {
-                    clients,
-                    seconds,
-                    warmup_seconds,
-                    requests,
-                    deadline_ms,
-                    users,
-                    memories,
-                    mix: [prepare, recall, complete],
-                    drain_seconds,
-                    data_dir,
-                    flood,
-                    measure_clients,
-                    bad_input,
-                    bad_kinds: kinds,
-                    rebuild,
-                },
-            )
-            .await
+            let options = load::LoadOptions {
+                clients,
+                seconds,
+                warmup_seconds,
+                requests,
+                deadline_ms,
+                users,
+                memories,
+                mix: [prepare, recall, complete],
+                drain_seconds,
+                data_dir,
+                flood,
+                measure_clients,
+                bad_input,
+                bad_kinds: kinds,
+                rebuild,
+            };
+            options.check()?;
+            if options.flood {
+                hostile::flood(config, options).await
+            } else if options.bad_input {
+                hostile::bad_input(config, options).await
+            } else if options.rebuild {
+                hostile::rebuild(config, options).await
+            } else {
+                load::run(config, options).await
+            }
         }
         Bench::Extract {
             data,

@@ -13,6 +13,11 @@ pub fn percentile_ms(samples: &[Duration], q: f64) -> f64 {
     sorted[rank - 1]
 }
 
+/// A figure rounded to a tenth, as the benches print milliseconds and megabytes.
+pub fn tenth(value: f64) -> f64 {
+    (value * 10.0).round() / 10.0
+}
+
 /// (resident, peak resident) memory of a process in MB, from /proc (`self` for this one); 0
 /// where /proc is not there.
 pub fn rss_mb(process: &str) -> (f64, f64) {
