@@ -5,19 +5,15 @@
 use std::future::Future;
 use std::sync::Arc;
 
-use thinkus_backends::sql::{JobRecord, JobStatus};
 use thinkus_common::auth::{Principal, principal, with_forwarded_credential};
-use thinkus_common::convert::{
-    ScopeRules, control_decision_to_proto, datetime_opt, next_page, page_from_proto, scope_from_proto, scope_to_proto,
-    timestamp,
-};
+use thinkus_common::convert::{ScopeRules, next_page, page_from_proto, scope_from_proto};
 use thinkus_common::model::Scope;
 use thinkus_common::{ApiError, deadline};
 use thinkus_proto::gateway as pb;
 use thinkus_proto::gateway::gateway_service_server::{GatewayService, GatewayServiceServer};
 use tonic::{Request, Response, Status};
 
-use crate::api::{CompleteRequest, Completed, LearnReport, PrepareRequest, Prepared, SectionKind, ToolCall, TraceKind};
+use crate::convert;
 use crate::service::Gateway;
 
 /// Serves the [`Gateway`] over gRPC.
@@ -63,148 +59,6 @@ impl GatewayGrpc {
     }
 }
 
-fn section_kind(kind: SectionKind) -> pb::SectionKind {
-    match kind {
-        SectionKind::Standing => pb::SectionKind::Standing,
-        SectionKind::Decisions => pb::SectionKind::Decisions,
-        SectionKind::Preferences => pb::SectionKind::Preferences,
-        SectionKind::Conclusions => pb::SectionKind::Conclusions,
-        SectionKind::Insights => pb::SectionKind::Insights,
-        SectionKind::Other => pb::SectionKind::Other,
-        SectionKind::Artifacts => pb::SectionKind::Artifacts,
-        SectionKind::LastSession => pb::SectionKind::LastSession,
-    }
-}
-
-/// The wire form of a prepared context (moved, not copied).
-pub fn prepared_to_proto(prepared: Prepared) -> pb::PrepareTurnResponse {
-    pb::PrepareTurnResponse {
-        context: prepared.context,
-        sections: prepared
-            .sections
-            .into_iter()
-            .map(|s| pb::ContextSection {
-                kind: section_kind(s.kind) as i32,
-                title: s.title,
-                text: s.text,
-                tokens: s.tokens as i32,
-            })
-            .collect(),
-        tokens_used: prepared.tokens_used as i32,
-        budget_tokens: prepared.budget_tokens as i32,
-        trace: Some(pb::ContextTrace {
-            decision: Some(control_decision_to_proto(&prepared.decision)),
-            items: prepared
-                .items
-                .into_iter()
-                .map(|item| pb::TraceItem {
-                    kind: match item.kind {
-                        TraceKind::Memory => pb::TraceItemKind::Memory,
-                        TraceKind::Artifact => pb::TraceItemKind::Artifact,
-                        TraceKind::Summary => pb::TraceItemKind::Summary,
-                    } as i32,
-                    id: item.id,
-                    score: item.score,
-                    confidence: item.confidence,
-                    reason: item.reason,
-                    included: item.included,
-                    score_breakdown: item.parts.as_ref().map(thinkus_retriever::convert::parts_to_proto),
-                    tokens: item.tokens as i32,
-                })
-                .collect(),
-            timings_ms: prepared.timings_ms.into_iter().collect(),
-            degraded: prepared.degraded,
-        }),
-    }
-}
-
-/// The wire form of a completed turn (moved, not copied).
-pub fn completed_to_proto(completed: Completed) -> pb::CompleteTurnResponse {
-    pb::CompleteTurnResponse {
-        tool_calls: completed
-            .tool_calls
-            .into_iter()
-            .map(|r| pb::ToolCallResult {
-                id: r.id,
-                offloaded: r.offloaded,
-                artifact_id: r.artifact_id.unwrap_or_default(),
-                compact: r.compact,
-                replacement: r.replacement,
-                original_tokens: r.original_tokens as i32,
-            })
-            .collect(),
-        job_ids: completed.job_ids,
-        learning: completed.learning.as_ref().map(job_to_proto),
-    }
-}
-
-fn budget(value: i32) -> Result<Option<u32>, ApiError> {
-    match value {
-        0 => Ok(None),
-        v if v < 0 => Err(ApiError::invalid("budget_tokens", format!("{v} is negative"))),
-        v => Ok(Some(v as u32)),
-    }
-}
-
-fn optional(value: &str) -> Option<String> {
-    (!value.is_empty()).then(|| value.to_string())
-}
-
-fn job_status_to_proto(status: JobStatus) -> pb::JobStatus {
-    match status {
-        JobStatus::Pending => pb::JobStatus::Pending,
-        JobStatus::Running => pb::JobStatus::Running,
-        JobStatus::Succeeded => pb::JobStatus::Succeeded,
-        JobStatus::Failed => pb::JobStatus::Failed,
-    }
-}
-
-fn job_to_proto(job: &JobRecord) -> pb::Job {
-    pb::Job {
-        id: job.id.clone(),
-        kind: job.kind.clone(),
-        status: job_status_to_proto(job.status) as i32,
-        attempts: job.attempts as i32,
-        last_error: job.last_error.clone().unwrap_or_default(),
-        run_after: Some(timestamp(job.run_after)),
-        created_at: Some(timestamp(job.created_at)),
-        updated_at: Some(timestamp(job.updated_at)),
-        scope: Some(scope_to_proto(&Scope {
-            tenant_id: job.tenant_id.clone(),
-            user_id: job.user_id.clone(),
-            role_id: String::new(),
-            project_id: None,
-            session_id: job.session_id.clone(),
-        })),
-        learned: learn_report(job),
-    }
-}
-
-/// The report a succeeded learn job stored.
-fn learn_report(job: &JobRecord) -> Option<pb::LearnReport> {
-    if job.kind != crate::service::LEARN_JOB {
-        return None;
-    }
-    let report: LearnReport = serde_json::from_str(job.result.as_deref()?).ok()?;
-    Some(pb::LearnReport {
-        candidates: report.candidates as i32,
-        written: report.written as i32,
-        reinforced: report.reinforced as i32,
-        queued: report.queued as i32,
-        rejected: report.rejected as i32,
-        refused: report.refused as i32,
-        refusals: report
-            .refusals
-            .iter()
-            .map(|r| pb::Refusal {
-                r#type: thinkus_common::convert::memory_type_to_proto(r.memory_type),
-                summary: r.summary.clone(),
-                reason: r.reason.clone(),
-            })
-            .collect(),
-    })
-}
-
 #[tonic::async_trait]
 impl GatewayService for GatewayGrpc {
     async fn prepare_turn(
@@ -217,20 +71,10 @@ impl GatewayService for GatewayGrpc {
                 request,
                 ScopeRules::USER_ROLE_SESSION,
                 |body| body.scope.take(),
-                |scope, body| async move {
-                    gateway
-                        .prepare_turn(PrepareRequest {
-                            scope,
-                            message: body.message,
-                            budget_tokens: budget(body.budget_tokens)?,
-                            recent_messages: body.recent_messages,
-                            now: datetime_opt(body.now.as_ref(), "now")?,
-                        })
-                        .await
-                },
+                |scope, body| async move { gateway.prepare_turn(convert::prepare_from_proto(scope, body)?).await },
             )
             .await?;
-        Ok(Response::new(prepared_to_proto(prepared)))
+        Ok(Response::new(convert::prepared_to_proto(prepared)))
     }
 
     async fn complete_turn(
@@ -243,35 +87,10 @@ impl GatewayService for GatewayGrpc {
                 request,
                 ScopeRules::USER_ROLE_SESSION,
                 |body| body.scope.take(),
-                |scope, body| async move {
-                    gateway
-                        .complete(CompleteRequest {
-                            scope,
-                            user_message: body.user_message,
-                            assistant_message: body.assistant_message,
-                            tool_calls: body
-                                .tool_calls
-                                .into_iter()
-                                .map(|c| ToolCall {
-                                    id: c.id,
-                                    name: c.name,
-                                    output: c.output,
-                                    mime_type: c.mime_type,
-                                    path: c.path,
-                                })
-                                .collect(),
-                            not_memorable: body.not_memorable,
-                            request_id: optional(&body.request_id),
-                            occurred_at: datetime_opt(body.occurred_at.as_ref(), "occurred_at")?,
-                            injected_memory_ids: body.injected_memory_ids,
-                            end_session: body.end_session,
-                            wait_for_learning: body.wait_for_learning,
-                        })
-                        .await
-                },
+                |scope, body| async move { gateway.complete(convert::complete_from_proto(scope, body)?).await },
             )
             .await?;
-        Ok(Response::new(completed_to_proto(completed)))
+        Ok(Response::new(convert::completed_to_proto(completed)))
     }
 
     async fn converse(&self, request: Request<pb::ConverseRequest>) -> Result<Response<pb::ConverseResponse>, Status> {
@@ -282,27 +101,12 @@ impl GatewayService for GatewayGrpc {
                 ScopeRules::USER_ROLE_SESSION,
                 |body| body.scope.take(),
                 |scope, body| async move {
-                    gateway
-                        .converse(
-                            PrepareRequest {
-                                scope,
-                                message: body.message,
-                                budget_tokens: budget(body.budget_tokens)?,
-                                recent_messages: Vec::new(),
-                                now: None,
-                            },
-                            optional(&body.system_prompt),
-                            optional(&body.request_id),
-                        )
-                        .await
+                    let (turn, system_prompt, request_id) = convert::converse_from_proto(scope, body)?;
+                    gateway.converse(turn, system_prompt, request_id).await
                 },
             )
             .await?;
-        Ok(Response::new(pb::ConverseResponse {
-            reply,
-            prepared: Some(prepared_to_proto(prepared)),
-            completed: Some(completed_to_proto(completed)),
-        }))
+        Ok(Response::new(convert::converse_to_proto(reply, prepared, completed)))
     }
 
     async fn list_jobs(&self, request: Request<pb::ListJobsRequest>) -> Result<Response<pb::ListJobsResponse>, Status> {
@@ -314,19 +118,7 @@ impl GatewayService for GatewayGrpc {
                 |body| body.scope.take(),
                 |scope, body| async move {
                     let (size, offset) = page_from_proto(body.page.as_ref(), "page")?;
-                    let status = match pb::JobStatus::try_from(body.status) {
-                        Ok(pb::JobStatus::Unspecified) => None,
-                        Ok(pb::JobStatus::Pending) => Some(JobStatus::Pending),
-                        Ok(pb::JobStatus::Running) => Some(JobStatus::Running),
-                        Ok(pb::JobStatus::Succeeded) => Some(JobStatus::Succeeded),
-                        Ok(pb::JobStatus::Failed) => Some(JobStatus::Failed),
-                        Err(_) => {
-                            return Err(ApiError::invalid(
-                                "status",
-                                format!("unknown job status {}", body.status),
-                            ));
-                        }
-                    };
+                    let status = convert::job_status_from_proto(body.status)?;
                     let jobs = gateway.list_jobs(&scope, status, size, offset).await?;
                     Ok((jobs, size, offset))
                 },
@@ -334,7 +126,7 @@ impl GatewayService for GatewayGrpc {
             .await?;
         Ok(Response::new(pb::ListJobsResponse {
             page: Some(next_page(size, offset, jobs.len())),
-            jobs: jobs.iter().map(job_to_proto).collect(),
+            jobs: jobs.iter().map(convert::job_to_proto).collect(),
         }))
     }
 
@@ -352,10 +144,6 @@ impl GatewayService for GatewayGrpc {
                 |scope, _| async move { gateway.erase_user(&scope.owner(), &actor).await },
             )
             .await?;
-        let answer = thinkus_knowledge_manager::convert::erasure_to_proto(&erasure);
-        Ok(Response::new(pb::EraseUserResponse {
-            counts: answer.counts,
-            erasure_id: answer.erasure_id,
-        }))
+        Ok(Response::new(convert::erasure_to_proto(&erasure)))
     }
 }

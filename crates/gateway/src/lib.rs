@@ -8,6 +8,7 @@ pub mod adapters;
 pub mod api;
 pub mod config;
 pub mod context;
+pub mod convert;
 pub mod data_rights;
 pub mod extras;
 pub mod grpc;
