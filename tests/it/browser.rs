@@ -17,7 +17,6 @@ use std::time::Duration;
 
 use base64::Engine as _;
 use serde_json::{Value, json};
-use thinkus_common::config::{ApiKeyConfig, AuthMode};
 use thinkus_common::model::Scope as DomainScope;
 use thinkus_knowledge_manager::KnowledgeGrpcClient;
 use thinkus_knowledge_manager::api::{KnowledgeApi, MarkdownFile};
@@ -32,6 +31,7 @@ use thinkus_summary::api::{GenerateRequest, SummaryApi};
 use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
 use tokio::net::TcpStream;
 
+use crate::support::KeyInterceptor;
 use crate::{nodes, support};
 
 const KEY: &str = "browser-test-key";
@@ -330,13 +330,6 @@ async fn launch(binary: &Path, profile: &Path) -> (tokio::process::Child, String
     (child, endpoint)
 }
 
-fn keyed(mut request: tonic::Request<()>) -> Result<tonic::Request<()>, tonic::Status> {
-    request
-        .metadata_mut()
-        .insert("authorization", format!("Bearer {KEY}").parse().unwrap());
-    Ok(request)
-}
-
 fn scope(user: &str, role: &str, project: &str) -> Scope {
     Scope {
         user_id: user.into(),
@@ -356,7 +349,7 @@ struct Seeded {
 
 async fn seed(node: &thinkus_server::node::NodeHandle, zh: bool) -> Seeded {
     let channel = nodes::channel(node).await;
-    let mut km = KnowledgeManagerServiceClient::with_interceptor(channel.clone(), keyed);
+    let mut km = KnowledgeManagerServiceClient::with_interceptor(channel.clone(), KeyInterceptor(KEY));
     let (user, project) = if zh {
         ("wang", "课程平台")
     } else {
@@ -506,7 +499,7 @@ async fn reasons_with(cdp: &mut Cdp, pattern: &str) -> Value {
 }
 
 async fn prepare(node: &thinkus_server::node::NodeHandle, user: &str, project: &str, message: &str) -> String {
-    let mut gateway = GatewayServiceClient::with_interceptor(nodes::channel(node).await, keyed);
+    let mut gateway = GatewayServiceClient::with_interceptor(nodes::channel(node).await, KeyInterceptor(KEY));
     gateway
         .prepare_turn(PrepareTurnRequest {
             scope: Some(Scope {
@@ -529,14 +522,7 @@ async fn a_person_fixes_memory_in_a_real_browser() {
         return;
     };
     let dir = tempfile::tempdir().unwrap();
-    let mut config = nodes::embedded_config(dir.path());
-    config.auth.mode = AuthMode::ApiKey;
-    config.auth.keys = vec![ApiKeyConfig {
-        tenant: "acme".into(),
-        users: vec!["wang".into(), "maria".into()],
-        key_sha256: thinkus_common::auth::key_sha256_hex(KEY),
-        ..Default::default()
-    }];
+    let mut config = nodes::keyed_config(dir.path(), vec![nodes::api_key("acme", &["wang", "maria"], KEY)]);
     let port = support::free_port();
     config.gateway.ui_listen = format!("127.0.0.1:{port}");
     let node = nodes::start(config, &ServiceKind::ALL, None).await;
@@ -789,7 +775,7 @@ async fn a_person_fixes_memory_in_a_real_browser() {
     assert!(cdp.text("#conflicts").await.contains("没有待确认的冲突"));
 
     // The database afterwards.
-    let mut km = KnowledgeManagerServiceClient::with_interceptor(nodes::channel(&node).await, keyed);
+    let mut km = KnowledgeManagerServiceClient::with_interceptor(nodes::channel(&node).await, KeyInterceptor(KEY));
     let all = |user: &str| ListMemoriesRequest {
         scope: Some(Scope {
             user_id: user.into(),

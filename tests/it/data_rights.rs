@@ -26,7 +26,7 @@ use tonic::Code;
 
 use crate::knowledge::{Backend, Node, start};
 use crate::support;
-use crate::tenancy::{KeyInterceptor, Keyed};
+use crate::support::{KeyInterceptor, Keyed};
 
 fn scope(user: &str) -> Scope {
     Scope {

@@ -470,38 +470,19 @@ async fn bad_input_names_the_field_and_changes_nothing() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn api_keys_keep_tenants_apart() {
-    use thinkus_common::config::{ApiKeyConfig, AuthMode};
-    use tonic::metadata::MetadataValue;
+    use crate::support::KeyInterceptor;
 
     let dir = tempfile::tempdir().unwrap();
-    let mut config = nodes::embedded_config(dir.path());
-    config.auth.mode = AuthMode::ApiKey;
-    config.auth.keys = vec![
-        ApiKeyConfig {
-            tenant: "acme".into(),
-            users: vec!["alice".into()],
-            key_sha256: thinkus_common::auth::key_sha256_hex("acme-key"),
-            ..Default::default()
-        },
-        ApiKeyConfig {
-            tenant: "globex".into(),
-            users: vec!["bob".into()],
-            key_sha256: thinkus_common::auth::key_sha256_hex("globex-key"),
-            ..Default::default()
-        },
-    ];
+    let config = nodes::keyed_config(
+        dir.path(),
+        vec![
+            nodes::api_key("acme", &["alice"], "acme-key"),
+            nodes::api_key("globex", &["bob"], "globex-key"),
+        ],
+    );
     let node = nodes::start(config, &[ServiceKind::KnowledgeManager, ServiceKind::Retriever], None).await;
     let channel = nodes::channel(&node).await;
-    let with_key = |key: &'static str| {
-        move |mut request: tonic::Request<()>| {
-            request.metadata_mut().insert(
-                "authorization",
-                MetadataValue::try_from(format!("Bearer {key}")).unwrap(),
-            );
-            Ok(request)
-        }
-    };
-    let mut alice_km = KnowledgeManagerServiceClient::with_interceptor(channel.clone(), with_key("acme-key"));
+    let mut alice_km = KnowledgeManagerServiceClient::with_interceptor(channel.clone(), KeyInterceptor("acme-key"));
     alice_km
         .remember(RememberRequest {
             scope: Some(scope("alice", "cto", None)),
@@ -514,7 +495,7 @@ async fn api_keys_keep_tenants_apart() {
         })
         .await
         .expect("alice's key writes alice's memories");
-    let mut alice_recall = RetrieverServiceClient::with_interceptor(channel.clone(), with_key("acme-key"));
+    let mut alice_recall = RetrieverServiceClient::with_interceptor(channel.clone(), KeyInterceptor("acme-key"));
     let err = alice_recall
         .recall(RecallRequest {
             scope: Some(scope("bob", "cto", None)),
@@ -524,7 +505,7 @@ async fn api_keys_keep_tenants_apart() {
         .await
         .expect_err("alice's key may not read bob's memories");
     assert_eq!(err.code(), Code::PermissionDenied);
-    let mut bob_recall = RetrieverServiceClient::with_interceptor(channel.clone(), with_key("globex-key"));
+    let mut bob_recall = RetrieverServiceClient::with_interceptor(channel.clone(), KeyInterceptor("globex-key"));
     let response = bob_recall
         .recall(RecallRequest {
             scope: Some(scope("bob", "cto", None)),

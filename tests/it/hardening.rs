@@ -6,8 +6,7 @@
 
 use std::time::{Duration, Instant};
 
-use thinkus_common::auth::key_sha256_hex;
-use thinkus_common::config::{ApiKeyConfig, AuthMode};
+use thinkus_common::config::AuthMode;
 use thinkus_proto::artifact::artifact_service_client::ArtifactServiceClient;
 use thinkus_proto::artifact::{ArtifactHeader, UploadArtifactRequest, upload_artifact_request};
 use thinkus_proto::common::Scope;
@@ -19,15 +18,6 @@ use tonic::metadata::MetadataValue;
 use tonic::transport::Channel;
 
 use crate::nodes;
-
-fn key(tenant: &str, user: &str, secret: &str) -> ApiKeyConfig {
-    ApiKeyConfig {
-        tenant: tenant.into(),
-        users: vec![user.into()],
-        key_sha256: key_sha256_hex(secret),
-        ..Default::default()
-    }
-}
 
 fn scope(user: &str) -> Scope {
     Scope {
@@ -85,8 +75,8 @@ async fn a_flooding_tenant_starves_neither_health_nor_other_tenants() {
     config.embedder.uri = "hash://384".into();
     config.auth.mode = AuthMode::ApiKey;
     config.auth.keys = vec![
-        key("flood", "mallory", "flood-secret"),
-        key("quiet", "alice", "quiet-secret"),
+        nodes::api_key("flood", &["mallory"], "flood-secret"),
+        nodes::api_key("quiet", &["alice"], "quiet-secret"),
     ];
     config.server.concurrency_limit = 4;
     config.server.tenant_concurrency_limit = 2;

@@ -5,14 +5,13 @@
 //! read afterwards through gRPC.
 
 use serde_json::Value;
-use thinkus_common::config::{ApiKeyConfig, AuthMode};
 use thinkus_proto::common::{MemorySource, MemoryStatus, MemoryType, Scope};
 use thinkus_proto::knowledge::knowledge_manager_service_client::KnowledgeManagerServiceClient;
 use thinkus_proto::knowledge::{GetMemoryRequest, MemoryDraft, RememberRequest};
 use thinkus_server::ServiceKind;
 
-use crate::memory_page::keyed;
 use crate::nodes;
+use crate::support::KeyInterceptor;
 
 const ACME: &str = "acme-cli-key";
 const GLOBEX: &str = "globex-cli-key";
@@ -51,27 +50,18 @@ async fn json(url: &str, key: &str, args: &[&str]) -> Value {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_person_fixes_memory_from_the_command_line() {
     let dir = tempfile::tempdir().unwrap();
-    let mut config = nodes::embedded_config(dir.path());
-    config.auth.mode = AuthMode::ApiKey;
-    config.auth.keys = vec![
-        ApiKeyConfig {
-            tenant: "acme".into(),
-            users: vec!["alice".into()],
-            key_sha256: thinkus_common::auth::key_sha256_hex(ACME),
-            ..Default::default()
-        },
-        ApiKeyConfig {
-            tenant: "globex".into(),
-            users: vec!["bob".into()],
-            key_sha256: thinkus_common::auth::key_sha256_hex(GLOBEX),
-            ..Default::default()
-        },
-    ];
+    let config = nodes::keyed_config(
+        dir.path(),
+        vec![
+            nodes::api_key("acme", &["alice"], ACME),
+            nodes::api_key("globex", &["bob"], GLOBEX),
+        ],
+    );
     let node = nodes::start(config, &ServiceKind::ALL, None).await;
     let url = node.url();
     let channel = nodes::channel(&node).await;
-    let mut km = KnowledgeManagerServiceClient::with_interceptor(channel.clone(), keyed(ACME));
-    let mut bob_km = KnowledgeManagerServiceClient::with_interceptor(channel, keyed(GLOBEX));
+    let mut km = KnowledgeManagerServiceClient::with_interceptor(channel.clone(), KeyInterceptor(ACME));
+    let mut bob_km = KnowledgeManagerServiceClient::with_interceptor(channel, KeyInterceptor(GLOBEX));
     let remember = |user: &str, memory_type: MemoryType, content: &str, source: MemorySource| RememberRequest {
         scope: Some(Scope {
             user_id: user.into(),

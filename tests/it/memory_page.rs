@@ -5,7 +5,6 @@
 
 use reqwest::StatusCode;
 use reqwest::header::{CONTENT_SECURITY_POLICY, COOKIE, LOCATION, SET_COOKIE};
-use thinkus_common::config::{ApiKeyConfig, AuthMode};
 use thinkus_proto::common::{MemorySource, MemoryStatus, MemoryType, Scope};
 use thinkus_proto::gateway::PrepareTurnRequest;
 use thinkus_proto::gateway::gateway_service_client::GatewayServiceClient;
@@ -13,6 +12,7 @@ use thinkus_proto::knowledge::knowledge_manager_service_client::KnowledgeManager
 use thinkus_proto::knowledge::{GetMemoryRequest, MemoryDraft, RememberRequest};
 use thinkus_server::ServiceKind;
 
+use crate::support::KeyInterceptor;
 use crate::{nodes, support};
 
 const ACME: &str = "acme-page-key";
@@ -148,18 +148,6 @@ fn english_page_conflict(html: &str) -> bool {
     html.contains("budget: $500 or $800? unconfirmed")
 }
 
-/// An interceptor that sends `key` as the bearer credential.
-pub(crate) fn keyed(
-    key: &'static str,
-) -> impl Fn(tonic::Request<()>) -> Result<tonic::Request<()>, tonic::Status> + Clone {
-    move |mut request: tonic::Request<()>| {
-        request
-            .metadata_mut()
-            .insert("authorization", format!("Bearer {key}").parse().unwrap());
-        Ok(request)
-    }
-}
-
 fn scope(user: &str, role: &str) -> Scope {
     Scope {
         user_id: user.into(),
@@ -173,34 +161,13 @@ fn scope(user: &str, role: &str) -> Scope {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_page_is_safe_and_shows_what_is_remembered() {
     let dir = tempfile::tempdir().unwrap();
-    let mut config = nodes::embedded_config(dir.path());
-    config.auth.mode = AuthMode::ApiKey;
-    config.auth.keys = vec![
-        ApiKeyConfig {
-            tenant: "acme".into(),
-            users: vec!["alice".into()],
-            key_sha256: thinkus_common::auth::key_sha256_hex(ACME),
-            ..Default::default()
-        },
-        ApiKeyConfig {
-            tenant: "globex".into(),
-            users: vec!["bob".into()],
-            key_sha256: thinkus_common::auth::key_sha256_hex(GLOBEX),
-            ..Default::default()
-        },
-        ApiKeyConfig {
-            tenant: "globex".into(),
-            users: vec!["alice".into()],
-            key_sha256: thinkus_common::auth::key_sha256_hex(GLOBEX_ALICE),
-            ..Default::default()
-        },
-    ];
+    let mut config = nodes::keyed_config(dir.path(), nodes::two_tenant_keys(ACME, GLOBEX, GLOBEX_ALICE));
     let port = support::free_port();
     config.gateway.ui_listen = format!("127.0.0.1:{port}");
     let node = nodes::start(config, &ServiceKind::ALL, None).await;
     let channel = nodes::channel(&node).await;
-    let mut km = KnowledgeManagerServiceClient::with_interceptor(channel.clone(), keyed(ACME));
-    let mut bob_km = KnowledgeManagerServiceClient::with_interceptor(channel.clone(), keyed(GLOBEX));
+    let mut km = KnowledgeManagerServiceClient::with_interceptor(channel.clone(), KeyInterceptor(ACME));
+    let mut bob_km = KnowledgeManagerServiceClient::with_interceptor(channel.clone(), KeyInterceptor(GLOBEX));
     let remember = |scope: Scope, memory_type: MemoryType, content: &str, source: MemorySource| RememberRequest {
         scope: Some(scope),
         memory: Some(MemoryDraft {
@@ -279,7 +246,7 @@ async fn the_page_is_safe_and_shows_what_is_remembered() {
         .candidate_id;
     assert!(bobs_conflict.starts_with("cand_"), "{bobs_conflict}");
     // A turn prepared for cfo: its trace is on the page.
-    let mut gateway = GatewayServiceClient::with_interceptor(channel.clone(), keyed(ACME));
+    let mut gateway = GatewayServiceClient::with_interceptor(channel.clone(), KeyInterceptor(ACME));
     gateway
         .prepare_turn(PrepareTurnRequest {
             scope: Some(Scope {
@@ -679,14 +646,7 @@ async fn the_page_is_safe_and_shows_what_is_remembered() {
 async fn page_sessions_work_across_gateway_replicas() {
     const SECRET: &str = "the-secret-both-replicas-of-this-gateway-share";
     let dir = tempfile::tempdir().unwrap();
-    let mut config = nodes::embedded_config(dir.path());
-    config.auth.mode = AuthMode::ApiKey;
-    config.auth.keys = vec![ApiKeyConfig {
-        tenant: "acme".into(),
-        users: vec!["alice".into()],
-        key_sha256: thinkus_common::auth::key_sha256_hex(ACME),
-        ..Default::default()
-    }];
+    let mut config = nodes::keyed_config(dir.path(), vec![nodes::api_key("acme", &["alice"], ACME)]);
     config.gateway.ui_session_secret = SECRET.into();
     let all = ServiceKind::ALL.iter().copied().collect();
     let backends = thinkus_server::node::open_backends(&config, &all).await.unwrap();
@@ -712,7 +672,7 @@ async fn page_sessions_work_across_gateway_replicas() {
     let node_c = nodes::start(config_c, &[ServiceKind::Gateway], Some(backends)).await;
 
     let channel = nodes::channel(&node_a).await;
-    let mut km = KnowledgeManagerServiceClient::with_interceptor(channel, keyed(ACME));
+    let mut km = KnowledgeManagerServiceClient::with_interceptor(channel, KeyInterceptor(ACME));
     let budget = km
         .remember(RememberRequest {
             scope: Some(scope("alice", "cfo")),

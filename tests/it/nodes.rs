@@ -5,6 +5,7 @@ use std::collections::BTreeSet;
 use std::time::Duration;
 
 use thinkus_backends::Backends;
+use thinkus_common::config::{ApiKeyConfig, AuthMode};
 use thinkus_server::node::{self, NodeHandle};
 use thinkus_server::{Config, ServiceKind};
 use tokio_util::sync::CancellationToken;
@@ -16,6 +17,34 @@ pub fn embedded_config(dir: &std::path::Path) -> Config {
     config.server.models_dir = crate::support::workspace_root().join("models");
     config.server.metrics_addr = None;
     config.knowledge.decay_interval_hours = 0;
+    config
+}
+
+/// An API key of `tenant` for `users` (`"*"`: every user of the tenant), presented as `secret`.
+pub fn api_key(tenant: &str, users: &[&str], secret: &str) -> ApiKeyConfig {
+    ApiKeyConfig {
+        tenant: tenant.into(),
+        users: users.iter().map(|u| u.to_string()).collect(),
+        key_sha256: thinkus_common::auth::key_sha256_hex(secret),
+        ..Default::default()
+    }
+}
+
+/// The keys of the two-tenant scenarios: `acme` for alice of acme, `globex` for bob of globex,
+/// `globex_alice` for globex's own alice (the same user id as acme's: another person).
+pub fn two_tenant_keys(acme: &str, globex: &str, globex_alice: &str) -> Vec<ApiKeyConfig> {
+    vec![
+        api_key("acme", &["alice"], acme),
+        api_key("globex", &["bob"], globex),
+        api_key("globex", &["alice"], globex_alice),
+    ]
+}
+
+/// [`embedded_config`] that authenticates every caller by one of `keys`.
+pub fn keyed_config(dir: &std::path::Path, keys: Vec<ApiKeyConfig>) -> Config {
+    let mut config = embedded_config(dir);
+    config.auth.mode = AuthMode::ApiKey;
+    config.auth.keys = keys;
     config
 }
 

@@ -6,9 +6,9 @@
 use base64::Engine as _;
 use reqwest::StatusCode;
 use serde_json::{Value, json};
-use thinkus_common::config::{ApiKeyConfig, AuthMode};
 use thinkus_server::ServiceKind;
 
+use crate::support::KeyInterceptor;
 use crate::{nodes, support};
 
 const ACME: &str = "acme-key";
@@ -56,28 +56,7 @@ fn error_message(body: &Value) -> &str {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_routes_people_and_tools_use() {
     let dir = tempfile::tempdir().unwrap();
-    let mut config = nodes::embedded_config(dir.path());
-    config.auth.mode = AuthMode::ApiKey;
-    config.auth.keys = vec![
-        ApiKeyConfig {
-            tenant: "acme".into(),
-            users: vec!["alice".into()],
-            key_sha256: thinkus_common::auth::key_sha256_hex(ACME),
-            ..Default::default()
-        },
-        ApiKeyConfig {
-            tenant: "globex".into(),
-            users: vec!["bob".into()],
-            key_sha256: thinkus_common::auth::key_sha256_hex(GLOBEX),
-            ..Default::default()
-        },
-        ApiKeyConfig {
-            tenant: "globex".into(),
-            users: vec!["alice".into()],
-            key_sha256: thinkus_common::auth::key_sha256_hex(GLOBEX_ALICE),
-            ..Default::default()
-        },
-    ];
+    let mut config = nodes::keyed_config(dir.path(), nodes::two_tenant_keys(ACME, GLOBEX, GLOBEX_ALICE));
     let port = support::free_port();
     config.gateway.rest_listen = format!("127.0.0.1:{port}");
     let node = nodes::start(config, &ServiceKind::ALL, None).await;
@@ -355,12 +334,7 @@ async fn the_routes_people_and_tools_use() {
     let mut km =
         thinkus_proto::knowledge::knowledge_manager_service_client::KnowledgeManagerServiceClient::with_interceptor(
             nodes::channel(&node).await,
-            |mut request: tonic::Request<()>| {
-                request
-                    .metadata_mut()
-                    .insert("authorization", format!("Bearer {ACME}").parse().unwrap());
-                Ok(request)
-            },
+            KeyInterceptor(ACME),
         );
     let remember =
         |content: &str, source: thinkus_proto::common::MemorySource| thinkus_proto::knowledge::RememberRequest {

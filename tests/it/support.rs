@@ -225,3 +225,20 @@ impl thinkus_backends::embed::Embedder for CountingEmbedder {
         self.inner.embed_passages(texts).await
     }
 }
+
+/// A client whose every request carries an API key ([`KeyInterceptor`]).
+pub(crate) type Keyed = tonic::service::interceptor::InterceptedService<tonic::transport::Channel, KeyInterceptor>;
+
+/// Sends an API key with every request.
+#[derive(Clone)]
+pub(crate) struct KeyInterceptor(pub(crate) &'static str);
+
+impl tonic::service::Interceptor for KeyInterceptor {
+    fn call(&mut self, mut request: tonic::Request<()>) -> Result<tonic::Request<()>, tonic::Status> {
+        request.metadata_mut().insert(
+            "authorization",
+            tonic::metadata::MetadataValue::try_from(format!("Bearer {}", self.0)).unwrap(),
+        );
+        Ok(request)
+    }
+}

@@ -11,42 +11,19 @@ use thinkus_proto::knowledge::{GetMemoryRequest, ListMemoriesRequest, MemoryDraf
 use thinkus_proto::retriever::RecallRequest;
 use thinkus_proto::retriever::retriever_service_client::RetrieverServiceClient;
 use tonic::Code;
-use tonic::metadata::MetadataValue;
-use tonic::service::interceptor::InterceptedService;
-use tonic::transport::Channel;
 
 use crate::knowledge::{Backend, Node, start};
-
-pub(crate) type Keyed = InterceptedService<Channel, KeyInterceptor>;
-
-/// Sends an API key with every request.
-#[derive(Clone)]
-pub(crate) struct KeyInterceptor(pub(crate) &'static str);
-
-impl tonic::service::Interceptor for KeyInterceptor {
-    fn call(&mut self, mut request: tonic::Request<()>) -> Result<tonic::Request<()>, tonic::Status> {
-        request.metadata_mut().insert(
-            "authorization",
-            MetadataValue::try_from(format!("Bearer {}", self.0)).unwrap(),
-        );
-        Ok(request)
-    }
-}
+use crate::nodes::api_key;
+use crate::support::{KeyInterceptor, Keyed};
 
 fn keys() -> Vec<ApiKeyConfig> {
-    let key = |tenant: &str, users: &[&str], secret: &str| ApiKeyConfig {
-        tenant: tenant.into(),
-        users: users.iter().map(|u| u.to_string()).collect(),
-        key_sha256: thinkus_common::auth::key_sha256_hex(secret),
-        ..Default::default()
-    };
     vec![
-        key("acme", &["*"], "acme-admin"),
-        key("acme", &["bob"], "acme-bob-only"),
-        key("globex", &["alice"], "globex-alice"),
+        api_key("acme", &["*"], "acme-admin"),
+        api_key("acme", &["bob"], "acme-bob-only"),
+        api_key("globex", &["alice"], "globex-alice"),
         ApiKeyConfig {
             any_tenant: true,
-            ..key("platform", &[], "service-key")
+            ..api_key("platform", &[], "service-key")
         },
     ]
 }

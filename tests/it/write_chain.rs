@@ -4,7 +4,7 @@
 //! summarised; a full role makes room in the seed's order before refusing, and a refusal shows
 //! in the learn response, the job and the metric. On SQLite and PostgreSQL.
 
-use thinkus_common::config::{ApiKeyConfig, AuthMode};
+use thinkus_common::config::AuthMode;
 use thinkus_proto::common::{Engine, MemoryStatus, MemoryType, Message, Scope};
 use thinkus_proto::gateway::gateway_service_client::GatewayServiceClient;
 use thinkus_proto::gateway::{CompleteTurnRequest, JobStatus, ListJobsRequest};
@@ -15,6 +15,8 @@ use thinkus_proto::knowledge::{
 use tonic::Code;
 
 use crate::knowledge::{Backend, Node, start};
+use crate::nodes;
+use crate::support::KeyInterceptor;
 
 fn scope(user: &str, role: &str) -> Scope {
     Scope {
@@ -144,12 +146,7 @@ async fn every_write_passes_admission(backend: Backend) {
 async fn only_trusted_keys_bypass_admission(backend: Backend) {
     let Some(node) = start(backend, |config| {
         config.auth.mode = AuthMode::ApiKey;
-        config.auth.keys = vec![ApiKeyConfig {
-            tenant: "acme".into(),
-            users: vec!["alice".into()],
-            key_sha256: thinkus_common::auth::key_sha256_hex("alice-only"),
-            ..Default::default()
-        }];
+        config.auth.keys = vec![nodes::api_key("acme", &["alice"], "alice-only")];
     })
     .await
     else {
@@ -158,12 +155,7 @@ async fn only_trusted_keys_bypass_admission(backend: Backend) {
     let mut km =
         thinkus_proto::knowledge::knowledge_manager_service_client::KnowledgeManagerServiceClient::with_interceptor(
             node.channel.clone(),
-            |mut request: tonic::Request<()>| {
-                request
-                    .metadata_mut()
-                    .insert("authorization", "Bearer alice-only".parse().unwrap());
-                Ok(request)
-            },
+            KeyInterceptor("alice-only"),
         );
     let err = km
         .remember(RememberRequest {
