@@ -666,6 +666,37 @@ fn clauses(sentence: &str) -> Vec<(usize, usize)> {
     out
 }
 
+/// Words that tell of a change only with a verb of choosing when the value is a name: "现在"
+/// and "now" date a state ("把Moka里现在的候选人拉一下", "the Figma file we have now") as
+/// often as they announce a new one ("现在用北森", "we use Linear now").
+const WEAK_CHANGE_WORDS: &[&str] = &["现在", "now", "actual", "up", "down", "go", "goe", "went"];
+
+/// Whether `mention` is what a verb of choosing right before it takes: "现在用Rust", "we use
+/// Amplitude now".
+fn chosen(sentence: &str, mention: &Mention) -> bool {
+    static CHOSEN: LazyLock<Regex> = LazyLock::new(|| {
+        Regex::new(
+            r"(?i)(?:用|使用|采用|选|选了|选用|改成|(?-u:\b)(?:use|uses|using|used|chose|choose|picked|pick|on))\s*$",
+        )
+        .expect("valid regex")
+    });
+    CHOSEN.is_match(&sentence[..mention.start])
+}
+
+/// Whether the `window` around `mention` states a change of its value.
+fn tells_a_change(window: &str, window_terms: &HashSet<String>, sentence: &str, mention: &Mention) -> bool {
+    if mention.kind != ValueKind::Name {
+        return says_any(window, window_terms, CHANGE_WORDS);
+    }
+    let strong: Vec<&str> = CHANGE_WORDS
+        .iter()
+        .copied()
+        .filter(|w| !WEAK_CHANGE_WORDS.contains(w))
+        .collect();
+    says_any(window, window_terms, &strong)
+        || (says_any(window, window_terms, WEAK_CHANGE_WORDS) && chosen(sentence, mention))
+}
+
 /// The words around a value: those of its clause and of the clause before it ("开业也得推，
 /// 改到12月20日了"), without values and verbs of change.
 fn around(sentence: &str, mention: &Mention, found: &[Mention]) -> (HashSet<String>, bool) {
@@ -677,7 +708,7 @@ fn around(sentence: &str, mention: &Mention, found: &[Mention]) -> (HashSet<Stri
     let from = parts[at.saturating_sub(1)].0;
     let window = &sentence[from..parts[at].1];
     let window_terms: HashSet<String> = terms(window).into_iter().collect();
-    let changed = says_any(window, &window_terms, CHANGE_WORDS);
+    let changed = tells_a_change(window, &window_terms, sentence, mention);
     let mut words = window_terms;
     // The window without its values, read for pairs of ideographs too.
     let mut bare = window.to_string();
@@ -698,9 +729,10 @@ fn around(sentence: &str, mention: &Mention, found: &[Mention]) -> (HashSet<Stri
 struct Said {
     mention: Mention,
     around: HashSet<String>,
-    /// The only value of its kind in its sentence: a sentence with several cannot tell which
-    /// one a later change replaces.
+    /// The only value of its kind in its sentence.
     alone: bool,
+    /// Which earlier sentence it was said in (0 the newest).
+    sentence: usize,
 }
 
 /// The values of earlier records (newest first), with the words around each.
@@ -712,6 +744,7 @@ impl Earlier {
     /// Reads earlier texts, newest first.
     pub fn new<'a>(texts: impl IntoIterator<Item = &'a str>) -> Self {
         let mut said = Vec::new();
+        let mut index = 0;
         for text in texts {
             for sentence in sentences(text) {
                 if sentence.chars().count() > IMPLIED_SENTENCE_CHARS {
@@ -724,11 +757,32 @@ impl Earlier {
                         around: around(&sentence, mention, &found).0,
                         mention: mention.clone(),
                         alone,
+                        sentence: index,
                     });
                 }
+                index += 1;
             }
         }
         Self { said }
+    }
+
+    /// The newest earlier value of `new`'s kind said among some of `words` that a change of
+    /// the topic can only mean: alone of its kind in its sentence, or the only one of them
+    /// there said among those words ("12月1日前到岗时间很紧：现在是11月16日" is about 到岗 by its
+    /// first date only when the second is not). A sentence that cannot tell is passed over for
+    /// an older one that can.
+    fn replaced_by(&self, new: &Mention, words: &HashSet<String>) -> Option<&Said> {
+        let about = |s: &Said| s.mention.kind == new.kind && !s.around.is_disjoint(words);
+        self.said
+            .iter()
+            .filter(|s| about(s) && !s.mention.same_value(new))
+            .find(|s| {
+                s.alone
+                    || !self
+                        .said
+                        .iter()
+                        .any(|o| o.sentence == s.sentence && o.mention.start != s.mention.start && about(o))
+            })
     }
 
     /// Whether the value was stated before.
@@ -761,12 +815,7 @@ pub fn implied_changes(text: &str, earlier: &Earlier) -> Vec<Change> {
             if !changed || words.is_empty() {
                 continue;
             }
-            let old = earlier
-                .said
-                .iter()
-                .filter(|s| s.mention.kind == new.kind && !s.mention.same_value(new))
-                .find(|s| !s.around.is_disjoint(&words));
-            if let Some(old) = old.filter(|s| s.alone) {
+            if let Some(old) = earlier.replaced_by(new, &words) {
                 out.push(Change::of(&old.mention.raw, Some(&new.raw)));
             }
         }
@@ -868,6 +917,9 @@ fn newest(change: &Replaced, changes: &[Replaced]) -> Option<String> {
 pub fn strike(text: &str, said_at: DateTime<Utc>, changes: &[Replaced], language: Language) -> String {
     let mut marks: Vec<(usize, usize, String)> = Vec::new();
     let struck = struck_spans(text);
+    // The changes the text itself states: it tells of them whenever it is dated (a message
+    // shown as the context of the reply after it carries the reply's time).
+    let mut own: Option<Vec<Change>> = None;
     for change in changes {
         let spans = occurrences(text, &change.old);
         if spans.is_empty() {
@@ -876,9 +928,15 @@ pub fn strike(text: &str, said_at: DateTime<Utc>, changes: &[Replaced], language
         let new = newest(change, changes);
         let names_new = new.as_deref().is_some_and(|n| !occurrences(text, n).is_empty())
             || change.new.as_deref().is_some_and(|n| !occurrences(text, n).is_empty());
-        // Said before the change, or telling of it (naming the new value too: "Noted: from
-        // $500 to $800", said a moment after the user's own words).
-        if change.at < said_at && !names_new {
+        // Said before the change, unless telling of it: naming the new value too ("Noted:
+        // from $500 to $800", said a moment after the user's own words) or stating the change.
+        if change.at < said_at
+            && !names_new
+            && !own
+                .get_or_insert_with(|| stated_changes(text))
+                .iter()
+                .any(|c| c.old == change.old)
+        {
             continue;
         }
         for (i, (start, end)) in spans.into_iter().enumerate() {
@@ -1063,6 +1121,40 @@ mod tests {
     }
 
     #[test]
+    fn a_sentence_that_cannot_tell_gives_way_to_an_older_one_that_can() {
+        // Newest first: the reply holds two dates of the opening, the user's own sentence one.
+        let earlier = Earlier::new([
+            "开业定在12月8日，开业前的试营业12月5日",
+            "开业定在12月8日，装修预算35万",
+        ]);
+        assert_eq!(
+            pairs(implied_changes("开业推迟，改到12月20日了", &earlier)),
+            vec![some("12月8日", "12月20日")]
+        );
+        // Two dates of one topic in the only sentence: which one moved is not said.
+        let earlier = Earlier::new(["The launch is Oct 15, the launch party Oct 16."]);
+        assert!(implied_changes("We're moving the launch to Oct 29.", &earlier).is_empty());
+    }
+
+    #[test]
+    fn a_name_said_now_is_new_only_when_chosen() {
+        let earlier = Earlier::new(["这次要招3个后端，后端用Golang，3年以上经验"]);
+        assert!(
+            implied_changes("把Moka里现在后端岗的候选人拉一下我看看", &earlier).is_empty(),
+            "现在 dates the candidates, it does not choose Moka"
+        );
+        assert_eq!(
+            pairs(implied_changes("后端现在用Rust了", &earlier)),
+            vec![some("Golang", "Rust")]
+        );
+        assert_eq!(
+            pairs(implied_changes("后端现在改成Rust了", &earlier)),
+            vec![some("Golang", "Rust")],
+            "a strong verb of change needs no verb of choosing"
+        );
+    }
+
+    #[test]
     fn old_values_are_struck_with_what_replaced_them() {
         let at = |d: u32| Utc.with_ymd_and_hms(2026, 11, d, 9, 0, 0).unwrap();
         let changes = vec![
@@ -1112,5 +1204,30 @@ mod tests {
             "Noted: the budget is ~~$500~~ (now $900, since 3 Nov)."
         );
         assert_eq!(strike("$5000 is fine", at(1), &changes, Language::En), "$5000 is fine");
+    }
+
+    #[test]
+    fn a_text_that_states_a_change_marks_it_whenever_it_is_dated() {
+        let at = |d: u32| Utc.with_ymd_and_hms(2026, 11, d, 9, 0, 0).unwrap();
+        let changes = vec![Replaced {
+            old: "客如云".into(),
+            new: None,
+            at: at(5),
+        }];
+        // The user's message, shown under the reply a day later as its context.
+        assert_eq!(
+            strike(
+                "收银系统换掉吧，不用客如云了。二维火报价低",
+                at(6),
+                &changes,
+                Language::Zh
+            ),
+            "收银系统换掉吧，不用~~客如云~~（11月5日已更改）了。二维火报价低"
+        );
+        // Said later without telling of the change: as it was said.
+        assert_eq!(
+            strike("老店还在用客如云", at(6), &changes, Language::Zh),
+            "老店还在用客如云"
+        );
     }
 }
