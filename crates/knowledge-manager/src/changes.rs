@@ -820,9 +820,58 @@ pub fn implied_changes(text: &str, earlier: &Earlier) -> Vec<Change> {
             }
         }
     }
+    for sentence in sentences(text) {
+        out.extend(switched_names(&sentence, earlier));
+    }
     let mut seen: HashSet<Change> = stated.into_iter().collect();
     out.retain(|c| seen.insert(c.clone()));
     out
+}
+
+/// A switch to a new name in a sentence that names the old one without linking the two word to
+/// word: "ATS换掉，Moka续费太贵了，换北森", "Moka is too pricey, we're switching to
+/// Greenhouse". The new name is what a verb of switching takes; the old one is the only other
+/// name of the sentence that was said before ("ATS" names the kind of system, not a choice).
+fn switched_names(sentence: &str, earlier: &Earlier) -> Vec<Change> {
+    static TO_ZH: LazyLock<Regex> = LazyLock::new(|| {
+        Regex::new(r"(?:换成|换用|改用|换到|切到|切换到|转用|换)([A-Za-z][A-Za-z0-9.\-+]*|\p{Han}{2,6}?)(?:[，。；,;！!？?、\s]|了|吧|啊|呢|$)")
+            .expect("valid regex")
+    });
+    static TO_EN: LazyLock<Regex> = LazyLock::new(|| {
+        Regex::new(r"(?i)(?-u:\b)(?:switch(?:es|ed|ing)?|migrat(?:e|es|ed|ing))\s+(?:over\s+)?to\s+$")
+            .expect("valid regex")
+    });
+    let found: Vec<Mention> = mentions(sentence)
+        .into_iter()
+        .filter(|m| m.kind == ValueKind::Name)
+        .collect();
+    let mut new: Vec<&str> = TO_ZH
+        .captures_iter(sentence)
+        .filter_map(|c| c.get(1))
+        .map(|m| m.as_str())
+        .filter(|name| {
+            let first = name.chars().next().map(String::from).unwrap_or_default();
+            !thinkus_common::text::is_stopword(&first) && !thinkus_common::text::is_stopword(name)
+        })
+        .collect();
+    new.extend(
+        found
+            .iter()
+            .filter(|m| TO_EN.is_match(&sentence[..m.start]))
+            .map(|m| m.raw.as_str()),
+    );
+    let [new] = new.as_slice() else {
+        return Vec::new();
+    };
+    let key = new.to_lowercase();
+    let old: Vec<&Mention> = found
+        .iter()
+        .filter(|m| !key.starts_with(&m.raw.to_lowercase()) && earlier.stated(m))
+        .collect();
+    match old.as_slice() {
+        [old] => vec![Change::of(&old.raw, Some(new))],
+        _ => Vec::new(),
+    }
 }
 
 /// A change as a reader's context applies it: the value replaced, what replaced it (the
@@ -1134,6 +1183,40 @@ mod tests {
         // Two dates of one topic in the only sentence: which one moved is not said.
         let earlier = Earlier::new(["The launch is Oct 15, the launch party Oct 16."]);
         assert!(implied_changes("We're moving the launch to Oct 29.", &earlier).is_empty());
+    }
+
+    #[test]
+    fn a_switch_names_the_old_name_anywhere_in_its_sentence() {
+        let earlier = Earlier::new(["把Moka里现在后端岗的候选人拉一下我看看"]);
+        assert_eq!(
+            pairs(implied_changes(
+                "还有，ATS换掉，Moka续费太贵了，换北森，北森那套带测评",
+                &earlier
+            )),
+            vec![some("Moka", "北森")]
+        );
+        let earlier = Earlier::new(["Pull the candidates we have in Lever."]);
+        assert_eq!(
+            pairs(implied_changes(
+                "The renewal quote for Lever is too high, so we are switching to Greenhouse next month.",
+                &earlier
+            )),
+            vec![some("Lever", "Greenhouse")]
+        );
+        // Not said before, two old names, or nothing switched to: no change.
+        assert!(implied_changes("Lever got too pricey, switching to Greenhouse.", &Earlier::new([""])).is_empty());
+        assert!(
+            implied_changes(
+                "Both Lever and Jira renew in May, switching to Greenhouse.",
+                &Earlier::new(["We set up Lever and Jira."])
+            )
+            .is_empty()
+        );
+        assert!(implied_changes("Moka里的数据导出来，换个地方存", &earlier_moka()).is_empty());
+    }
+
+    fn earlier_moka() -> Earlier {
+        Earlier::new(["把Moka里现在后端岗的候选人拉一下我看看"])
     }
 
     #[test]
