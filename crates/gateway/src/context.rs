@@ -61,7 +61,7 @@ pub struct Entry {
     pub trace: usize,
     /// The most this entry's section may take (artifacts and the last session have caps).
     pub section_cap: Option<u32>,
-    /// A line shown under the entry (a conversation turn's previous turn, which a reply like
+    /// A line shown with the entry (a conversation turn's previous turn, which a reply like
     /// "Yes, last Tuesday!" needs), left out when another chosen entry is that line.
     pub context: String,
     /// What the entry is as another entry's context: a turn's "Speaker: what was said".
@@ -103,9 +103,14 @@ impl Entry {
         !self.context.is_empty() && !lines.contains(self.context.as_str())
     }
 
-    /// The entry with its context line under it.
+    /// The entry led by its context line, in the order the two were said: the turn before
+    /// opens the item, the entry follows under it ("- Melanie: Did you go…?\n  Caroline: Yes,
+    /// last Tuesday! (9 May 2023)").
     fn with_context(&self) -> String {
-        format!("{}\n  {}", self.text, self.context)
+        match self.text.strip_prefix("- ") {
+            Some(text) => format!("- {}\n  {text}", self.context),
+            None => format!("{}\n{}", self.context, self.text),
+        }
     }
 }
 
@@ -639,7 +644,9 @@ mod tests {
         ];
         let alone = pack(&entries[..1], 1000, 1000, Language::En, &tokens);
         assert!(
-            alone.context.contains(&format!("Tuesday! (9 May 2023)\n  {question}")),
+            alone
+                .context
+                .contains(&format!("- {question}\n  Caroline: Yes, last Tuesday! (9 May 2023)")),
             "{}",
             alone.context
         );
@@ -653,8 +660,7 @@ mod tests {
         let rendered = |text: &str| tokens.count(text) as u32 + 1;
         let heading = tokens.count(&heading(SectionKind::Other, Language::En)) as u32 + 1;
         let cap = heading + rendered(&entries[0].text) + rendered(&entries[1].text) + rendered(&entries[2].text);
-        let with_context =
-            heading + rendered(&format!("{}\n  {question}", entries[0].text)) + rendered(&entries[1].text);
+        let with_context = heading + rendered(&entries[0].with_context()) + rendered(&entries[1].text);
         assert!(
             with_context + rendered(&entries[2].text) > cap,
             "the test needs the context to matter"
