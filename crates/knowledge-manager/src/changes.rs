@@ -609,8 +609,99 @@ pub fn stated_changes(text: &str) -> Vec<Change> {
         out.extend(chinese_name_changes(&sentence));
     }
     out.extend(self_corrections(text));
+    out.extend(table_changes(text));
     let mut seen = HashSet::new();
     out.retain(|c| seen.insert(c.clone()));
+    out
+}
+
+/// Column headings of a table of changes: what a value was, and what it is now.
+const BEFORE_HEADINGS: &[&str] = &[
+    "before",
+    "old",
+    "was",
+    "previous",
+    "previously",
+    "from",
+    "原来",
+    "之前",
+    "以前",
+    "原",
+    "旧",
+    "调整前",
+    "变更前",
+    "修改前",
+];
+const AFTER_HEADINGS: &[&str] = &[
+    "now",
+    "new",
+    "after",
+    "to",
+    "current",
+    "updated",
+    "现在",
+    "目前",
+    "新",
+    "调整后",
+    "变更后",
+    "修改后",
+    "改为",
+];
+
+/// The changes a markdown table of changes states, row by row: "| 薪资范围 | 25k-30k | 30k-35k |"
+/// under "| 项目 | 原来 | 现在 |", "| Launch | Thu 19 Nov | Mon 23 Nov |" under "| What | Before
+/// | Now |". In a row, a value of each kind the two cells hold once each, or, when neither
+/// holds one, the two cells themselves when they are short names ("| ATS | Moka | 北森 |").
+fn table_changes(text: &str) -> Vec<Change> {
+    fn cells(line: &str) -> Option<Vec<&str>> {
+        let line = line.trim();
+        let inner = line.strip_prefix('|')?.strip_suffix('|')?;
+        Some(inner.split('|').map(str::trim).collect())
+    }
+    fn column(header: &[&str], names: &[&str]) -> Option<usize> {
+        header
+            .iter()
+            .position(|h| names.contains(&h.to_lowercase().trim_matches(['*', ':', ' ']).trim()))
+    }
+    let mut out = Vec::new();
+    let mut columns: Option<(usize, usize)> = None;
+    for line in text.lines() {
+        let Some(row) = cells(line) else {
+            columns = None;
+            continue;
+        };
+        if row
+            .iter()
+            .all(|c| !c.is_empty() && c.chars().all(|ch| matches!(ch, '-' | ':')))
+        {
+            continue;
+        }
+        let Some((before, after)) = columns else {
+            columns = column(&row, BEFORE_HEADINGS).zip(column(&row, AFTER_HEADINGS));
+            continue;
+        };
+        let (Some(old), Some(new)) = (row.get(before), row.get(after)) else {
+            continue;
+        };
+        let (old_found, new_found) = (mentions(old), mentions(new));
+        if old_found.is_empty() && new_found.is_empty() {
+            let short =
+                |c: &str| (2..=24).contains(&c.chars().count()) && !c.contains(['，', ',', '。', '.', ' ']) && c != "-";
+            if short(old) && short(new) && old != new {
+                out.push(Change::of(old, Some(new)));
+            }
+            continue;
+        }
+        for was in &old_found {
+            let of_kind = |found: &[Mention]| found.iter().filter(|m| m.kind == was.kind).count() == 1;
+            let Some(now) = new_found.iter().find(|m| m.kind == was.kind) else {
+                continue;
+            };
+            if of_kind(&old_found) && of_kind(&new_found) && !was.same_value(now) {
+                out.push(Change::of(&was.raw, Some(&now.raw)));
+            }
+        }
+    }
     out
 }
 
@@ -1183,6 +1274,26 @@ mod tests {
         // Two dates of one topic in the only sentence: which one moved is not said.
         let earlier = Earlier::new(["The launch is Oct 15, the launch party Oct 16."]);
         assert!(implied_changes("We're moving the launch to Oct 29.", &earlier).is_empty());
+    }
+
+    #[test]
+    fn a_table_of_changes_states_each_row() {
+        let reply = "收到：\n\n| 项目 | 原来 | 现在 |\n|---|---|---|\n| 薪资范围 | 25k-30k | 30k-35k（14薪不变） |\n| 到岗时间 | 12月1日前 | 12月15日前 |\n| ATS | Moka | 北森 |\n\nJD我今天就改掉重新发。";
+        assert_eq!(
+            pairs(stated_changes(reply)),
+            vec![
+                some("25k-30k", "30k-35k"),
+                some("12月1日", "12月15日"),
+                some("Moka", "北森")
+            ]
+        );
+        let reply = "Understood.\n\n| What | Before | Now |\n|---|---|---|\n| Launch and early-bird email | Thu 19 Nov | Mon 23 Nov |\n| Owner | Ellie | Ellie |";
+        assert_eq!(pairs(stated_changes(reply)), vec![some("19 Nov", "23 Nov")]);
+        // A table without a before and an after column states no change.
+        let plan = "| Phase | Dates |\n|---|---|\n| Tease | 12-18 Nov |\n| Launch | 19 Nov |";
+        assert!(stated_changes(plan).is_empty());
+        let scores = "| 姓名 | 年限 | 期望 |\n|---|---|---|\n| 王立 | 5年 | 30k |";
+        assert!(stated_changes(scores).is_empty());
     }
 
     #[test]
