@@ -763,7 +763,51 @@ async fn corrections(backend: Backend) {
     node.stop().await;
 }
 
+/// Issue 16: a change of value says which session it was said in and the sentence that says it,
+/// so that the next session can start from what changed in the last one.
+async fn value_changes_say_where_and_how(backend: Backend) {
+    let Some(node) = start(backend, |_| {}).await else {
+        return;
+    };
+    let me = scope("km-changes", "cfo", Some("venue"));
+    ingest(
+        &node,
+        &me,
+        &[
+            ("user", "The venue deposit is £2,000, due Friday."),
+            ("assistant", "Noted."),
+            (
+                "user",
+                "Quick one. We raised the venue deposit from £2,000 to £2,500 after the walkthrough. Parking is included.",
+            ),
+        ],
+    )
+    .await;
+    let changes = node
+        .km()
+        .list_value_changes(thinkus_proto::knowledge::ListValueChangesRequest {
+            scope: Some(me.clone()),
+            limit: 10,
+        })
+        .await
+        .expect("list value changes")
+        .into_inner()
+        .changes;
+    let raised = changes
+        .iter()
+        .find(|c| c.old_value == "£2,000")
+        .unwrap_or_else(|| panic!("{changes:?}"));
+    assert_eq!(raised.new_value, "£2,500");
+    assert_eq!(raised.session_id, "talk");
+    assert_eq!(
+        raised.statement,
+        "We raised the venue deposit from £2,000 to £2,500 after the walkthrough."
+    );
+    node.stop().await;
+}
+
 on_both_backends!(
+    value_changes_say_where_and_how,
     preference_is_recalled,
     learned_memories_keep_when_it_was_said,
     similar_preferences_merge,

@@ -19,7 +19,7 @@ use thinkus_common::text::detect_language;
 use thinkus_common::tokens::TokenCounter;
 use thinkus_common::{ApiError, ErrorCode};
 use thinkus_knowledge_manager::KnowledgeApi;
-use thinkus_knowledge_manager::api::{IngestTurnsRequest, LearnRequest, Turn};
+use thinkus_knowledge_manager::api::{IngestTurnsRequest, LearnRequest, Turn, ValueChange};
 use thinkus_knowledge_manager::changes::{Replaced, strike};
 use thinkus_knowledge_manager::turns::extracted_ids;
 use thinkus_memory_controller::api::DecideRequest;
@@ -398,9 +398,17 @@ impl Gateway {
             (embedding, embedded, mut decision, decided, controller_note),
             (last_session, summary_note),
             (artifacts, artifacts_note),
-            (changes, changes_took),
+            (said_changes, changes_took),
             standing,
         ) = tokio::try_join!(understand, last_session, artifacts, changes, standing)?;
+        let changes: Vec<Replaced> = said_changes
+            .iter()
+            .map(|c| Replaced {
+                old: c.old.clone(),
+                new: c.new.clone(),
+                at: c.at,
+            })
+            .collect();
         let degraded: Vec<String> = [controller_note, summary_note, artifacts_note]
             .into_iter()
             .flatten()
@@ -486,7 +494,14 @@ impl Gateway {
         }
         if let Some((last, took)) = last_session {
             if let Some(mut last) = last {
-                last.text = strike(&as_section_text(&last.text), last.at, &changes, language);
+                let summary = strike(&as_section_text(&last.text), last.at, &changes, language);
+                last.text = with_changes_said(
+                    &summary,
+                    &changed_in(&said_changes, &last.session_id, &summary, &changes, language),
+                    language,
+                    last_cap,
+                    &self.tokens,
+                );
                 let tokens = self.tokens.count(&last.text) as u32;
                 items.push(TraceItem {
                     kind: TraceKind::Summary,
@@ -702,19 +717,11 @@ impl Gateway {
 
     /// The values replaced in what the reader of `scope` may see, so that an older record
     /// shows its old values as replaced (`~~$500~~ (now $800, since 3 Nov)`).
-    async fn value_changes(&self, scope: &Scope) -> Result<Vec<Replaced>, ApiError> {
-        Ok(self
-            .upstreams
+    async fn value_changes(&self, scope: &Scope) -> Result<Vec<ValueChange>, ApiError> {
+        self.upstreams
             .knowledge
             .value_changes(scope.clone(), self.config.value_changes_considered)
-            .await?
-            .into_iter()
-            .map(|c| Replaced {
-                old: c.old,
-                new: c.new,
-                at: c.at,
-            })
-            .collect())
+            .await
     }
 
     /// The tokens of a tool output: counted exactly up to [`EXACT_COUNT_BYTES`] on the CPU
@@ -1310,6 +1317,60 @@ fn as_section_text(markdown: &str) -> String {
     }
 }
 
+/// The most changes said in the last session that its section lists.
+const LAST_SESSION_CHANGES: usize = 5;
+
+/// The statements of the changes said in session `session_id` that its summary does not carry
+/// as current (a summary picks sentences by salience, and the budget raised in passing may not
+/// be one of them), newest first, each with its old values struck.
+fn changed_in(
+    said: &[ValueChange],
+    session_id: &str,
+    summary: &str,
+    changes: &[Replaced],
+    language: Language,
+) -> Vec<String> {
+    let current = crate::context::current_text(summary);
+    let mut out: Vec<String> = Vec::new();
+    for change in said.iter().filter(|c| c.session_id.as_deref() == Some(session_id)) {
+        let carried = match &change.new {
+            Some(new) => crate::context::contains_value(&current, new),
+            None => summary.contains(change.statement.as_str()),
+        };
+        let line = strike(&change.statement, change.at, changes, language);
+        if carried || change.statement.trim().is_empty() || out.contains(&line) {
+            continue;
+        }
+        out.push(line);
+        if out.len() == LAST_SESSION_CHANGES {
+            break;
+        }
+    }
+    out
+}
+
+/// The last session's section: the summary's title line, the changes said in that session
+/// under it, then the summary, whose last lines give way when the two exceed `cap` tokens.
+fn with_changes_said(summary: &str, changed: &[String], language: Language, cap: u32, tokens: &TokenCounter) -> String {
+    if changed.is_empty() {
+        return summary.to_string();
+    }
+    let (title, body) = summary.split_once('\n').unwrap_or((summary, ""));
+    let heading = match language {
+        Language::Zh => "**该会话中改过的**",
+        Language::En => "**Changed in that session**",
+    };
+    let block: String = changed.iter().map(|line| format!("- {line}\n")).collect();
+    let mut lines: Vec<&str> = body.lines().collect();
+    loop {
+        let text = format!("{title}\n{heading}\n{block}\n{}", lines.join("\n"));
+        if lines.is_empty() || tokens.count(&text) as u32 <= cap {
+            return text.trim_end().to_string();
+        }
+        lines.pop();
+    }
+}
+
 /// A memory as a line of the context: "- Speaker: what was said", or "- what it says".
 fn memory_line(speaker: Option<&str>, text: &str) -> String {
     match speaker {
@@ -1360,6 +1421,57 @@ mod tests {
             below_relevance_floor(&items, &entries, 1.0).len() == 2,
             "the best always stays"
         );
+    }
+
+    #[test]
+    fn the_last_session_lists_the_changes_its_summary_leaves_out() {
+        let at = |h: u32| chrono::TimeZone::with_ymd_and_hms(&Utc, 2026, 11, 17, h, 0, 0).unwrap();
+        let change = |old: &str, new: Option<&str>, session: &str, statement: &str, h: u32| ValueChange {
+            old: old.into(),
+            new: new.map(Into::into),
+            at: at(h),
+            memory_id: format!("mem_{h}"),
+            session_id: Some(session.into()),
+            statement: statement.into(),
+        };
+        // Newest first, as the knowledge manager lists them.
+        let said = vec![
+            change("Moka", Some("北森"), "s4", "| ATS | Moka | 北森 |", 11),
+            change("12月1日", Some("12月15日"), "s4", "到岗时间也放宽到12月15日", 10),
+            change("25k-30k", Some("30k-35k"), "s4", "后端薪资上调到30k-35k", 10),
+            change("3个", Some("2个"), "s1", "这次招2个后端，不是3个", 9),
+        ];
+        let replaced: Vec<Replaced> = said
+            .iter()
+            .map(|c| Replaced {
+                old: c.old.clone(),
+                new: c.new.clone(),
+                at: c.at,
+            })
+            .collect();
+        let summary =
+            "📋 上次会话摘要 (1小时前)\n**✅ 已完成**\n- 到岗时间放宽到12月15日前\n- JD今天改掉重新发\n- 赵一鸣期望38k";
+        let changed = changed_in(&said, "s4", summary, &replaced, Language::Zh);
+        assert_eq!(
+            changed,
+            vec![
+                "| ATS | ~~Moka~~ | 北森 |".to_string(),
+                "后端薪资上调到30k-35k".to_string()
+            ],
+            "the start date the summary carries and another session's change are left out"
+        );
+        let tokens = TokenCounter::default();
+        let whole = with_changes_said(summary, &changed, Language::Zh, 1000, &tokens);
+        assert!(
+            whole.starts_with("📋 上次会话摘要 (1小时前)\n**该会话中改过的**\n- | ATS | ~~Moka~~ | 北森 |\n- 后端薪资上调到30k-35k\n\n**✅ 已完成**"),
+            "{whole}"
+        );
+        // Short of room, the summary's last lines give way, not the changes.
+        let cap = tokens.count(&whole) as u32 - 1;
+        let cut = with_changes_said(summary, &changed, Language::Zh, cap, &tokens);
+        assert!(cut.contains("30k-35k") && !cut.contains("赵一鸣"), "{cut}");
+        assert!(tokens.count(&cut) as u32 <= cap);
+        assert_eq!(with_changes_said(summary, &[], Language::Zh, 10, &tokens), summary);
     }
 
     #[test]

@@ -229,6 +229,10 @@ pub struct ValueChange {
     pub at: DateTime<Utc>,
     /// The turn or memory that states the change.
     pub memory_id: String,
+    /// The session that turn or memory was said in.
+    pub session_id: Option<String>,
+    /// The sentence of that turn or memory that states the change, as it was said.
+    pub statement: String,
 }
 
 /// Correction actions (seed 001 section 3.5.3), and the priority a person adjusts (section 4.2).

@@ -965,6 +965,32 @@ fn switched_names(sentence: &str, earlier: &Earlier) -> Vec<Change> {
     }
 }
 
+/// The sentence of `text` that states a change of `old`: the first that names the new value
+/// and the old one, else the first that names the new value, else the first that names the old
+/// one ("不用客如云了"), else the text's first sentence; a table row is one sentence.
+pub fn statement_of(text: &str, old: &str, new: Option<&str>) -> String {
+    let said: Vec<String> = text
+        .lines()
+        .flat_map(|line| {
+            if line.trim_start().starts_with('|') {
+                vec![line.trim().to_string()]
+            } else {
+                sentences(line)
+            }
+        })
+        .filter(|s| !s.trim().is_empty())
+        .collect();
+    let names = |s: &str, value: &str| !occurrences(s, value).is_empty();
+    let first = |test: &dyn Fn(&str) -> bool| said.iter().find(|s| test(s)).cloned();
+    new.and_then(|new| first(&|s| names(s, new) && names(s, old)))
+        .or_else(|| new.and_then(|new| first(&|s| names(s, new))))
+        .or_else(|| first(&|s| names(s, old)))
+        .or_else(|| said.first().cloned())
+        .unwrap_or_default()
+        .trim()
+        .to_string()
+}
+
 /// A change as a reader's context applies it: the value replaced, what replaced it (the
 /// newest value when it changed again), and since when.
 #[derive(Debug, Clone, PartialEq)]

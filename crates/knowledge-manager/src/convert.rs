@@ -527,6 +527,8 @@ pub fn value_change_to_proto(change: &ValueChange) -> pb::ValueChange {
         new_value: change.new.clone().unwrap_or_default(),
         changed_at: Some(thinkus_common::convert::timestamp(change.at)),
         memory_id: change.memory_id.clone(),
+        session_id: change.session_id.clone().unwrap_or_default(),
+        statement: change.statement.clone(),
     }
 }
 
@@ -536,6 +538,8 @@ pub fn value_change_from_proto(change: pb::ValueChange) -> Result<ValueChange, A
         new: (!change.new_value.is_empty()).then_some(change.new_value),
         at: datetime_opt(change.changed_at.as_ref(), "changes.changed_at")?.unwrap_or_default(),
         memory_id: change.memory_id,
+        session_id: (!change.session_id.is_empty()).then_some(change.session_id),
+        statement: change.statement,
     })
 }
 

@@ -13,7 +13,7 @@ use thinkus_common::text::{char_count, detect_language};
 use tracing::Instrument;
 
 use crate::api::{IngestResult, IngestTurnsRequest, Turn, ValueChange};
-use crate::changes::{Earlier, implied_changes, mentions, stated_changes};
+use crate::changes::{Earlier, implied_changes, mentions, stated_changes, statement_of};
 use crate::service::{KnowledgeManager, actor_of};
 use crate::subject;
 
@@ -168,11 +168,14 @@ pub(crate) async fn value_changes(
     for memory in &stated {
         for tag in memory.tags.iter().filter_map(|t| t.strip_prefix(CHANGED_TAG)) {
             if let Some((old, new)) = tag.split_once('→') {
+                let new = (!new.is_empty()).then(|| new.to_string());
                 out.push(ValueChange {
+                    statement: statement_of(&memory.content, old, new.as_deref()),
                     old: old.to_string(),
-                    new: (!new.is_empty()).then(|| new.to_string()),
+                    new,
                     at: memory.occurred_at,
                     memory_id: memory.id.clone(),
+                    session_id: memory.scope.session_id.clone(),
                 });
             }
         }
@@ -210,10 +213,12 @@ pub(crate) async fn value_changes(
             replaced_values(&old.content, &new.content)
                 .into_iter()
                 .map(|(o, n)| ValueChange {
+                    statement: statement_of(&new.content, &o, n.as_deref()),
                     old: o,
                     new: n,
                     at: new.occurred_at.max(old.occurred_at),
                     memory_id: new.id.clone(),
+                    session_id: new.scope.session_id.clone(),
                 }),
         );
     }
