@@ -494,7 +494,8 @@ impl Gateway {
         }
         if let Some((last, took)) = last_session {
             if let Some(mut last) = last {
-                let summary = strike(&as_section_text(&last.text), last.at, &changes, language);
+                let said_at = summary_said_at(&said_changes, &last.session_id, last.at);
+                let summary = strike(&as_section_text(&last.text), said_at, &changes, language);
                 last.text = with_changes_said(
                     &summary,
                     &changed_in(&said_changes, &last.session_id, &summary, &changes, language),
@@ -1317,6 +1318,16 @@ fn as_section_text(markdown: &str) -> String {
     }
 }
 
+/// When a session's summary counts as said, for the values changed since: its sentences may
+/// come from any time of the session ("Early bird: 20% off" from before "15% not 20%"), so
+/// before the first change said in that session, else as of the last message it covers.
+fn summary_said_at(said: &[ValueChange], session_id: &str, covered_until: DateTime<Utc>) -> DateTime<Utc> {
+    said.iter()
+        .filter(|c| c.session_id.as_deref() == Some(session_id))
+        .map(|c| c.at - chrono::Duration::seconds(1))
+        .fold(covered_until, DateTime::min)
+}
+
 /// The most changes said in the last session that its section lists.
 const LAST_SESSION_CHANGES: usize = 5;
 
@@ -1472,6 +1483,15 @@ mod tests {
         assert!(cut.contains("30k-35k") && !cut.contains("赵一鸣"), "{cut}");
         assert!(tokens.count(&cut) as u32 <= cap);
         assert_eq!(with_changes_said(summary, &[], Language::Zh, 10, &tokens), summary);
+
+        // The summary's own sentences from before a change said in its session are struck.
+        let said_at = summary_said_at(&said, "s4", at(12));
+        assert_eq!(said_at, at(10) - chrono::Duration::seconds(1));
+        assert_eq!(summary_said_at(&said, "s9", at(12)), at(12));
+        assert_eq!(
+            strike("- 薪资：25k-30k/月", said_at, &replaced, Language::Zh),
+            "- 薪资：~~25k-30k~~（11月17日起为30k-35k）/月"
+        );
     }
 
     #[test]

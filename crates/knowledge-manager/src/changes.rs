@@ -1092,6 +1092,10 @@ pub fn strike(text: &str, said_at: DateTime<Utc>, changes: &[Replaced], language
             continue;
         }
         let new = newest(change, changes);
+        // Changed and changed back: the old value is current again.
+        if new.as_deref() == Some(change.old.as_str()) {
+            continue;
+        }
         let names_new = new.as_deref().is_some_and(|n| !occurrences(text, n).is_empty())
             || change.new.as_deref().is_some_and(|n| !occurrences(text, n).is_empty());
         // Said before the change, unless telling of it: naming the new value too ("Noted:
@@ -1424,6 +1428,23 @@ mod tests {
             "Noted: the budget is ~~$500~~ (now $900, since 3 Nov)."
         );
         assert_eq!(strike("$5000 is fine", at(1), &changes, Language::En), "$5000 is fine");
+        // Changed and changed back: current again.
+        let back = vec![
+            Replaced {
+                old: "Oct 15".into(),
+                new: Some("Oct 29".into()),
+                at: at(3),
+            },
+            Replaced {
+                old: "Oct 29".into(),
+                new: Some("Oct 15".into()),
+                at: at(4),
+            },
+        ];
+        assert_eq!(
+            strike("Launch is Oct 15.", at(1), &back, Language::En),
+            "Launch is Oct 15."
+        );
     }
 
     #[test]
