@@ -1,5 +1,6 @@
 //! Paths of the knowledge manager no scenario covered before (issue 17), over gRPC on SQLite
-//! and PostgreSQL: the candidate queue's scope checks, MergeMemories, promotion, RESTORE
+//! and PostgreSQL: the candidate queue's scope checks, MergeMemories, promotion (an insight to a
+//! decision, a learning to a pattern, a profile fact to the long-term profile), RESTORE
 //! corrections and RunMaintenance (decay and forgetting at a given time), and the sweeps'
 //! counters as a `thinkus` process publishes them.
 
@@ -302,6 +303,141 @@ async fn merge_restore_and_promote(backend: Backend) {
         .await
         .expect_err("the same title twice");
     assert_eq!(err.code(), Code::AlreadyExists, "{err:?}");
+
+    // A learning becomes a pattern; nothing else is promoted, and a learning to nothing but
+    // a pattern.
+    let learning = write(
+        &node,
+        &me,
+        MemoryType::Learning,
+        "Shipping on Fridays caused two weekend incidents",
+        3,
+    )
+    .await;
+    let promote_learning = |target: MemoryType, title: &str| PromoteMemoryRequest {
+        scope: Some(me.clone()),
+        memory_id: learning.clone(),
+        target_type: target as i32,
+        title: title.into(),
+    };
+    let err = node
+        .km()
+        .promote_memory(promote_learning(MemoryType::ProjectDecision, "No Friday releases"))
+        .await
+        .expect_err("a learning to a decision");
+    assert_eq!(err.code(), Code::InvalidArgument, "{err:?}");
+    assert!(err.message().starts_with("target_type"), "{err:?}");
+    let pattern = node
+        .km()
+        .promote_memory(promote_learning(MemoryType::Unspecified, "No Friday releases"))
+        .await
+        .unwrap()
+        .into_inner()
+        .memory
+        .unwrap();
+    assert_eq!(pattern.r#type, MemoryType::Pattern as i32, "{pattern:?}");
+    assert!(pattern.tags.iter().any(|t| t == "promoted"), "{pattern:?}");
+    assert!(
+        memory(&node, &me, &learning).await.tags.iter().any(|t| t == "promoted"),
+        "the learning says it was promoted"
+    );
+    let err = node
+        .km()
+        .promote_memory(PromoteMemoryRequest {
+            scope: Some(me.clone()),
+            memory_id: decision.id.clone(),
+            title: "Promote a decision".into(),
+            ..Default::default()
+        })
+        .await
+        .expect_err("a decision is not promoted");
+    assert_eq!(err.code(), Code::InvalidArgument, "{err:?}");
+    assert!(err.message().starts_with("memory_id"), "{err:?}");
+    node.stop().await;
+}
+
+/// A profile fact (cross-project, private to the role that heard it) said often and surely
+/// enough becomes long-term: at the third observation it turns global, so the user's other
+/// roles read it, with a change record saying why; before, another role does not see it.
+async fn a_profile_fact_observed_often_becomes_long_term(backend: Backend) {
+    let Some(node) = start(backend, |_| {}).await else {
+        return;
+    };
+    let designer = cross_project("upkeep-profile", "designer");
+    let cto = cross_project("upkeep-profile", "cto");
+    let learn = |text: &str, request_id: String| {
+        let mut km = node.km();
+        let request = thinkus_proto::knowledge::LearnFromConversationRequest {
+            scope: Some(designer.clone()),
+            messages: vec![thinkus_proto::common::Message {
+                role: "user".into(),
+                content: text.into(),
+                ..Default::default()
+            }],
+            engine: Engine::Rules as i32,
+            request_id,
+            ..Default::default()
+        };
+        async move { km.learn_from_conversation(request).await.unwrap().into_inner() }
+    };
+    let visible_to_cto = || async {
+        node.km()
+            .list_memories(thinkus_proto::knowledge::ListMemoriesRequest {
+                scope: Some(cto.clone()),
+                ..Default::default()
+            })
+            .await
+            .unwrap()
+            .into_inner()
+            .memories
+    };
+    let sayings = [
+        "I prefer a minimalist design style",
+        "I like a minimalist design style",
+        "My preference is a minimalist design style",
+    ];
+    let mut results = Vec::new();
+    for (i, text) in sayings.iter().enumerate() {
+        let learned = learn(text, format!("profile-{i}")).await;
+        assert_eq!(learned.results.len(), 1, "{text}: {learned:?}");
+        results.push(learned.results[0].clone());
+        if i < 2 {
+            assert!(
+                visible_to_cto().await.is_empty(),
+                "after {} observations the preference is still the designer's",
+                i + 1
+            );
+        }
+    }
+    let memory = results[2].memory.clone().expect("the reinforced memory");
+    assert_eq!(memory.evidence_count, 3, "{memory:?}");
+    assert_eq!(
+        memory.visibility,
+        thinkus_proto::common::Visibility::Global as i32,
+        "{:?}",
+        results[2]
+    );
+    assert!(results[2].reason.contains("long-term profile"), "{:?}", results[2]);
+    let seen: Vec<String> = visible_to_cto().await.into_iter().map(|m| m.id).collect();
+    assert_eq!(seen, vec![memory.id.clone()], "the user's other role reads it now");
+    let history = node
+        .km()
+        .get_memory_history(thinkus_proto::knowledge::GetMemoryHistoryRequest {
+            scope: Some(designer.clone()),
+            memory_id: memory.id.clone(),
+            all_roles: false,
+        })
+        .await
+        .unwrap()
+        .into_inner()
+        .changes;
+    let promoted: Vec<_> = history
+        .iter()
+        .filter(|c| c.kind == thinkus_proto::knowledge::ChangeKind::Promote as i32)
+        .collect();
+    assert_eq!(promoted.len(), 1, "{history:?}");
+    assert_eq!(promoted[0].actor, "system:profile");
+    assert!(promoted[0].reason.contains("3 observations"), "{:?}", promoted[0]);
     node.stop().await;
 }
 
@@ -496,6 +632,7 @@ async fn the_sweeps_are_counted_once(backend: Backend) {
 on_both_backends!(
     the_candidate_queue_checks_its_scope,
     merge_restore_and_promote,
+    a_profile_fact_observed_often_becomes_long_term,
     maintenance_decays_and_forgets,
     the_sweeps_are_counted_once,
 );
