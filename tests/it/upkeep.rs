@@ -548,7 +548,8 @@ async fn the_sweeps_are_counted_once(backend: Backend) {
             .unwrap()
     };
     let mut page = scrape().await;
-    for _ in 0..100 {
+    // The sweep at start runs beside the index's reconciliation: within 30 s.
+    for _ in 0..300 {
         if counter(&page, "thinkus_sweeps_total", "retention") > 0 {
             break;
         }
