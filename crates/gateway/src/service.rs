@@ -974,7 +974,8 @@ impl Gateway {
     /// word) that see no further than those memories: a turn outside any project, or one whose
     /// exchange taught a memory private to the role, is private to the role; otherwise it is
     /// shared with the project, like the project's decisions. Each turn names the memories
-    /// learned from its exchange, so a context shows one or the other.
+    /// learned from its exchange when they hold what it says ([`stand_ins`]), so a context
+    /// shows one or the other.
     /// Returns what the extraction did, refusals included. The writes name the job: once an
     /// erasure of the user deleted it, the knowledge manager refuses them.
     async fn learn(&self, input: LearnJob, job_id: &str) -> Result<LearnReport, ApiError> {
@@ -1010,7 +1011,6 @@ impl Gateway {
         let memories: Vec<&thinkus_common::model::Memory> =
             learned.results.iter().filter_map(|r| r.memory.as_ref()).collect();
         let visibility = turn_visibility(&input.scope, memories.iter().map(|m| m.visibility));
-        let extracted: Vec<String> = memories.iter().map(|m| m.id.clone()).collect();
         let turn_id = |speaker: &str| input.request_id.as_ref().map(|id| format!("{id}:{speaker}"));
         let mut turns = vec![Turn {
             speaker: "user".into(),
@@ -1018,7 +1018,7 @@ impl Gateway {
             occurred_at: Some(input.occurred_at),
             external_id: turn_id("user"),
             caption: None,
-            extracted_memory_ids: extracted.clone(),
+            extracted_memory_ids: stand_ins(&input.user_message, &memories),
         }];
         if !input.assistant_message.trim().is_empty() {
             turns.push(Turn {
@@ -1027,7 +1027,7 @@ impl Gateway {
                 occurred_at: Some(answered_at),
                 external_id: turn_id("assistant"),
                 caption: None,
-                extracted_memory_ids: extracted,
+                extracted_memory_ids: stand_ins(&input.assistant_message, &memories),
             });
         }
         self.upstreams
@@ -1122,6 +1122,37 @@ pub(crate) fn turn_visibility(scope: &Scope, learned: impl IntoIterator<Item = V
     }
 }
 
+/// The share of a turn's content terms that the memories learned from its exchange must hold
+/// for the turn to give way to them in a context. A memory is often one clause of a turn ("glad
+/// you bonded over nature" of a turn that goes on about a council meeting for adoption): a
+/// turn that gave way to it would take the rest of what it said out of every context. The
+/// margin under 1 is for what extraction words differently (a speaker's name, a pronoun).
+pub(crate) const STAND_IN_COVERAGE: f64 = 0.8;
+
+/// The memories a turn gives way to in a context: those learned from its exchange, when
+/// together they hold at least [`STAND_IN_COVERAGE`] of what the turn says (its content
+/// terms); none otherwise, so the turn stays recallable beside them.
+pub(crate) fn stand_ins(text: &str, learned: &[&thinkus_common::model::Memory]) -> Vec<String> {
+    if learned.is_empty() {
+        return Vec::new();
+    }
+    let said = thinkus_common::text::term_set(text);
+    let held: std::collections::HashSet<String> = learned
+        .iter()
+        .flat_map(|m| {
+            thinkus_common::text::term_set(&m.content)
+                .into_iter()
+                .chain(thinkus_common::text::term_set(&m.summary))
+        })
+        .collect();
+    let covered = said.iter().filter(|term| held.contains(*term)).count();
+    if said.is_empty() || covered as f64 >= STAND_IN_COVERAGE * said.len() as f64 {
+        learned.iter().map(|m| m.id.clone()).collect()
+    } else {
+        Vec::new()
+    }
+}
+
 /// What learning did, as a job's result.
 fn learn_report(learned: &thinkus_knowledge_manager::api::LearnResult) -> LearnReport {
     use thinkus_knowledge_manager::api::WriteOutcome;
@@ -1182,7 +1213,8 @@ fn memory_entries(
     entries: &mut Vec<Entry>,
 ) {
     let (language, now) = (shown.language, shown.now);
-    // A turn whose exchange taught one of the memories offered gives way to that memory.
+    // A turn whose exchange taught one of the memories offered, and that named them as holding
+    // what it says ([`stand_ins`]), gives way to that memory.
     let offered: std::collections::HashSet<&str> = recalled.catalog.iter().map(|e| e.id.as_str()).collect();
     let shown_as_memory = |tags: &[String]| extracted_ids(tags).any(|id| offered.contains(id));
     let current = |text: &str, at: DateTime<Utc>| shown.current(text, at);
@@ -1393,6 +1425,39 @@ fn memory_line(speaker: Option<&str>, text: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_turn_gives_way_only_to_memories_that_hold_what_it_says() {
+        use thinkus_common::model::{Memory, MemorySource, MemoryType};
+        let scope = thinkus_common::model::Scope::new("u1", "assistant");
+        let memory = |content: &str| {
+            Memory::new(
+                scope.clone(),
+                MemoryType::Fact,
+                content.into(),
+                MemorySource::Discussion,
+                Utc::now(),
+            )
+        };
+        let whole = memory("I passed the adoption agency interviews last Friday");
+        let turn = "Caroline: I passed the adoption agency interviews last Friday!";
+        assert_eq!(stand_ins(turn, &[&whole]), vec![whole.id.clone()]);
+        // One clause of a turn that goes on about something else: the turn stays.
+        let clause = memory("Glad you bonded over our love of nature");
+        let long = "Caroline: Glad you bonded over our love of nature. Last Friday I went to a council \
+                    meeting for adoption, so many people want to give children a loving home.";
+        assert!(stand_ins(long, &[&clause]).is_empty());
+        // Two memories holding the turn between them: it gives way to both.
+        let meeting = memory(
+            "Last Friday I went to a council meeting for adoption, so many people want to give children a loving home",
+        );
+        assert_eq!(stand_ins(long, &[&clause, &meeting]).len(), 2);
+        // Chinese: the same rule over segmented words.
+        let zh = memory("我们决定预算定为42万");
+        assert_eq!(stand_ins("我们决定预算定为42万。", &[&zh]).len(), 1);
+        assert!(stand_ins("我们决定预算定为42万，另外下周三要去杭州见投资人谈估值。", &[&zh]).is_empty());
+        assert!(stand_ins("anything", &[]).is_empty());
+    }
 
     #[test]
     fn the_relevance_floor_is_relative_to_the_best_recalled_memory() {
