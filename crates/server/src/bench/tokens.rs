@@ -3,8 +3,9 @@
 //! LoCoMo session, the turn's date as its time, "Speaker: text" as the message); once the queue
 //! has drained, every question of categories 1-4 goes through `PrepareTurn` with the default
 //! budget. Printed: the context's tokens (median, p95) against the full history's, the share of
-//! questions whose evidence turns are all in the context (and the share with at least one), and
-//! PrepareTurn's latency through gRPC.
+//! questions whose evidence turns are all in the context (and the share with at least one), the
+//! same with a turn's stand-in memories counting for it (a turn gives way in a context to the
+//! memories learned from it when they hold what it says), and PrepareTurn's latency through gRPC.
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
@@ -43,6 +44,41 @@ async fn dialogue_id(
         .map(|e| e.trim_end_matches(":user").trim_end_matches(":assistant").to_string());
     known.insert(memory_id.to_string(), dia.clone());
     Ok(dia)
+}
+
+/// The memories the stored turn of LoCoMo turn `dia` gives way to in a context (its
+/// "extracted:" tags: those learned from its exchange that hold what it says), each with
+/// whether it was said at the turn's time (learned from it, not an earlier memory it
+/// reinforced).
+async fn taught_by(
+    store: &dyn MemoryStore,
+    user: &str,
+    dia: &str,
+) -> anyhow::Result<Vec<(bool, thinkus_common::model::Memory)>> {
+    let owner = Owner::new(DEFAULT_TENANT, user);
+    let Some((_, turn)) = store
+        .find_external(&owner, &[format!("{dia}:user")])
+        .await?
+        .into_iter()
+        .next()
+    else {
+        return Ok(Vec::new());
+    };
+    let Some(turn) = store.get_memory(&owner, &turn).await? else {
+        return Ok(Vec::new());
+    };
+    let ids: Vec<String> = thinkus_knowledge_manager::turns::extracted_ids(&turn.tags)
+        .map(str::to_string)
+        .collect();
+    // Whether each was learned from this exchange (said at its time), not an earlier memory
+    // the exchange reinforced.
+    let at = turn.occurred_at;
+    Ok(store
+        .get_memories(&owner, &ids)
+        .await?
+        .into_iter()
+        .map(|m| ((m.occurred_at - at).num_seconds().abs() <= 1, m))
+        .collect())
 }
 
 fn scope(user: &str, session: &str) -> Scope {
@@ -149,6 +185,8 @@ pub async fn run(
     let mut history_tokens: Vec<f64> = Vec::new();
     let mut latencies: Vec<Duration> = Vec::new();
     let (mut all_in, mut any_in, mut n) = (0usize, 0usize, 0usize);
+    // The same, an evidence turn's stand-in memories counting for it.
+    let (mut all_with_stand_ins, mut any_with_stand_ins) = (0usize, 0usize);
     // Per LoCoMo category: (questions, all evidence in context).
     let mut per_category: std::collections::BTreeMap<u32, (usize, usize)> = Default::default();
     let mut dia_of: HashMap<String, Option<String>> = HashMap::new();
@@ -183,6 +221,28 @@ pub async fn run(
                 }
             }
             let present = question.evidence.iter().filter(|e| found.contains(e)).count();
+            // An evidence turn that gave way to the memories learned from it (they hold what it
+            // says, `gateway::service::stand_ins`) is in the context when one of them is.
+            let included: Vec<&str> = prepared
+                .trace
+                .iter()
+                .flat_map(|t| &t.items)
+                .filter(|i| i.included && i.kind == TraceItemKind::Memory as i32)
+                .map(|i| i.id.as_str())
+                .collect();
+            let mut standing_in = 0usize;
+            for e in question.evidence.iter().filter(|e| !found.contains(e)) {
+                let stand_ins = taught_by(&*store, &user, e).await?;
+                if stand_ins.iter().any(|(_, m)| included.contains(&m.id.as_str())) {
+                    standing_in += 1;
+                }
+            }
+            if present + standing_in == question.evidence.len() {
+                all_with_stand_ins += 1;
+            }
+            if present + standing_in > 0 {
+                any_with_stand_ins += 1;
+            }
             let category = per_category.entry(question.category).or_default();
             category.0 += 1;
             if present == question.evidence.len() {
@@ -204,15 +264,29 @@ pub async fn run(
                 }
                 // Where each missing evidence turn stood among the memories offered ("-": not
                 // retrieved).
-                let ranks: Vec<String> = question
-                    .evidence
-                    .iter()
-                    .filter(|e| !found.contains(e))
-                    .map(|e| match offered_dias.iter().position(|d| d.as_ref() == Some(e)) {
+                let mut ranks: Vec<String> = Vec::new();
+                for e in question.evidence.iter().filter(|e| !found.contains(e)) {
+                    let mut rank = match offered_dias.iter().position(|d| d.as_ref() == Some(e)) {
                         Some(at) => format!("{e}@{}", at + 1),
                         None => format!("{e}@-"),
-                    })
-                    .collect();
+                    };
+                    // The memories the turn gives way to: a context that offers one shows it
+                    // instead of the turn ("+" included, "-" left out, "?" not offered).
+                    for (own, taught) in taught_by(&*store, &user, e).await? {
+                        let mark = match memories.iter().find(|i| i.id == taught.id) {
+                            Some(item) if item.included => "+",
+                            Some(_) => "-",
+                            None => "?",
+                        };
+                        let own = if own { "" } else { " earlier" };
+                        rank.push_str(&format!(
+                            " [{mark}{}{own}: {:?}]",
+                            taught.memory_type.as_str(),
+                            taught.summary
+                        ));
+                    }
+                    ranks.push(rank);
+                }
                 say(format!(
                     "--- [{}] {:?}\n    evidence {:?}, found {present}, missing {}; {included} of {offered} memories in {} tokens; decision {:?}",
                     locomo_data::category_name(question.category),
@@ -251,6 +325,11 @@ pub async fn run(
         ratio(all_in),
         ratio(any_in)
     ));
+    say(format!(
+        "with a turn's stand-in memories counting for it: all evidence {:.3}, some evidence {:.3}",
+        ratio(all_with_stand_ins),
+        ratio(any_with_stand_ins)
+    ));
     let category_shares: serde_json::Map<String, serde_json::Value> = per_category
         .iter()
         .map(|(category, (questions, all))| {
@@ -274,6 +353,8 @@ pub async fn run(
         "full_tokens": full,
         "evidence_in_context": round(ratio(all_in)),
         "some_evidence_in_context": round(ratio(any_in)),
+        "evidence_in_context_with_stand_ins": round(ratio(all_with_stand_ins)),
+        "some_evidence_in_context_with_stand_ins": round(ratio(any_with_stand_ins)),
         "per_category": category_shares,
         "p50_ms": round(p50),
         "p95_ms": round(p95),
