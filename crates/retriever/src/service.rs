@@ -215,7 +215,7 @@ impl Retriever {
             }
         };
         let (dense_hits, keyword_hits) = futures::try_join!(dense_search, keyword_search)?;
-        let evidence = fuse(&dense_hits, &keyword_hits, &self.config.ranking);
+        let evidence = fuse(&dense_hits, &keyword_hits, &self.config.ranking.for_query(query));
         let candidates = evidence.len() as u32;
         let ids = ordered_ids(&dense_hits, &keyword_hits);
         let memories = self.store.get_memories(&filter.owner(), &ids).await?;

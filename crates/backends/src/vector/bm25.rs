@@ -1,7 +1,8 @@
 //! BM25 as sparse vectors: documents carry saturated, length-normalised term frequencies; the
 //! index multiplies in the inverse document frequency (Qdrant's `Idf` modifier); queries carry
-//! one per distinct term. Terms come from [`thinkus_common::text::terms`]: jieba segments
-//! Chinese, Snowball stems English, mixed text gets both.
+//! one per distinct term. Terms come from [`thinkus_common::text::search_terms`]: jieba
+//! segments Chinese (and its ideographs also count in adjacent pairs), Snowball stems English,
+//! mixed text gets both.
 
 use std::collections::BTreeMap;
 
@@ -77,7 +78,7 @@ impl Bm25Encoder {
             if *weight <= 0.0 {
                 continue;
             }
-            let terms = text::terms(text);
+            let terms = text::search_terms(text);
             len += weight * terms.len() as f32;
             for term in &terms {
                 *counts.entry(term_id(term)).or_insert(0.0) += weight;
@@ -129,6 +130,10 @@ mod tests {
         assert!(doc.dot(&encoder.query("deployment decisions")) > 0.0);
         assert!(doc.dot(&encoder.query("设计风格")) > 0.0);
         assert_eq!(doc.dot(&encoder.query("budget")), 0.0);
+        // A word segmented differently on each side (a voice-input error: 降压要 for 降压药)
+        // still meets through its ideographs.
+        let said = encoder.document("医生开了个降压要，一天一片");
+        assert!(said.dot(&encoder.query("降压药怎么吃")) > 0.0);
     }
 
     #[test]
