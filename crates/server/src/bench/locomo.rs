@@ -71,7 +71,17 @@ pub async fn run(
     data_dir: Option<PathBuf>,
     limit: Option<usize>,
     verbose: bool,
+    weights: &[String],
 ) -> anyhow::Result<()> {
+    let weights = weights
+        .iter()
+        .map(|pair| {
+            let (dense, keyword) = pair
+                .split_once(':')
+                .ok_or_else(|| anyhow::anyhow!("--weights: {pair:?} is not dense:keyword"))?;
+            Ok((dense.trim().parse::<f64>()?, keyword.trim().parse::<f64>()?))
+        })
+        .collect::<anyhow::Result<Vec<(f64, f64)>>>()?;
     let mut samples = locomo_data::load(data)?;
     if let Some(limit) = limit {
         samples.truncate(limit);
@@ -101,8 +111,8 @@ pub async fn run(
     ));
     let retriever = Retriever::new(
         config.retriever.clone(),
-        store,
-        vectors,
+        store.clone(),
+        vectors.clone(),
         embedder.clone(),
         backends.tokens,
     );
@@ -240,6 +250,62 @@ pub async fn run(
     ));
     let p50 = percentile_ms(&latencies, 0.5);
     let p95 = percentile_ms(&latencies, 0.95);
+    // The same turns ranked with other fusion weights: R@10 overall and per conversation.
+    let mut sweep = Vec::new();
+    for &(dense, keyword) in &weights {
+        let mut retriever_config = config.retriever.clone();
+        retriever_config.ranking.dense_weight = dense;
+        retriever_config.ranking.dense_weight_zh = dense;
+        retriever_config.ranking.keyword_weight = keyword;
+        let retriever = Retriever::new(
+            retriever_config,
+            store.clone(),
+            vectors.clone(),
+            embedder.clone(),
+            backends.tokens,
+        );
+        let mut all = Tally::default();
+        let mut per_sample = serde_json::Map::new();
+        let mut line = String::new();
+        for sample in &samples {
+            let user = user_of(sample);
+            let now = sample.sessions.last().map(|s| s.date).unwrap_or_default() + chrono::Duration::days(1);
+            let mut tally = Tally::default();
+            for question in sample
+                .questions
+                .iter()
+                .filter(|q| (1..=4).contains(&q.category) && !q.evidence.is_empty())
+            {
+                let result = retriever
+                    .recall(RecallRequest {
+                        scope: Scope::new(&user, "assistant"),
+                        query: question.question.clone(),
+                        mode: RetrievalMode::Catalog,
+                        budget_tokens: Some(32_000),
+                        limit: Some(50),
+                        now: Some(now),
+                        ..Default::default()
+                    })
+                    .await?;
+                let ranked: Vec<String> = result
+                    .catalog
+                    .iter()
+                    .filter_map(|e| dia_of.get(&e.id).cloned())
+                    .collect();
+                tally.add(&ranked, &question.evidence);
+                all.add(&ranked, &question.evidence);
+            }
+            line.push_str(&format!(" {} {:.3}", sample.id, tally.mean(tally.r10)));
+            per_sample.insert(sample.id.clone(), json!({"r10_sum": tally.r10, "n": tally.n}));
+        }
+        say(format!(
+            "weights dense {dense} / keyword {keyword}: R@10 {:.3}, R@5 {:.3} ({})",
+            all.mean(all.r10),
+            all.mean(all.r5),
+            line.trim()
+        ));
+        sweep.push(json!({"dense": dense, "keyword": keyword, "r10": round(all.mean(all.r10)), "r5": round(all.mean(all.r5)), "per_sample": per_sample}));
+    }
     say(format!(
         "recall latency: p50 {p50:.1} ms, p95 {p95:.1} ms (in process, query embedding included)"
     ));
@@ -252,6 +318,7 @@ pub async fn run(
         "p50_ms": round(p50),
         "p95_ms": round(p95),
         "n": overall.n,
+        "weights": sweep,
     })
     .to_string());
     Ok(())

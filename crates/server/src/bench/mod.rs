@@ -40,6 +40,11 @@ pub enum Bench {
         /// Print every miss (question, evidence, top turns).
         #[arg(long)]
         verbose: bool,
+        /// Also rank the same ingested turns with other fusion weights, `dense:keyword` pairs
+        /// separated by commas (`0:1` is BM25 alone, `1:0` the embedding alone): R@10 per
+        /// weights and per conversation, for choosing the weights by cross-validation.
+        #[arg(long, value_delimiter = ',')]
+        weights: Vec<String>,
     },
     /// Recall latency through gRPC on a synthetic corpus written straight to the store and the
     /// index: by default 10,000 memories of one user, then 100,000 across 100 users.
@@ -234,7 +239,8 @@ pub async fn run(bench: Bench, config: Config) -> anyhow::Result<()> {
             data_dir,
             limit,
             verbose,
-        } => locomo::run(config, &data, data_dir, limit, verbose).await,
+            weights,
+        } => locomo::run(config, &data, data_dir, limit, verbose, &weights).await,
         Bench::Recall {
             memories,
             users,
