@@ -65,6 +65,32 @@ fn user_of(sample: &Sample) -> String {
     format!("locomo-{}", sample.id)
 }
 
+/// The dialogue ids of the turns recalled for a question, best first (the top 50).
+async fn ranked_turns(
+    retriever: &Retriever,
+    user: &str,
+    question: &str,
+    now: chrono::DateTime<chrono::Utc>,
+    dia_of: &HashMap<String, String>,
+) -> anyhow::Result<Vec<String>> {
+    let result = retriever
+        .recall(RecallRequest {
+            scope: Scope::new(user, "assistant"),
+            query: question.to_string(),
+            mode: RetrievalMode::Catalog,
+            budget_tokens: Some(32_000),
+            limit: Some(50),
+            now: Some(now),
+            ..Default::default()
+        })
+        .await?;
+    Ok(result
+        .catalog
+        .iter()
+        .filter_map(|e| dia_of.get(&e.id).cloned())
+        .collect())
+}
+
 pub async fn run(
     mut config: Config,
     data: &Path,
@@ -187,23 +213,8 @@ pub async fn run(
             .filter(|q| (1..=4).contains(&q.category) && !q.evidence.is_empty())
         {
             let started = Instant::now();
-            let result = retriever
-                .recall(RecallRequest {
-                    scope: Scope::new(&user, "assistant"),
-                    query: question.question.clone(),
-                    mode: RetrievalMode::Catalog,
-                    budget_tokens: Some(32_000),
-                    limit: Some(50),
-                    now: Some(now),
-                    ..Default::default()
-                })
-                .await?;
+            let ranked = ranked_turns(&retriever, &user, &question.question, now, &dia_of).await?;
             latencies.push(started.elapsed());
-            let ranked: Vec<String> = result
-                .catalog
-                .iter()
-                .filter_map(|e| dia_of.get(&e.id).cloned())
-                .collect();
             overall.add(&ranked, &question.evidence);
             per_category
                 .entry(question.category)
@@ -276,22 +287,7 @@ pub async fn run(
                 .iter()
                 .filter(|q| (1..=4).contains(&q.category) && !q.evidence.is_empty())
             {
-                let result = retriever
-                    .recall(RecallRequest {
-                        scope: Scope::new(&user, "assistant"),
-                        query: question.question.clone(),
-                        mode: RetrievalMode::Catalog,
-                        budget_tokens: Some(32_000),
-                        limit: Some(50),
-                        now: Some(now),
-                        ..Default::default()
-                    })
-                    .await?;
-                let ranked: Vec<String> = result
-                    .catalog
-                    .iter()
-                    .filter_map(|e| dia_of.get(&e.id).cloned())
-                    .collect();
+                let ranked = ranked_turns(&retriever, &user, &question.question, now, &dia_of).await?;
                 tally.add(&ranked, &question.evidence);
                 all.add(&ranked, &question.evidence);
             }
