@@ -3,7 +3,7 @@
 //! A read names its owner, its reader (role, project, layers) and what it narrows to (types,
 //! statuses, visibilities, session, time, tags): a [`MemoryFilter`]. [`MemoryFilter::plan`]
 //! turns it, once, into a [`Plan`]: a backend-neutral condition over the fields every backend
-//! stores ([`Field`]). Each backend translates the plan and nothing else: SQL (`sql::store`),
+//! stores ([`Field`]). Each backend translates the plan and nothing else: SQL (`sql::query`),
 //! qdrant-edge and Qdrant (`vector::edge`, `vector::qdrant`), and [`Plan::eval`] for checks in
 //! process. The rule itself lives only in [`MemoryFilter::plan`] and [`Reader::plan`].
 //!

@@ -3,7 +3,15 @@
 //! [`store::SqlStore`], over sqlx for PostgreSQL and SQLite, with migrations per backend;
 //! traits per area so services depend on what they use and each area has its conformance suite.
 
+mod artifacts;
+mod jobs;
+mod memories;
+mod query;
 pub mod records;
+mod retention;
+mod rows;
+mod sections;
+mod sessions;
 pub mod store;
 
 use async_trait::async_trait;
