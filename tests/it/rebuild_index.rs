@@ -264,6 +264,19 @@ async fn wait_for(channel: &Channel, id: &str, what: &str, done: impl Fn(&IndexJ
     panic!("the index job never got to {what}: {:?}", job(channel, id).await);
 }
 
+/// Waits (two minutes at most) until more than `count` batches found the gate closed: the
+/// number that did.
+async fn wait_held(gate: &Gate, count: usize) -> usize {
+    for _ in 0..1200 {
+        let held = gate.held.load(Ordering::SeqCst);
+        if held > count {
+            return held;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    panic!("no rebuild batch reached the closed gate (held {count} before)");
+}
+
 async fn rebuild_survives_a_crash(label: &str, setup: Setup) {
     let dir = tempfile::tempdir().unwrap();
     let gate = Gate::new();
@@ -325,8 +338,13 @@ async fn rebuild_survives_a_crash(label: &str, setup: Setup) {
     );
 
     // kill -9 half way: the restarted process serves the old index at once, and takes the job
-    // again once its lease ran out (it stays held at the closed gate).
+    // again once its lease ran out (it stays held at the closed gate). The first run's third
+    // batch is at the gate before the kill, and nothing else of the first run sends a batch, so
+    // every batch held after this count is the second run's, however fast the restarted
+    // process takes the job (counted after the restart, the second run could already be in it).
     gate.set(Some(0));
+    let held_before = wait_held(&gate, 0).await;
+    assert_eq!(held_before, 1, "{label}: the first run is held at its third batch");
     child.0.kill().expect("SIGKILL");
     child.0.wait().expect("reaped");
     let port = free_port();
@@ -337,19 +355,9 @@ async fn rebuild_survives_a_crash(label: &str, setup: Setup) {
         Vec::<String>::new(),
         "{label}: after the crash the old index serves"
     );
-    let held_before = gate.held.load(Ordering::SeqCst);
     let resumed = wait_for(&channel, &started.id, "its second run", |job| job.attempts >= 2).await;
     assert_eq!(resumed.status(), IndexJobStatus::Running, "{label}: {resumed:?}");
-    for _ in 0..600 {
-        if gate.held.load(Ordering::SeqCst) > held_before {
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
-    assert!(
-        gate.held.load(Ordering::SeqCst) > held_before,
-        "{label}: the second run embeds"
-    );
+    wait_held(&gate, held_before).await;
     assert_eq!(
         misses(&channel, &probes).await,
         Vec::<String>::new(),
