@@ -195,6 +195,10 @@ impl Embedder for TracedEmbedder {
     async fn embed_passages(&self, texts: &[String]) -> Result<Vec<Vec<f32>>, EmbedError> {
         traced("embed", "embedder", "passages", self.0.embed_passages(texts)).await
     }
+
+    async fn embed_background(&self, texts: &[String]) -> Result<Vec<Vec<f32>>, EmbedError> {
+        traced("embed", "embedder", "background", self.0.embed_background(texts)).await
+    }
 }
 
 /// Wraps a backend in its traced form.

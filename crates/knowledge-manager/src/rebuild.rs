@@ -260,9 +260,16 @@ impl KnowledgeManager {
         }
     }
 
-    async fn embed_points(&self, memories: &[&Memory]) -> Result<Vec<IndexedPoint>, ApiError> {
+    /// The points of `memories`. `aside`: embedded as background passages, after every live
+    /// query and write (the index keeps serving meanwhile); otherwise as passages, ahead of
+    /// background work (under the user's write lock, the user's writes wait for them).
+    async fn embed_points(&self, memories: &[&Memory], aside: bool) -> Result<Vec<IndexedPoint>, ApiError> {
         let texts: Vec<String> = memories.iter().map(|memory| Self::index_text(memory)).collect();
-        let vectors = self.embedder.embed_passages(&texts).await?;
+        let vectors = if aside {
+            self.embedder.embed_background(&texts).await?
+        } else {
+            self.embedder.embed_passages(&texts).await?
+        };
         Ok(memories
             .iter()
             .zip(vectors)
@@ -278,7 +285,7 @@ impl KnowledgeManager {
         let mut staged: HashMap<String, (i64, IndexedPoint)> = HashMap::with_capacity(memories.len());
         for chunk in memories.chunks(EMBED_BATCH) {
             let chunk: Vec<&Memory> = chunk.iter().collect();
-            for (memory, point) in chunk.iter().zip(self.embed_points(&chunk).await?) {
+            for (memory, point) in chunk.iter().zip(self.embed_points(&chunk, true).await?) {
                 staged.insert(memory.id.clone(), (memory.version, point));
             }
             let count = staged.len() as u64;
@@ -301,7 +308,7 @@ impl KnowledgeManager {
             .collect();
         let mut points: Vec<IndexedPoint> = Vec::with_capacity(current.len());
         for chunk in changed.chunks(EMBED_BATCH) {
-            points.extend(self.embed_points(chunk).await?);
+            points.extend(self.embed_points(chunk, false).await?);
         }
         let changed: HashSet<&str> = changed.iter().map(|memory| memory.id.as_str()).collect();
         for memory in &current {

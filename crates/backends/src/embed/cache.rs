@@ -191,6 +191,10 @@ impl Embedder for CachedEmbedder {
     async fn embed_passages(&self, texts: &[String]) -> Result<Vec<Vec<f32>>, EmbedError> {
         self.inner.embed_passages(texts).await
     }
+
+    async fn embed_background(&self, texts: &[String]) -> Result<Vec<Vec<f32>>, EmbedError> {
+        self.inner.embed_background(texts).await
+    }
 }
 
 #[cfg(test)]

@@ -145,4 +145,8 @@ impl Embedder for LocalEmbedder {
     async fn embed_passages(&self, texts: &[String]) -> Result<Vec<Vec<f32>>, EmbedError> {
         self.pool.embed_passages(texts).await
     }
+
+    async fn embed_background(&self, texts: &[String]) -> Result<Vec<Vec<f32>>, EmbedError> {
+        self.pool.embed_background(texts).await
+    }
 }

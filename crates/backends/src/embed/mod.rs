@@ -2,8 +2,8 @@
 //! 4-bit, in-process; the default), [`http::HttpEmbedder`] (any OpenAI-compatible embeddings
 //! endpoint, concurrent requests with a bound) and [`hash::HashEmbedder`] (hashed character
 //! n-grams: deterministic and fast, for tests). The local engine runs on a [`pool`] of worker
-//! threads (queries ahead of passages, concurrent queries in one call); [`cache`] keeps recent
-//! query embeddings in front of any of them.
+//! threads (queries ahead of passages, background passages behind both, concurrent queries in
+//! one call); [`cache`] keeps recent query embeddings in front of any of them.
 
 pub mod cache;
 pub mod hash;
@@ -45,6 +45,14 @@ pub trait Embedder: Send + Sync + Debug {
 
     /// Embeds stored passages, one vector per text, in order.
     async fn embed_passages(&self, texts: &[String]) -> Result<Vec<Vec<f32>>, EmbedError>;
+
+    /// Embeds passages for background work (an index rebuild): as [`Embedder::embed_passages`],
+    /// but yielding to live work where the embedder queues it (the local [`pool`] takes them
+    /// only when no query or passage waits and no query call runs). Embedders without a queue
+    /// of their own embed them as passages.
+    async fn embed_background(&self, texts: &[String]) -> Result<Vec<Vec<f32>>, EmbedError> {
+        self.embed_passages(texts).await
+    }
 }
 
 /// Scales a vector to unit length (zero vectors stay zero).

@@ -1,5 +1,6 @@
 //! A pool of embedding workers in front of a blocking engine: sized to the cores, live queries
-//! ahead of stored passages, concurrent queries gathered into one call.
+//! ahead of stored passages, background passages behind both, concurrent queries gathered into
+//! one call.
 //!
 //! The engine runs on dedicated threads (the local engine is a CPU-bound C call; on the async
 //! workers it would stall every request). Callers queue work in two classes:
@@ -13,7 +14,11 @@
 //!   workers stay free for live queries, and with one passage worker the writes of concurrent
 //!   callers are embedded, and answered, in the order they were queued, as the single embedding
 //!   thread did before the pool (the learning jobs of one user rely on it: a later statement
-//!   reaches the write lock after an earlier one).
+//!   reaches the write lock after an earlier one);
+//! - **background passages** (an index rebuild re-embedding every memory of a user): the same
+//!   calls as passages, taken only when no query and no passage waits, on the passage workers,
+//!   and never started while a query call runs: a rebuild yields the cores to live requests
+//!   (a recall's other steps need a core too) and proceeds between them.
 //!
 //! A request whose caller has gone (a cancelled or timed-out request) is dropped from the queue
 //! unembedded.
@@ -76,6 +81,27 @@ impl Default for PoolOptions {
 }
 
 type Reply = oneshot::Sender<Result<Vec<Vec<f32>>, EmbedError>>;
+type Answer = oneshot::Receiver<Result<Vec<Vec<f32>>, EmbedError>>;
+
+/// How urgent a caller's texts are: the queue each goes to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Class {
+    /// A live request's query.
+    Query,
+    /// Stored passages of a write or a learning job.
+    Passage,
+    /// Passages of background work (an index rebuild): after every query and passage.
+    Background,
+}
+
+impl Class {
+    fn role(self) -> Role {
+        match self {
+            Class::Query => Role::Query,
+            Class::Passage | Class::Background => Role::Passage,
+        }
+    }
+}
 
 /// Texts queued by one caller, answered together.
 struct Request {
@@ -83,18 +109,90 @@ struct Request {
     reply: Reply,
 }
 
-/// What a worker takes in one go: requests of one role, embedded in one call.
+/// What a worker takes in one go: requests of one class, embedded in one call.
 struct Batch {
-    role: Role,
+    class: Class,
     requests: Vec<Request>,
 }
 
 struct Pending {
     queries: VecDeque<Request>,
     passages: VecDeque<Request>,
-    /// Passage calls in progress.
+    background: VecDeque<Request>,
+    /// Query calls in progress.
+    query_calls: usize,
+    /// Passage calls in progress, background ones included.
     passage_calls: usize,
     closed: bool,
+}
+
+/// Requests waiting for a worker, by class.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Queued {
+    pub queries: usize,
+    /// Pieces of passages.
+    pub passages: usize,
+    /// Pieces of background passages.
+    pub background: usize,
+}
+
+impl Pending {
+    /// Up to `limit` texts' worth of requests from the front of `queue` (at least one).
+    fn pieces(queue: &mut VecDeque<Request>, limit: usize) -> Vec<Request> {
+        let mut requests = Vec::new();
+        let mut count = 0;
+        while let Some(next) = queue.front() {
+            if !requests.is_empty() && count + next.texts.len() > limit {
+                break;
+            }
+            count += next.texts.len();
+            requests.extend(queue.pop_front());
+        }
+        requests
+    }
+
+    /// The next batch a free worker takes now, if any: every query queued (up to the batch
+    /// size); else, when fewer than `passage_workers` passage calls run, passages up to a
+    /// call's worth; else, when moreover no query call runs, background passages.
+    fn take(&mut self, options: &PoolOptions) -> Option<Batch> {
+        // Callers that gave up are not embedded for.
+        self.queries.retain(|r| !r.reply.is_closed());
+        self.passages.retain(|r| !r.reply.is_closed());
+        self.background.retain(|r| !r.reply.is_closed());
+        if !self.queries.is_empty() {
+            let take = self.queries.len().min(options.max_query_batch.max(1));
+            self.query_calls += 1;
+            return Some(Batch {
+                class: Class::Query,
+                requests: self.queries.drain(..take).collect(),
+            });
+        }
+        if self.passage_calls >= options.passage_workers.max(1) {
+            return None;
+        }
+        let class = if !self.passages.is_empty() {
+            Class::Passage
+        } else if !self.background.is_empty() && self.query_calls == 0 {
+            Class::Background
+        } else {
+            return None;
+        };
+        let queue = match class {
+            Class::Passage => &mut self.passages,
+            _ => &mut self.background,
+        };
+        let requests = Self::pieces(queue, options.passages_per_call.max(1));
+        self.passage_calls += 1;
+        Some(Batch { class, requests })
+    }
+
+    /// A call of `class` ended.
+    fn done(&mut self, class: Class) {
+        match class {
+            Class::Query => self.query_calls = self.query_calls.saturating_sub(1),
+            Class::Passage | Class::Background => self.passage_calls = self.passage_calls.saturating_sub(1),
+        }
+    }
 }
 
 /// The two queues the workers serve.
@@ -109,61 +207,34 @@ impl Queue {
         self.state.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
-    fn push(&self, role: Role, request: Request) {
+    fn push(&self, class: Class, request: Request) {
         let mut pending = self.lock();
-        match role {
-            Role::Query => pending.queries.push_back(request),
-            Role::Passage => pending.passages.push_back(request),
+        match class {
+            Class::Query => pending.queries.push_back(request),
+            Class::Passage => pending.passages.push_back(request),
+            Class::Background => pending.background.push_back(request),
         }
         drop(pending);
         self.ready.notify_one();
     }
 
-    /// The next batch: every query queued (up to the batch size), else passages up to a call's
-    /// worth when fewer than `passage_workers` passage calls run; `None` once closed and drained.
+    /// The next batch (see [`Pending::take`]), waiting for one; `None` once closed and drained.
     fn next(&self) -> Option<Batch> {
         let mut pending = self.lock();
         loop {
-            // Callers that gave up are not embedded for.
-            pending.queries.retain(|r| !r.reply.is_closed());
-            pending.passages.retain(|r| !r.reply.is_closed());
-            if !pending.queries.is_empty() {
-                let take = pending.queries.len().min(self.options.max_query_batch.max(1));
-                let requests = pending.queries.drain(..take).collect();
-                return Some(Batch {
-                    role: Role::Query,
-                    requests,
-                });
+            if let Some(batch) = pending.take(&self.options) {
+                return Some(batch);
             }
-            let passage_turn = pending.passage_calls < self.options.passage_workers.max(1);
-            if passage_turn && let Some(first) = pending.passages.pop_front() {
-                let mut count = first.texts.len();
-                let mut requests = vec![first];
-                while let Some(next) = pending.passages.front() {
-                    if count + next.texts.len() > self.options.passages_per_call.max(1) {
-                        break;
-                    }
-                    count += next.texts.len();
-                    requests.extend(pending.passages.pop_front());
-                }
-                pending.passage_calls += 1;
-                return Some(Batch {
-                    role: Role::Passage,
-                    requests,
-                });
-            }
-            if pending.closed && pending.passages.is_empty() {
+            if pending.closed && pending.passages.is_empty() && pending.background.is_empty() {
                 return None;
             }
             pending = self.ready.wait(pending).unwrap_or_else(PoisonError::into_inner);
         }
     }
 
-    /// A passage call ended: another may start.
-    fn passage_done(&self) {
-        let mut pending = self.lock();
-        pending.passage_calls = pending.passage_calls.saturating_sub(1);
-        drop(pending);
+    /// A call ended: its worker is free, and a passage or background call may start.
+    fn done(&self, class: Class) {
+        self.lock().done(class);
         self.ready.notify_all();
     }
 
@@ -172,10 +243,14 @@ impl Queue {
         self.ready.notify_all();
     }
 
-    /// Requests waiting for a worker: (queries, passage pieces).
-    fn depth(&self) -> (usize, usize) {
+    /// Requests waiting for a worker.
+    fn depth(&self) -> Queued {
         let pending = self.lock();
-        (pending.queries.len(), pending.passages.len())
+        Queued {
+            queries: pending.queries.len(),
+            passages: pending.passages.len(),
+            background: pending.background.len(),
+        }
     }
 }
 
@@ -223,6 +298,8 @@ impl<E: Engine> EmbeddingPool<E> {
             state: Mutex::new(Pending {
                 queries: VecDeque::new(),
                 passages: VecDeque::new(),
+                background: VecDeque::new(),
+                query_calls: 0,
                 passage_calls: 0,
                 closed: false,
             }),
@@ -253,19 +330,33 @@ impl<E: Engine> EmbeddingPool<E> {
         &self.engine
     }
 
-    /// Requests waiting for a worker: (queries, passage pieces).
-    pub fn queued(&self) -> (usize, usize) {
+    /// Requests waiting for a worker.
+    pub fn queued(&self) -> Queued {
         self.queue.depth()
     }
 
-    fn submit(&self, role: Role, texts: Vec<String>) -> oneshot::Receiver<Result<Vec<Vec<f32>>, EmbedError>> {
+    fn submit(&self, class: Class, texts: Vec<String>) -> Answer {
         let (reply, answer) = oneshot::channel();
-        self.queue.push(role, Request { texts, reply });
+        self.queue.push(class, Request { texts, reply });
         answer
+    }
+
+    /// Queues `texts` in pieces of a call's worth and gathers their vectors, in order.
+    async fn pieces(&self, class: Class, texts: &[String]) -> Result<Vec<Vec<f32>>, EmbedError> {
+        // Every piece is queued at once; queries asked meanwhile go between them.
+        let pieces: Vec<_> = texts
+            .chunks(self.queue.options.passages_per_call.max(1))
+            .map(|piece| self.submit(class, piece.to_vec()))
+            .collect();
+        let mut vectors = Vec::with_capacity(texts.len());
+        for piece in pieces {
+            vectors.extend(outcome(piece).await?);
+        }
+        Ok(vectors)
     }
 }
 
-async fn outcome(answer: oneshot::Receiver<Result<Vec<Vec<f32>>, EmbedError>>) -> Result<Vec<Vec<f32>>, EmbedError> {
+async fn outcome(answer: Answer) -> Result<Vec<Vec<f32>>, EmbedError> {
     answer
         .await
         .map_err(|_| EmbedError::Backend("the embedding call failed without a result".into()))?
@@ -282,7 +373,8 @@ fn work<E: Engine>(engine: &E, queue: &Queue) {
             .collect();
         // A panic in the engine fails the calls of this batch (their callers see the reply
         // dropped), not the worker.
-        let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| engine.embed(&texts, batch.role)));
+        let class = batch.class;
+        let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| engine.embed(&texts, class.role())));
         match result {
             Err(_panic) => drop(batch.requests),
             Ok(Ok(vectors)) if vectors.len() == texts.len() => {
@@ -304,10 +396,9 @@ fn work<E: Engine>(engine: &E, queue: &Queue) {
                 }
             }
         }
-        // Only now, its callers answered, may the next passage call start.
-        if batch.role == Role::Passage {
-            queue.passage_done();
-        }
+        // Only now, its callers answered, may the next passage call (or, after a query, a
+        // background one) start.
+        queue.done(class);
     }
 }
 
@@ -322,23 +413,18 @@ impl<E: Engine> Embedder for EmbeddingPool<E> {
     }
 
     async fn embed_query(&self, text: &str) -> Result<Vec<f32>, EmbedError> {
-        let mut vectors = outcome(self.submit(Role::Query, vec![text.to_string()])).await?;
+        let mut vectors = outcome(self.submit(Class::Query, vec![text.to_string()])).await?;
         vectors
             .pop()
             .ok_or_else(|| EmbedError::BadResponse("no vector for the query".into()))
     }
 
     async fn embed_passages(&self, texts: &[String]) -> Result<Vec<Vec<f32>>, EmbedError> {
-        // Every piece is queued at once; queries asked meanwhile go between them.
-        let pieces: Vec<_> = texts
-            .chunks(self.queue.options.passages_per_call.max(1))
-            .map(|piece| self.submit(Role::Passage, piece.to_vec()))
-            .collect();
-        let mut vectors = Vec::with_capacity(texts.len());
-        for piece in pieces {
-            vectors.extend(outcome(piece).await?);
-        }
-        Ok(vectors)
+        self.pieces(Class::Passage, texts).await
+    }
+
+    async fn embed_background(&self, texts: &[String]) -> Result<Vec<Vec<f32>>, EmbedError> {
+        self.pieces(Class::Background, texts).await
     }
 }
 
@@ -434,13 +520,22 @@ pub(crate) mod tests {
 
     /// Waits (without a time limit deciding anything) until the queues hold what the test put.
     async fn until_queued<E: Engine>(pool: &EmbeddingPool<E>, queries: usize, passages: usize) {
+        until_queued_all(pool, queries, passages, 0).await;
+    }
+
+    async fn until_queued_all<E: Engine>(pool: &EmbeddingPool<E>, queries: usize, passages: usize, background: usize) {
+        let expected = Queued {
+            queries,
+            passages,
+            background,
+        };
         for _ in 0..30_000 {
-            if pool.queued() == (queries, passages) {
+            if pool.queued() == expected {
                 return;
             }
             tokio::time::sleep(Duration::from_millis(1)).await;
         }
-        panic!("the queues hold {:?}, expected ({queries}, {passages})", pool.queued());
+        panic!("the queues hold {:?}, expected {expected:?}", pool.queued());
     }
 
     #[tokio::test]
@@ -589,7 +684,7 @@ pub(crate) mod tests {
             (asked.role, asked.texts),
             (Role::Query, vec!["what is the budget?".to_string()])
         );
-        assert_eq!(pool.queued(), (0, 2), "the passages still wait");
+        assert_eq!(pool.queued().passages, 2, "the passages still wait");
         // Every call may go on (which worker takes which go does not matter)...
         for _ in 0..4 {
             go.send(()).unwrap();
@@ -659,5 +754,170 @@ pub(crate) mod tests {
         next_call(&made).await;
         go.send(()).unwrap();
         assert_eq!(after.await.unwrap().unwrap(), vector_of("after"));
+    }
+
+    /// A request the queue's tests push: (request, its answer).
+    fn request(text: &str) -> (Request, Answer) {
+        let (reply, answer) = oneshot::channel();
+        (
+            Request {
+                texts: vec![text.to_string()],
+                reply,
+            },
+            answer,
+        )
+    }
+
+    fn pending() -> Pending {
+        Pending {
+            queries: VecDeque::new(),
+            passages: VecDeque::new(),
+            background: VecDeque::new(),
+            query_calls: 0,
+            passage_calls: 0,
+            closed: false,
+        }
+    }
+
+    /// What the queue hands out, one call at a time: (class, the call's texts joined by "+").
+    fn taken(batch: Option<Batch>) -> Option<(Class, String)> {
+        batch.map(|b| {
+            let texts: Vec<&str> = b
+                .requests
+                .iter()
+                .flat_map(|r| r.texts.iter().map(String::as_str))
+                .collect();
+            (b.class, texts.join("+"))
+        })
+    }
+
+    #[test]
+    fn background_passages_wait_for_every_query_and_passage() {
+        let options = options(2);
+        let mut pending = pending();
+        let mut answers = Vec::new();
+        // A rebuild queued first, then a write, then a query.
+        for (class, text) in [
+            (Class::Background, "rebuild 0"),
+            (Class::Background, "rebuild 1"),
+            (Class::Passage, "write"),
+            (Class::Query, "query"),
+        ] {
+            let (request, answer) = request(text);
+            answers.push(answer);
+            match class {
+                Class::Query => pending.queries.push_back(request),
+                Class::Passage => pending.passages.push_back(request),
+                Class::Background => pending.background.push_back(request),
+            }
+        }
+        let mut order = Vec::new();
+        while let Some(batch) = pending.take(&options) {
+            let class = batch.class;
+            order.push(taken(Some(batch)).unwrap());
+            // Each call ends before the next is taken (one worker).
+            pending.done(class);
+        }
+        assert_eq!(
+            order,
+            [
+                (Class::Query, "query".to_string()),
+                (Class::Passage, "write".to_string()),
+                // Two pieces of background work share a call, as passages do.
+                (Class::Background, "rebuild 0+rebuild 1".to_string()),
+            ]
+        );
+    }
+
+    #[test]
+    fn no_background_call_starts_while_a_query_call_runs() {
+        // Two workers: one is in a query call, the other is free and a rebuild's piece waits.
+        let options = options(2);
+        let mut pending = pending();
+        let (query, _query_answer) = request("query");
+        pending.queries.push_back(query);
+        assert_eq!(taken(pending.take(&options)).unwrap().0, Class::Query);
+        let (piece, _piece_answer) = request("rebuild 0");
+        pending.background.push_back(piece);
+        assert!(
+            taken(pending.take(&options)).is_none(),
+            "the free worker leaves the background piece while the query call runs"
+        );
+        // A write is not held back by the query: it is live work.
+        let (write, _write_answer) = request("write");
+        pending.passages.push_back(write);
+        assert_eq!(
+            taken(pending.take(&options)),
+            Some((Class::Passage, "write".to_string()))
+        );
+        pending.done(Class::Passage);
+        assert!(taken(pending.take(&options)).is_none(), "the query call still runs");
+        // The query call ends: the background piece goes.
+        pending.done(Class::Query);
+        assert_eq!(
+            taken(pending.take(&options)),
+            Some((Class::Background, "rebuild 0".to_string()))
+        );
+        // And it holds the passage worker: a second background piece waits for it.
+        let (second, _second_answer) = request("rebuild 1");
+        pending.background.push_back(second);
+        assert!(taken(pending.take(&options)).is_none());
+        pending.done(Class::Background);
+        assert_eq!(
+            taken(pending.take(&options)),
+            Some((Class::Background, "rebuild 1".to_string()))
+        );
+    }
+
+    #[tokio::test]
+    async fn a_rebuild_on_the_pool_yields_to_a_write_and_a_query_queued_after_it() {
+        let (pool, made, go) = gated(options(1));
+        let blocker = tokio::spawn({
+            let pool = pool.clone();
+            async move { pool.embed_query("blocker").await }
+        });
+        next_call(&made).await;
+        // While the one worker is busy: a rebuild's 8 passages (2 pieces), then a write, then
+        // a query.
+        let rebuild = tokio::spawn({
+            let pool = pool.clone();
+            async move { pool.embed_background(&texts("rebuild", 8)).await }
+        });
+        until_queued_all(&pool, 0, 0, 2).await;
+        let write = tokio::spawn({
+            let pool = pool.clone();
+            async move { pool.embed_passages(&texts("write", 1)).await }
+        });
+        until_queued_all(&pool, 0, 1, 2).await;
+        let query = tokio::spawn({
+            let pool = pool.clone();
+            async move { pool.embed_query("what is the budget?").await }
+        });
+        until_queued_all(&pool, 1, 1, 2).await;
+        go.send(()).unwrap();
+        let mut order = Vec::new();
+        for _ in 0..4 {
+            let call = next_call(&made).await;
+            order.push((call.role, call.texts[0].clone()));
+            go.send(()).unwrap();
+        }
+        assert_eq!(
+            order,
+            [
+                (Role::Query, "what is the budget?".to_string()),
+                (Role::Passage, "write 0".to_string()),
+                (Role::Passage, "rebuild 0".to_string()),
+                (Role::Passage, "rebuild 4".to_string()),
+            ]
+        );
+        blocker.await.unwrap().unwrap();
+        query.await.unwrap().unwrap();
+        write.await.unwrap().unwrap();
+        let rebuilt = rebuild.await.unwrap().unwrap();
+        let expected: Vec<Vec<f32>> = texts("rebuild", 8).iter().map(|t| vector_of(t)).collect();
+        assert_eq!(
+            rebuilt, expected,
+            "every background passage got its own vector, in order"
+        );
     }
 }
