@@ -94,6 +94,9 @@ pub struct Content<'a> {
     pub partial_bytes: Option<u64>,
     pub path: Option<&'a str>,
     pub mime_type: Option<&'a str>,
+    /// The longest text parsed as JSON (a parsed document takes many times its size in
+    /// memory): a longer one is analysed as text.
+    pub json_max_bytes: usize,
 }
 
 fn extension(path: Option<&str>) -> Option<String> {
@@ -591,6 +594,7 @@ pub fn analyze(content: Content<'_>) -> Analysis {
         || mime.is_some_and(|m| m.contains("json") && !m.contains("jsonl") && !m.contains("ndjson"));
     if (json_hint || trimmed.starts_with('{') || trimmed.starts_with('['))
         && content.partial_bytes.is_none()
+        && text.len() <= content.json_max_bytes
         && let Ok(value) = serde_json::from_str::<Value>(text)
         && (json_hint || value.is_object() || value.is_array())
     {
@@ -1096,6 +1100,7 @@ mod tests {
             partial_bytes: None,
             path,
             mime_type: None,
+            json_max_bytes: usize::MAX,
         })
     }
 
@@ -1232,6 +1237,7 @@ mod tests {
             partial_bytes: None,
             path: None,
             mime_type: None,
+            json_max_bytes: usize::MAX,
         });
         assert_eq!(analysis.mime_type, "image/png");
         let c = compact(&analysis, "", Language::En);

@@ -27,6 +27,15 @@ pub struct ArtifactConfig {
     /// Ask the configured language model for the summary part of compacts (when one is
     /// configured); the structural summary is the fallback.
     pub llm_summaries: bool,
+    /// The largest artifact a JSONPath read parses, in bytes; a larger one is refused with
+    /// INVALID_ARGUMENT (read it with lines, bytes or search). A parsed document takes up to
+    /// about 20 times its size in memory (small records).
+    pub json_path_max_bytes: u64,
+    /// Bytes of content parsed at once: the analysis of uploads and JSONPath reads. A request
+    /// waits for its content's bytes (an input larger than this waits for all of them) no
+    /// longer than its deadline, then is shed with RESOURCE_EXHAUSTED. Bounds the memory of
+    /// the parsed trees to about 20 times this, however many such requests come at once.
+    pub parse_bytes_in_flight: usize,
 }
 
 impl Default for ArtifactConfig {
@@ -40,6 +49,8 @@ impl Default for ArtifactConfig {
             read_cache_bytes: 256 * 1024 * 1024,
             purge_interval_secs: 3600,
             llm_summaries: true,
+            json_path_max_bytes: 8 * 1024 * 1024,
+            parse_bytes_in_flight: 8 * 1024 * 1024,
         }
     }
 }
@@ -58,6 +69,12 @@ impl ArtifactConfig {
         }
         if !(1024..=4 * 1024 * 1024).contains(&self.chunk_bytes) {
             return Err("artifact.chunk_bytes: must be within 1 KiB-4 MiB".into());
+        }
+        if self.json_path_max_bytes == 0 {
+            return Err("artifact.json_path_max_bytes: must be positive".into());
+        }
+        if self.parse_bytes_in_flight < 1024 {
+            return Err("artifact.parse_bytes_in_flight: must be at least 1024".into());
         }
         Ok(())
     }

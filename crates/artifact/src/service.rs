@@ -27,6 +27,7 @@ use thinkus_common::ids::{IdKind, check_id, new_id};
 use thinkus_common::model::{DEFAULT_TENANT, Language, Owner, Scope};
 use thinkus_common::text::{detect_language, summarize_to};
 use thinkus_common::tokens::TokenCounter;
+use thinkus_common::work::ByteBudget;
 use tokio_util::sync::CancellationToken;
 
 use crate::api::{
@@ -288,6 +289,8 @@ pub struct ArtifactService {
     tokens: TokenCounter,
     locks: Vec<tokio::sync::Mutex<()>>,
     cache: ContentCache,
+    /// Bytes of content parsed at once (`artifact.parse_bytes_in_flight`).
+    parsing: ByteBudget,
 }
 
 fn hex_sha256(data: &[u8]) -> String {
@@ -324,7 +327,9 @@ impl ArtifactService {
         tokens: TokenCounter,
     ) -> Self {
         let cache = ContentCache::new(config.read_cache_bytes);
+        let parsing = ByteBudget::new("artifact.parse_bytes_in_flight", config.parse_bytes_in_flight);
         Self {
+            parsing,
             config,
             store,
             blobs,
@@ -461,7 +466,12 @@ impl ArtifactService {
         let path = header.path.clone();
         let mime_type = header.mime_type.clone();
         let tokens = self.tokens;
+        let json_max_bytes = usize::try_from(self.config.json_path_max_bytes).unwrap_or(usize::MAX);
+        // The analysis parses the head (a JSON tree takes many times its size): its bytes are
+        // reserved first, held until the analysis ends.
+        let reserved = self.parsing.reserve("artifact analysis", head.len()).await?;
         let (head, analysis, content_tokens) = thinkus_common::work::cpu("artifact analysis", move || {
+            let _reserved = reserved;
             let valid_head = valid_prefix(&head);
             let analysis = compact::analyze(Content {
                 text: is_text.then_some(valid_head),
@@ -469,6 +479,7 @@ impl ArtifactService {
                 partial_bytes: partial,
                 path: path.as_deref(),
                 mime_type: mime_type.as_deref(),
+                json_max_bytes,
             });
             // The content's tokens: counted when it is small enough to be whole in the head,
             // estimated at four bytes a token beyond (where the configured cap is a tenth or less).
@@ -816,18 +827,24 @@ impl ArtifactApi for ArtifactService {
             }
             Locator::JsonPath(path) => {
                 let path = locator::parse_json_path(path)?;
-                let content = self.indexed(&record).await?;
-                let bytes = content.bytes.clone();
-                if bytes.len() > MAX_JSON_PATH_BYTES {
+                let limit = self.config.json_path_max_bytes;
+                if record.size_bytes > limit {
                     return Err(ApiError::invalid(
                         "json_path",
                         format!(
-                            "the artifact is {} bytes, JSONPath reads take at most {MAX_JSON_PATH_BYTES}; use lines, bytes or search",
-                            bytes.len()
+                            "the artifact is {} bytes, over artifact.json_path_max_bytes ({limit}) a JSONPath read parses; \
+                             read it with lines, bytes or search",
+                            record.size_bytes
                         ),
                     ));
                 }
+                // The parsed tree takes many times the document's size: its bytes are reserved
+                // before the content is even loaded, and held until the read ends.
+                let reserved = self.parsing.reserve("json_path", record.size_bytes as usize).await?;
+                let content = self.indexed(&record).await?;
+                let bytes = content.bytes.clone();
                 thinkus_common::work::cpu("json_path", move || {
+                    let _reserved = reserved;
                     locator::read_json_path(&bytes, &path, max_bytes, language)
                 })
                 .await??
@@ -914,10 +931,6 @@ impl ArtifactApi for ArtifactService {
 
 /// Contents up to this size have their tokens counted for the compact's cap (a few ms at most).
 const EXACT_COUNT_BYTES: u64 = 64 * 1024;
-/// The largest artifact a JSONPath read parses: the parsed document takes several times its
-/// size in memory.
-pub const MAX_JSON_PATH_BYTES: usize = 32 * 1024 * 1024;
-
 /// The fewest tokens a compact is cut to: the reference, the size and the locators with their
 /// examples, and a line of summary.
 const MIN_COMPACT_TOKENS: usize = 200;

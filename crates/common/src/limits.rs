@@ -58,7 +58,7 @@ pub fn overloaded(what: &str, retry_after: Duration) -> ApiError {
 }
 
 /// [`overloaded`] with the reason spelled out for the caller (`what` stays the metric's label).
-fn overloaded_because(what: &str, why: Option<&str>, retry_after: Duration) -> ApiError {
+pub fn overloaded_because(what: &str, why: Option<&str>, retry_after: Duration) -> ApiError {
     crate::metrics::METRICS.shed.with_label_values(&[what]).inc();
     let message = match why {
         Some(why) => format!("the server is too busy ({what}: {why}); retry later"),

@@ -8,14 +8,18 @@
 //! shed with RESOURCE_EXHAUSTED. Work that has started runs to its end (a thread cannot be
 //! interrupted), so every caller also bounds its input; the turn is held until the work ends
 //! even when the request that asked for it has given up, so abandoned work still counts.
+//!
+//! A turn bounds how many tasks run, not how much memory they take: parsing a JSON document
+//! builds a tree many times its size. A [`ByteBudget`] bounds the bytes of such inputs worked
+//! on at once; a task reserves its input's bytes before it asks for a turn.
 
 use std::sync::{Arc, LazyLock};
 use std::time::Duration;
 
-use tokio::sync::Semaphore;
+use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 
 use crate::error::ApiError;
-use crate::limits::{BUSY_RETRY_AFTER, overloaded};
+use crate::limits::{BUSY_RETRY_AFTER, overloaded, overloaded_because};
 
 /// The longest a task waits for a turn when its request has no deadline.
 pub const DEFAULT_WAIT: Duration = Duration::from_secs(30);
@@ -56,6 +60,66 @@ where
         }
         ApiError::internal(format!("{what} failed: {err}"))
     })
+}
+
+/// Bytes of large inputs worked on at once (a semaphore of bytes, counted in KiB): a task
+/// reserves its input's size before it starts and holds it until its work ends, waiting no
+/// longer than half its request's time left, then shed with RESOURCE_EXHAUSTED naming the
+/// setting.
+/// An input larger than the whole budget waits for all of it (it runs alone). Reservations
+/// are served in the order they were asked for.
+#[derive(Debug, Clone)]
+pub struct ByteBudget {
+    /// The setting that sizes it, for the caller who is shed.
+    key: &'static str,
+    kib: u32,
+    permits: Arc<Semaphore>,
+}
+
+/// A reservation of a [`ByteBudget`]; dropping it gives the bytes back.
+#[derive(Debug)]
+pub struct Reserved {
+    _permit: OwnedSemaphorePermit,
+}
+
+impl ByteBudget {
+    /// A budget of `bytes` (at least 1 KiB), sized by the setting `key`.
+    pub fn new(key: &'static str, bytes: usize) -> Self {
+        let kib = u32::try_from(bytes.div_ceil(1024)).unwrap_or(u32::MAX).max(1);
+        Self {
+            key,
+            kib,
+            permits: Arc::new(Semaphore::new(kib as usize)),
+        }
+    }
+
+    /// Bytes reserved now, and the budget, in KiB.
+    pub fn load(&self) -> (usize, usize) {
+        let kib = self.kib as usize;
+        (kib - self.permits.available_permits().min(kib), kib)
+    }
+
+    /// Reserves `bytes` (at most the whole budget) for `what`, waiting for them no longer than
+    /// half the time left to the current request's deadline (`crate::deadline::remaining`):
+    /// the bytes come back only as earlier work ends, and a request that waited longer would
+    /// still have its own work to do when its caller gives up.
+    pub async fn reserve(&self, what: &'static str, bytes: usize) -> Result<Reserved, ApiError> {
+        let wanted = u32::try_from(bytes.div_ceil(1024))
+            .unwrap_or(u32::MAX)
+            .clamp(1, self.kib);
+        let wait = crate::deadline::remaining().map_or(DEFAULT_WAIT, |left| left / 2);
+        match tokio::time::timeout(wait, Arc::clone(&self.permits).acquire_many_owned(wanted)).await {
+            Ok(Ok(permit)) => Ok(Reserved { _permit: permit }),
+            _ => Err(overloaded_because(
+                what,
+                Some(&format!(
+                    "{bytes} bytes wait for {}, {} KiB worked on at once",
+                    self.key, self.kib
+                )),
+                BUSY_RETRY_AFTER,
+            )),
+        }
+    }
 }
 
 #[cfg(test)]
@@ -100,5 +164,35 @@ mod tests {
             task.await.unwrap().unwrap();
         }
         assert_eq!(cpu("after", || 2).await.unwrap(), 2);
+    }
+
+    #[tokio::test]
+    async fn a_byte_budget_holds_inputs_back_until_their_bytes_are_free() {
+        let budget = ByteBudget::new("test.bytes_in_flight", 8 * 1024);
+        let first = budget.reserve("parse", 5 * 1024).await.unwrap();
+        assert_eq!(budget.load(), (5, 8));
+        // Another 5 KiB does not fit beside the first: it waits, and past its deadline it is
+        // shed naming the setting.
+        let shed = crate::deadline::with_deadline(
+            Some(Instant::now() + Duration::from_millis(50)),
+            budget.reserve("parse", 5 * 1024),
+        )
+        .await
+        .unwrap_err();
+        assert_eq!(shed.code, ErrorCode::ResourceExhausted);
+        assert!(shed.message.contains("test.bytes_in_flight"), "{}", shed.message);
+        assert!(shed.retry_after.is_some());
+        // 3 KiB fit; an input larger than the budget waits for all of it.
+        let small = budget.reserve("parse", 3 * 1024).await.unwrap();
+        assert_eq!(budget.load(), (8, 8));
+        let waiting = tokio::spawn({
+            let budget = budget.clone();
+            async move { budget.reserve("parse", 100 * 1024).await.map(|_| ()) }
+        });
+        drop(first);
+        assert_eq!(budget.load().0, 3, "the large one does not start beside the small one");
+        drop(small);
+        waiting.await.unwrap().unwrap();
+        assert_eq!(budget.load(), (0, 8), "every byte came back");
     }
 }
