@@ -223,3 +223,98 @@ async fn dev_mode_needs_a_loopback_listener_and_no_proxy_header() {
     assert!(err.message().contains("bound to loopback"), "{}", err.message());
     open.shutdown().await.unwrap();
 }
+
+/// Sends a unary request to `path` whose message declares `declared` bytes and only its first
+/// kilobyte: the server reads the length prefix and waits for the rest, which comes when the
+/// returned sender is dropped (then the body ends short).
+async fn held_message(
+    channel: Channel,
+    path: &'static str,
+    declared: u32,
+) -> (
+    tokio::sync::mpsc::Sender<Result<bytes::Bytes, std::io::Error>>,
+    tokio::task::JoinHandle<()>,
+) {
+    use tonic::codegen::Service as _;
+    let (sender, receiver) = tokio::sync::mpsc::channel(1);
+    let mut head = vec![0u8];
+    head.extend(declared.to_be_bytes());
+    head.extend(std::iter::repeat_n(0u8, 1024));
+    sender.send(Ok(bytes::Bytes::from(head))).await.unwrap();
+    let body = axum::body::Body::from_stream(tokio_stream::wrappers::ReceiverStream::new(receiver));
+    let request = tonic::codegen::http::Request::builder()
+        .method("POST")
+        .uri(path)
+        .header("content-type", "application/grpc")
+        .header("te", "trailers")
+        .body(tonic::body::Body::new(body))
+        .unwrap();
+    let mut service = channel;
+    futures::future::poll_fn(|cx| service.poll_ready(cx)).await.unwrap();
+    let call = service.call(request);
+    (sender, tokio::spawn(async move { drop(call.await) }))
+}
+
+async fn recall_of(channel: Channel, query: String) -> Result<(), tonic::Status> {
+    let mut request = tonic::Request::new(RecallRequest {
+        scope: Some(scope("alice")),
+        query,
+        ..Default::default()
+    });
+    request.set_timeout(Duration::from_millis(500));
+    RetrieverServiceClient::new(channel)
+        .max_encoding_message_size(usize::MAX)
+        .recall(request)
+        .await
+        .map(drop)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn large_messages_wait_for_their_bytes_and_small_ones_do_not() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut config = nodes::embedded_config(dir.path());
+    config.embedder.uri = "hash://384".into();
+    config.server.message_bytes_in_flight = 4 << 20;
+    let node = nodes::start(config, &ServiceKind::ALL, None).await;
+    let channel = nodes::channel(&node).await;
+
+    // A 3 MiB message is being read: another 2 MiB do not fit beside it in 4 MiB, so a second
+    // large message waits for them and, past its deadline, is shed naming the setting.
+    let (sender, held) = held_message(
+        channel.clone(),
+        "/thinkus.retriever.v1.RetrieverService/Recall",
+        3 << 20,
+    )
+    .await;
+    let large = "budget ".repeat((2 << 20) / 7);
+    let mut shed = None;
+    for _ in 0..600 {
+        match recall_of(channel.clone(), large.clone()).await {
+            Err(status) if status.code() == Code::ResourceExhausted => {
+                shed = Some(status);
+                break;
+            }
+            // Read before the held one was: it reached the service.
+            _ => tokio::time::sleep(Duration::from_millis(50)).await,
+        }
+    }
+    let shed = shed.expect("a large message waits while another holds the bytes");
+    assert!(
+        shed.message().contains("server.message_bytes_in_flight"),
+        "{}",
+        shed.message()
+    );
+    assert!(shed.metadata().get("retry-after").is_some(), "a retry-after hint");
+    // Small messages are not counted: served at once.
+    recall(channel.clone(), "alice", None)
+        .await
+        .expect("a small message is read beside the held one");
+
+    // The held message ends (short): its bytes are free, and the large one is read (and refused
+    // by the service for its length, not by the budget).
+    drop(sender);
+    held.await.unwrap();
+    let after = recall_of(channel.clone(), large).await.unwrap_err();
+    assert_ne!(after.code(), Code::ResourceExhausted, "{}", after.message());
+    node.shutdown().await.unwrap();
+}

@@ -121,6 +121,11 @@ pub struct ServerConfig {
     pub tenant_rate_burst: f64,
     /// The largest gRPC message accepted, in bytes.
     pub max_message_bytes: usize,
+    /// Bytes of large request messages (over 1 MiB each) read and decoded at once: one waits
+    /// for its bytes (a message larger than this waits for all of them) no longer than its
+    /// deadline, then is shed with RESOURCE_EXHAUSTED. Bounds the memory near-limit messages
+    /// take, however many come at once.
+    pub message_bytes_in_flight: usize,
     /// TLS on the gRPC listener, the REST facade and the memory page: a PEM certificate chain
     /// (with `tls_key_file`); unset, they speak plain text (behind a mesh that encrypts).
     pub tls_cert_file: Option<PathBuf>,
@@ -147,6 +152,7 @@ impl Default for ServerConfig {
             tenant_rate_per_second: 50.0,
             tenant_rate_burst: 100.0,
             max_message_bytes: 16 * 1024 * 1024,
+            message_bytes_in_flight: 16 * 1024 * 1024,
             tls_cert_file: None,
             tls_key_file: None,
             tls_ca_file: None,

@@ -27,6 +27,7 @@ use crate::error::{ApiError, to_status};
 use crate::limits::{Admission, TenantLimits};
 use crate::metrics::GrpcMetricsLayer;
 use crate::telemetry::{TraceContextInterceptor, server_span};
+use crate::work::ByteBudget;
 
 /// How a gRPC server behaves.
 #[derive(Debug, Clone)]
@@ -182,6 +183,11 @@ pub async fn serve(
 /// authenticated (dev mode's exemption needs a loopback listener, a loopback peer and no proxy
 /// header), then admitted by the process's [`Admission`] (its tenant's rate and a seat) before
 /// the service sees it, under its deadline (`grpc-timeout`, capped by the request timeout).
+/// A request whose first message is large (over [`LARGE_MESSAGE_BYTES`], as its length prefix
+/// declares) then reserves that many bytes of `server.message_bytes_in_flight` before the
+/// message is read, and holds them until it is answered: the buffers and decoded copies of
+/// near-limit messages stay bounded however many come at once (the ones waiting are not read,
+/// so HTTP/2 flow control holds their bytes back at the sender).
 #[derive(Clone)]
 pub struct Gate {
     inner: Arc<GateInner>,
@@ -192,6 +198,42 @@ struct GateInner {
     admission: Admission,
     listener: Option<SocketAddr>,
     request_timeout: Duration,
+    /// Bytes of large request messages read at once (`server.message_bytes_in_flight`).
+    messages: ByteBudget,
+}
+
+/// Request messages larger than this reserve their size from `server.message_bytes_in_flight`;
+/// smaller ones are bounded by the seats (at most this much each).
+pub const LARGE_MESSAGE_BYTES: usize = 1024 * 1024;
+
+/// Reads the head of a gRPC request's body until the first message's length prefix is in:
+/// (the declared length, if one came; the body again, whole).
+async fn first_message_length(body: Body) -> (Option<usize>, Body) {
+    use futures::StreamExt as _;
+    let mut data = axum::body::Body::new(body).into_data_stream();
+    let mut head: Vec<Result<axum::body::Bytes, axum::Error>> = Vec::new();
+    let mut prefix = [0u8; 5];
+    let mut seen = 0;
+    while seen < prefix.len() {
+        match data.next().await {
+            Some(Ok(chunk)) => {
+                for byte in chunk.iter().take(prefix.len() - seen) {
+                    prefix[seen] = *byte;
+                    seen += 1;
+                }
+                head.push(Ok(chunk));
+            }
+            Some(Err(err)) => {
+                head.push(Err(err));
+                break;
+            }
+            None => break,
+        }
+    }
+    let declared =
+        (seen == prefix.len()).then(|| u32::from_be_bytes([prefix[1], prefix[2], prefix[3], prefix[4]]) as usize);
+    let whole = futures::stream::iter(head).chain(data);
+    (declared, Body::new(axum::body::Body::from_stream(whole)))
 }
 
 impl std::fmt::Debug for Gate {
@@ -210,6 +252,7 @@ impl Gate {
         admission: Admission,
         listener: Option<SocketAddr>,
         request_timeout: Duration,
+        message_bytes_in_flight: usize,
     ) -> Self {
         Self {
             inner: Arc::new(GateInner {
@@ -217,6 +260,7 @@ impl Gate {
                 admission,
                 listener,
                 request_timeout,
+                messages: ByteBudget::new("server.message_bytes_in_flight", message_bytes_in_flight),
             }),
         }
     }
@@ -301,8 +345,21 @@ where
                 Err(err) => return Ok(to_status(&err).into_http()),
             };
             request.extensions_mut().insert(principal);
+            let (parts, body) = request.into_parts();
+            let (declared, body) = first_message_length(body).await;
+            let request = http::Request::from_parts(parts, body);
+            let reserved = match declared {
+                Some(bytes) if bytes > LARGE_MESSAGE_BYTES => {
+                    let reserve = gate.messages.reserve("message bytes", bytes);
+                    match crate::deadline::with_deadline(Some(deadline), reserve).await {
+                        Ok(reserved) => Some(reserved),
+                        Err(err) => return Ok(to_status(&err).into_http()),
+                    }
+                }
+                _ => None,
+            };
             let response = crate::deadline::with_deadline(Some(deadline), inner.call(request)).await;
-            drop(seat);
+            drop((seat, reserved));
             response
         })
     }

@@ -267,6 +267,7 @@ pub async fn start(
         admission.clone(),
         Some(grpc_addr),
         request_timeout,
+        config.server.message_bytes_in_flight,
     );
     if config.auth.mode == thinkus_common::config::AuthMode::Dev && !grpc_addr.ip().is_loopback() {
         tracing::warn!(
