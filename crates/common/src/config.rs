@@ -109,6 +109,12 @@ pub struct ServerConfig {
     /// Requests served at once by the process (health and reflection aside); more wait for a
     /// seat, in turn per tenant, then are shed with RESOURCE_EXHAUSTED and Retry-After.
     pub concurrency_limit: usize,
+    /// The fewest effective seats: while several tenants are active, each may hold a share of
+    /// the seats the machine serves side by side, learned from how much longer requests take
+    /// the more of them run at once (CPU-bound work), between this floor and
+    /// `concurrency_limit` (see `thinkus_common::limits`). 0 means the cores; a value at or
+    /// over `concurrency_limit` shares the configured seats as they are.
+    pub concurrency_floor: usize,
     /// Requests of one tenant served at once; a key's `max_concurrency` overrides it.
     pub tenant_concurrency_limit: usize,
     /// Requests of one tenant waiting for a seat; more are shed at once.
@@ -146,6 +152,7 @@ impl Default for ServerConfig {
             shutdown_grace_secs: 20,
             request_timeout_ms: 30_000,
             concurrency_limit: 64,
+            concurrency_floor: 0,
             tenant_concurrency_limit: 16,
             tenant_queue_limit: 64,
             queue_timeout_ms: 1_000,

@@ -7,9 +7,10 @@
 //! 2. a seat is free: the process serves at most `concurrency_limit` requests at once, and one
 //!    tenant at most `tenant_concurrency_limit` of them; while other tenants are active (a
 //!    request in flight or waiting, or one that ended within [`ACTIVE_FOR`]), no more than an
-//!    equal share of the process's seats (rounded up). A tenant alone may use every seat its
-//!    limit allows; when another one comes, the seats the first holds past its share are not
-//!    given back to it as they are freed, so the newcomer finds a seat at once.
+//!    equal share of the process's effective seats (below; rounded down, at least one). A
+//!    tenant alone may use every seat its limit allows; when another one comes, the seats the
+//!    first holds past its share are not given back to it as they are freed, so the newcomer
+//!    finds a seat at once.
 //!
 //! When no seat is free the request waits in its tenant's queue, and seats freed by finished
 //! requests go to the waiting tenants in turn (round robin), so a tenant that floods the
@@ -26,6 +27,18 @@
 //! would pass its deadline is shed on arrival, told to come back after that wait, instead of
 //! queueing for a seat it could not use; one that waits gives up at the latest moment its work
 //! could still finish in time. Until a kind of work has been timed, nothing is shed early.
+//!
+//! The shares are shares of what the machine serves side by side, not of the configured seats.
+//! Work that runs on the process's cores (embedding, parsing) takes longer the more of it runs
+//! at once: past the cores, another seat only stretches every request's hold, and a flooding
+//! tenant's share of 64 seats would be 32 requests sharing two cores with everyone else's. So
+//! admission learns, per kind of work, how long a seat is held when few are taken (no more
+//! than the floor, `server.concurrency_floor`, the cores by default); when a request held its
+//! seat notably longer than that, it estimates how many requests were really served side by
+//! side (the crowd it ran in over how much longer it took) and lowers the effective seats
+//! towards that, plus one, never under the floor; requests that hold their seats no longer
+//! than alone in a crowd as large as the effective seats (work waiting on the network or a
+//! disk) grow them back towards `concurrency_limit`.
 
 use std::collections::{HashMap, VecDeque};
 use std::sync::Arc;
@@ -126,6 +139,70 @@ impl Holds {
     }
 }
 
+/// A hold this many times a kind's hold alone means the request was slowed by the others
+/// running beside it.
+const SLOWED: f64 = 1.5;
+
+/// The effective seats: the configured seats, lowered while requests take longer the more of
+/// them run at once (see the module's documentation).
+#[derive(Debug, Clone)]
+struct Capacity {
+    /// The effective seats, between the floor and the configured seats.
+    seats: f64,
+    floor: usize,
+    max: usize,
+    /// A kind's hold when no more than the floor's seats were taken (a moving average), in
+    /// seconds.
+    alone: HashMap<String, f64>,
+}
+
+impl Capacity {
+    fn new(floor: usize, max: usize) -> Self {
+        let floor = floor.clamp(1, max.max(1));
+        Self {
+            seats: max as f64,
+            floor,
+            max,
+            alone: HashMap::new(),
+        }
+    }
+
+    /// The seats requests may take now.
+    fn seats(&self) -> usize {
+        (self.seats.round() as usize).clamp(self.floor, self.max)
+    }
+
+    /// Learns from a request of `work` that held its seat `held` among `crowd` seats taken
+    /// (its own included) when it got it.
+    fn observe(&mut self, work: &str, held: Duration, crowd: usize) {
+        if self.floor >= self.max {
+            return;
+        }
+        let held = held.as_secs_f64().max(1e-6);
+        if crowd <= self.floor {
+            if let Some(alone) = self.alone.get_mut(work) {
+                *alone += (held - *alone) / 8.0;
+            } else if self.alone.len() < MAX_KINDS_TIMED {
+                self.alone.insert(work.to_string(), held);
+            }
+        }
+        let Some(alone) = self.alone.get(work).copied() else {
+            return;
+        };
+        let slowed = held / alone;
+        let target = if slowed >= SLOWED {
+            // Served side by side: the crowd, over how much longer each took; one more seat
+            // keeps the cores busy between requests.
+            (crowd as f64 / slowed + 1.0).min(self.seats)
+        } else {
+            // Not slowed: room for one more than this crowd (work waiting on the network or a
+            // disk grows the seats back as its crowds grow).
+            (crowd as f64 + 1.0).max(self.seats)
+        };
+        self.seats = (self.seats + (target - self.seats) / 8.0).clamp(self.floor as f64, self.max as f64);
+    }
+}
+
 /// The kind of work of an HTTP request, for [`Admission::admit`]: its method and the leading
 /// words of its path, up to three; a segment that is not a word (an id) ends it, so the kinds
 /// are the routes, not the resources.
@@ -146,6 +223,9 @@ pub fn http_work(method: &http::Method, path: &str) -> String {
 pub struct Limits {
     /// Requests served at once by the process.
     pub seats: usize,
+    /// The fewest seats kept when requests slow each other down (at or over `seats`: the
+    /// seats stay as configured).
+    pub floor: usize,
     /// Requests of one tenant served at once (unless its key says otherwise).
     pub tenant_seats: usize,
     /// Requests of one tenant waiting for a seat; more are shed at once.
@@ -161,8 +241,13 @@ pub struct Limits {
 impl Limits {
     pub fn from_config(config: &ServerConfig) -> Self {
         let seats = config.concurrency_limit.max(1);
+        let floor = match config.concurrency_floor {
+            0 => std::thread::available_parallelism().map_or(1, |n| n.get()),
+            floor => floor,
+        };
         Self {
             seats,
+            floor: floor.min(seats),
             tenant_seats: config.tenant_concurrency_limit.clamp(1, seats),
             tenant_queue: config.tenant_queue_limit,
             rate_per_second: config.tenant_rate_per_second.max(0.0),
@@ -203,15 +288,21 @@ impl Tenant {
         self.in_flight > 0 || !self.waiting.is_empty() || now.saturating_duration_since(self.last_active) < ACTIVE_FOR
     }
 
-    /// The seats it may hold now: its own limit, and no more than an equal share of the
-    /// process's `seats` among the `active` tenants (rounded up, at least one).
+    /// The seats it may hold now: its own limit, and while other tenants are active no more
+    /// than an equal share of the process's effective `seats` among the `active` tenants
+    /// (rounded down, at least one).
     fn cap(&self, seats: usize, active: usize) -> usize {
-        self.seats.min(seats.div_ceil(active.max(1))).max(1)
+        if active <= 1 {
+            return self.seats.max(1);
+        }
+        self.seats.min(seats / active).max(1)
     }
 }
 
 struct State {
-    free: usize,
+    /// Seats taken.
+    in_use: usize,
+    capacity: Capacity,
     tenants: HashMap<String, Tenant>,
     /// Tenants with waiters, in the order their turn comes.
     turns: VecDeque<String>,
@@ -244,6 +335,8 @@ pub struct Seat {
     /// The kind of work it was taken for, and when: its hold time is learned when it is freed.
     work: String,
     taken: Instant,
+    /// Seats taken when it was, its own included.
+    crowd: usize,
     /// False for a seat that was never handed out (a waiter that had left).
     armed: bool,
 }
@@ -265,8 +358,9 @@ impl Drop for Seat {
             tenant.in_flight = tenant.in_flight.saturating_sub(1);
             tenant.last_active = Instant::now();
         }
-        state.free += 1;
+        state.in_use = state.in_use.saturating_sub(1);
         state.holds.record(&self.work, held);
+        state.capacity.observe(&self.work, held, self.crowd);
         self.inner.dispatch(&mut state);
     }
 }
@@ -276,6 +370,11 @@ impl State {
     fn active(&self, now: Instant) -> usize {
         self.tenants.values().filter(|t| t.active(now)).count().max(1)
     }
+
+    /// Seats free now.
+    fn free(&self) -> usize {
+        self.capacity.max.saturating_sub(self.in_use)
+    }
 }
 
 impl Inner {
@@ -283,8 +382,9 @@ impl Inner {
     /// limit or its share) is passed over.
     fn dispatch(self: &Arc<Self>, state: &mut State) {
         let active = state.active(Instant::now());
+        let seats = state.capacity.seats();
         let mut passes = state.turns.len();
-        while state.free > 0 && passes > 0 {
+        while state.free() > 0 && passes > 0 {
             let Some(name) = state.turns.pop_front() else {
                 break;
             };
@@ -292,7 +392,7 @@ impl Inner {
                 passes -= 1;
                 continue;
             };
-            if tenant.in_flight >= tenant.cap(self.limits.seats, active) {
+            if tenant.in_flight >= tenant.cap(seats, active) {
                 // This tenant is at its cap: its waiters wait for its own requests.
                 if !tenant.waiting.is_empty() {
                     state.turns.push_back(name);
@@ -306,19 +406,20 @@ impl Inner {
             };
             tenant.in_flight += 1;
             let more = !tenant.waiting.is_empty();
-            state.free -= 1;
+            state.in_use += 1;
             let seat = Seat {
                 inner: Arc::clone(self),
                 tenant: name.clone(),
                 work: waiter.work,
                 taken: Instant::now(),
+                crowd: state.in_use,
                 armed: true,
             };
             if let Err(mut seat) = waiter.seat.send(seat) {
                 // The waiter gave up in the meantime: take the seat back without dropping it
                 // armed (that would lock the state again).
                 seat.armed = false;
-                state.free += 1;
+                state.in_use -= 1;
                 if let Some(tenant) = state.tenants.get_mut(&name) {
                     tenant.in_flight -= 1;
                 }
@@ -334,12 +435,13 @@ impl Inner {
 
 impl Admission {
     pub fn new(limits: Limits) -> Self {
-        let free = limits.seats;
+        let capacity = Capacity::new(limits.floor, limits.seats);
         Self {
             inner: Arc::new(Inner {
                 limits,
                 state: Mutex::new(State {
-                    free,
+                    in_use: 0,
+                    capacity,
                     tenants: HashMap::new(),
                     turns: VecDeque::new(),
                     next_waiter: 0,
@@ -375,7 +477,8 @@ impl Admission {
         let (id, receiver, budget) = {
             let mut state = self.inner.state.lock();
             let limits = &self.inner.limits;
-            let free = state.free;
+            let free = state.free();
+            let effective = state.capacity.seats();
             let seats = if overrides.concurrency > 0 {
                 overrides.concurrency.min(limits.seats)
             } else {
@@ -417,15 +520,16 @@ impl Admission {
             // cap takes a free seat without jumping anyone's turn.
             let active = state.active(now);
             let entry = state.tenants.get_mut(tenant).expect("inserted above");
-            let cap = entry.cap(limits.seats, active);
+            let cap = entry.cap(effective, active);
             if free > 0 && entry.in_flight < cap {
                 entry.in_flight += 1;
-                state.free -= 1;
+                state.in_use += 1;
                 return Ok(Seat {
                     inner: Arc::clone(&self.inner),
                     tenant: tenant.to_string(),
                     work: work.to_string(),
                     taken: now,
+                    crowd: state.in_use,
                     armed: true,
                 });
             }
@@ -497,7 +601,7 @@ impl Admission {
             _ => {
                 let mut state = self.inner.state.lock();
                 let active = state.active(Instant::now());
-                let seats = self.inner.limits.seats;
+                let seats = state.capacity.seats();
                 let what = match state.tenants.get_mut(tenant) {
                     Some(entry) => {
                         entry.waiting.retain(|waiter| waiter.id != id);
@@ -524,6 +628,18 @@ impl Admission {
         self.inner.state.lock().holds.record(work, held);
     }
 
+    /// Folds one hold time of `work` among `crowd` seats into the effective seats, as a freed
+    /// seat does.
+    #[cfg(test)]
+    fn observe(&self, work: &str, held: Duration, crowd: usize) {
+        self.inner.state.lock().capacity.observe(work, held, crowd);
+    }
+
+    /// The seats requests may take now (the effective seats).
+    pub fn seats(&self) -> usize {
+        self.inner.state.lock().capacity.seats()
+    }
+
     /// Requests in flight and waiting, for one tenant or the whole process.
     pub fn load(&self, tenant: Option<&str>) -> (usize, usize) {
         let state = self.inner.state.lock();
@@ -532,10 +648,7 @@ impl Admission {
                 .tenants
                 .get(name)
                 .map_or((0, 0), |t| (t.in_flight, t.waiting.len())),
-            None => (
-                self.inner.limits.seats - state.free,
-                state.tenants.values().map(|t| t.waiting.len()).sum(),
-            ),
+            None => (state.in_use, state.tenants.values().map(|t| t.waiting.len()).sum()),
         }
     }
 }
@@ -546,9 +659,11 @@ mod tests {
 
     const WORK: &str = "/test.v1.Test/Work";
 
+    /// Fixed seats (the floor at the seats: no adaptation).
     fn limits(seats: usize, tenant_seats: usize) -> Limits {
         Limits {
             seats,
+            floor: seats,
             tenant_seats,
             tenant_queue: 8,
             rate_per_second: 0.0,
@@ -827,5 +942,75 @@ mod tests {
             "it queued: {}",
             fast.message
         );
+    }
+
+    /// Admission of 64 seats (16 a tenant) on a machine whose floor is 2 seats (two cores).
+    fn adaptive() -> Admission {
+        Admission::new(Limits {
+            floor: 2,
+            ..limits(64, 16)
+        })
+    }
+
+    #[tokio::test]
+    async fn holds_that_grow_with_the_crowd_shrink_the_seats_and_the_shares_with_them() {
+        let admission = adaptive();
+        assert_eq!(admission.seats(), 64, "nothing learned yet: the seats as configured");
+        // Alone (one or two seats taken) a request holds its seat 100 ms; with 16 taken, 800 ms:
+        // two cores serve two at a time.
+        for _ in 0..8 {
+            admission.observe(WORK, Duration::from_millis(100), 1);
+        }
+        assert_eq!(admission.seats(), 64, "holds alone say nothing about crowds");
+        for _ in 0..200 {
+            admission.observe(WORK, Duration::from_millis(800), 16);
+        }
+        let seats = admission.seats();
+        assert!((2..=4).contains(&seats), "{seats} seats for what two cores serve");
+        // A flooding tenant now gets a share of those seats, not 16 (its own limit) of 64.
+        let none = TenantLimits::default();
+        let _quiet = admission.admit("quiet", none, "/other", None).await.unwrap();
+        let share = (seats / 2).max(1);
+        let _flood = seats_of(&admission, "flood", share).await;
+        let refused = admission.admit("flood", none, "/other", None).await.unwrap_err();
+        assert_eq!(refused.code, ErrorCode::ResourceExhausted);
+        assert!(refused.message.contains("tenant share"), "{}", refused.message);
+    }
+
+    #[test]
+    fn holds_that_do_not_grow_with_the_crowd_give_the_seats_back() {
+        let admission = adaptive();
+        for _ in 0..8 {
+            admission.observe(WORK, Duration::from_millis(100), 1);
+        }
+        for _ in 0..200 {
+            admission.observe(WORK, Duration::from_millis(800), 16);
+        }
+        assert!(admission.seats() <= 4);
+        // The work now waits on the network: as many at once take no longer than one alone.
+        for _ in 0..1000 {
+            let full = admission.seats();
+            admission.observe(WORK, Duration::from_millis(100), full);
+        }
+        assert_eq!(admission.seats(), 64);
+    }
+
+    #[test]
+    fn a_floor_at_the_seats_keeps_them_as_configured() {
+        let admission = Admission::new(limits(8, 8));
+        for _ in 0..8 {
+            admission.observe(WORK, Duration::from_millis(100), 1);
+        }
+        for _ in 0..200 {
+            admission.observe(WORK, Duration::from_millis(800), 8);
+        }
+        assert_eq!(admission.seats(), 8);
+        // And the seats never go under the floor, however slow.
+        let admission = adaptive();
+        admission.observe(WORK, Duration::from_millis(100), 1);
+        for _ in 0..500 {
+            admission.observe(WORK, Duration::from_secs(60), 64);
+        }
+        assert_eq!(admission.seats(), 2);
     }
 }
