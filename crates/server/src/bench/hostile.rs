@@ -9,7 +9,8 @@
 //! - `--bad-input`: from the largest `--clients` at once for `--seconds`, requests no client
 //!   should send: malformed protobuf, invalid UTF-8, messages at and over the size limit, deeply
 //!   nested JSON (an artifact read with JSONPath, a REST body) and bad or costly JSONPath
-//!   expressions (on a JSON artifact of about 8 MB). The server's RSS idle (after a few valid
+//!   expressions (on a JSON artifact just under the server's JSONPath limit,
+//!   `artifact.json_path_max_bytes`, and one over it). The server's RSS idle (after a few valid
 //!   requests of each kind), its highest sample during (every 100 ms) and after; every answer's
 //!   status by kind. INTERNAL, UNKNOWN, a broken connection or a 5xx is a failure.
 //! - `--rebuild`: the largest `--clients` recall (random users, their corpus's questions; each
@@ -398,7 +399,10 @@ fn large_json(bytes: usize) -> Vec<u8> {
 /// The artifacts the JSONPath attacks read, created at the start of the campaign.
 struct Targets {
     user: String,
+    /// Just under the server's JSONPath limit (`artifact.json_path_max_bytes`).
     large: String,
+    /// Over it.
+    over: String,
     deep: String,
 }
 
@@ -537,13 +541,15 @@ async fn attack(
             }
         }
         "bad JSONPath" => {
-            let path = match n % 6 {
+            let path = match n % 7 {
                 0 => "$[".to_string(),
                 1 => "$..[?(@.name == 'record".to_string(),
                 2 => format!("${}", ".a".repeat(50_000)),
                 3 => "$..*".to_string(),
                 4 => "$..records[?(@.id > 0)]..*".to_string(),
-                _ => format!("$.records[{}]", "9".repeat(400)),
+                5 => format!("$.records[{}]", "9".repeat(400)),
+                // A document over the limit.
+                _ => return read_json_path(channel, &targets.user, &targets.over, "$..*".into(), deadline).await,
             };
             read_json_path(channel, &targets.user, &targets.large, path, deadline).await
         }
@@ -574,12 +580,17 @@ pub async fn bad_input(config: Config, options: LoadOptions) -> anyhow::Result<(
     )
     .await?;
     let max_message_bytes = config.server.max_message_bytes;
+    let json_limit = usize::try_from(config.artifact.json_path_max_bytes)
+        .unwrap_or(usize::MAX)
+        .min(64 << 20);
     say(format!(
-        "load --bad-input: {clients} clients for {:.0} s, each cycling through {}; message limit {} bytes; \
-         {} memories across {users} users",
+        "load --bad-input: {clients} clients for {:.0} s, each cycling through {}; message limit {} bytes, \
+         {} in flight; JSONPath limit {json_limit} bytes, {} parsed at once; {} memories across {users} users",
         options.seconds,
         kinds.join(", "),
         max_message_bytes,
+        config.server.message_bytes_in_flight,
+        config.artifact.parse_bytes_in_flight,
         options.memories,
     ));
     let channel = connect(&server).await?;
@@ -648,9 +659,27 @@ pub async fn bad_input(config: Config, options: LoadOptions) -> anyhow::Result<(
             }
         })
     };
-    let large = create_artifact(channel.clone(), &user, "/bad-input/records.json", large_json(8 << 20)).await?;
+    let large = create_artifact(
+        channel.clone(),
+        &user,
+        "/bad-input/records.json",
+        large_json(json_limit.saturating_sub(64 * 1024).max(4096)),
+    )
+    .await?;
+    let over = create_artifact(
+        channel.clone(),
+        &user,
+        "/bad-input/more-records.json",
+        large_json(json_limit + 1024 * 1024),
+    )
+    .await?;
     let deep = create_artifact(channel.clone(), &user, "/bad-input/deep.json", deep_json(500_000)).await?;
-    let targets = Arc::new(Targets { user, large, deep });
+    let targets = Arc::new(Targets {
+        user,
+        large,
+        over,
+        deep,
+    });
     let until = Instant::now() + Duration::from_secs_f64(options.seconds);
     let mut tasks = Vec::new();
     for client in 0..clients {
@@ -744,6 +773,9 @@ pub async fn bad_input(config: Config, options: LoadOptions) -> anyhow::Result<(
         "answers": answers,
         "still_serving": still_serving,
         "max_message_bytes": max_message_bytes,
+        "message_bytes_in_flight": config.server.message_bytes_in_flight,
+        "json_path_max_bytes": json_limit,
+        "parse_bytes_in_flight": config.artifact.parse_bytes_in_flight,
     })
     .to_string());
     Ok(())
@@ -770,7 +802,7 @@ pub async fn rebuild(config: Config, options: LoadOptions) -> anyhow::Result<()>
     let channel = connect(&server).await?;
 
     // Recalls before, for the reference latency.
-    let before = recall_at(&server.url, clients, users, options.deadline_ms, {
+    let before = recall_at(&server.url, clients, users, options.deadline_ms, Instant::now(), {
         let until = Instant::now() + Duration::from_secs_f64(options.seconds);
         move || Instant::now() < until
     })
@@ -787,6 +819,8 @@ pub async fn rebuild(config: Config, options: LoadOptions) -> anyhow::Result<()>
         .ok_or_else(|| anyhow::anyhow!("RebuildIndex answered no job"))?;
     let started = Instant::now();
     say(format!("rebuild job {} queued", job.id));
+    // When the swap began: the first report with every memory staged or a user done.
+    let mut swapping_from: Option<f64> = None;
     let done = Arc::new(AtomicBool::new(false));
     let asked = Arc::new(AtomicUsize::new(0));
     let recalling = {
@@ -794,7 +828,7 @@ pub async fn rebuild(config: Config, options: LoadOptions) -> anyhow::Result<()>
         let server_url = server.url.clone();
         let deadline_ms = options.deadline_ms;
         tokio::spawn(async move {
-            recall_at(&server_url, clients, users, deadline_ms, move || {
+            recall_at(&server_url, clients, users, deadline_ms, started, move || {
                 asked.fetch_add(1, Ordering::Relaxed);
                 !done.load(Ordering::Relaxed)
             })
@@ -811,6 +845,13 @@ pub async fn rebuild(config: Config, options: LoadOptions) -> anyhow::Result<()>
             .job
             .ok_or_else(|| anyhow::anyhow!("GetIndexJob answered no job"))?;
         let status = IndexJobStatus::try_from(job.status).unwrap_or(IndexJobStatus::Unspecified);
+        if swapping_from.is_none()
+            && job.users_total > 0
+            && job.users_done == 0
+            && job.staged as usize >= options.memories / users.max(1)
+        {
+            swapping_from = Some(started.elapsed().as_secs_f64());
+        }
         let over = matches!(status, IndexJobStatus::Succeeded | IndexJobStatus::Failed);
         if over || last_report.elapsed() >= Duration::from_secs(10) {
             say(format!(
@@ -838,7 +879,7 @@ pub async fn rebuild(config: Config, options: LoadOptions) -> anyhow::Result<()>
 
     for (label, run) in [("before the rebuild", &before), ("during the rebuild", &during)] {
         say(format!(
-            "{label}: {} recalls, {} answered with memories, {} failures (p50 {:.1} ms, p99 {:.1} ms){}",
+            "{label}: {} recalls, {} answered with memories, {} failures (p50 {:.1} ms, p99 {:.1} ms){}{}",
             run.samples.len(),
             run.answered,
             run.failures.len(),
@@ -847,7 +888,24 @@ pub async fn rebuild(config: Config, options: LoadOptions) -> anyhow::Result<()>
             run.by_kind()
                 .iter()
                 .map(|(kind, count)| format!("; {count} x {kind}"))
-                .collect::<String>()
+                .collect::<String>(),
+            if run.failed_at.is_empty() {
+                String::new()
+            } else {
+                format!(
+                    "; asked at {} s",
+                    run.failed_at
+                        .iter()
+                        .map(|at| format!("{:.1}", at.as_secs_f64()))
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                )
+            }
+        ));
+    }
+    if let Some(from) = swapping_from {
+        say(format!(
+            "the first user's memories were all staged by {from:.0} s (its swap followed); the job ended at {rebuild_seconds:.0} s"
         ));
     }
     say(format!(
@@ -869,6 +927,8 @@ pub async fn rebuild(config: Config, options: LoadOptions) -> anyhow::Result<()>
         "recall_p99_ms_during": tenth(percentile_ms(&during.latencies(), 0.99)),
         "failures_during_by_kind": during.by_kind(),
         "failures_before": before.failures.len(),
+        "failures_during_at_s": during.failed_at.iter().map(|at| tenth(at.as_secs_f64())).collect::<Vec<_>>(),
+        "staged_by_s": swapping_from.map(tenth),
         "deadline_ms": options.deadline_ms,
     })
     .to_string());
@@ -881,6 +941,8 @@ struct Recalls {
     samples: Vec<Sample>,
     answered: usize,
     failures: Vec<String>,
+    /// When each failed recall was asked, since the run's start.
+    failed_at: Vec<Duration>,
 }
 
 impl Recalls {
@@ -905,6 +967,7 @@ async fn recall_at(
     clients: usize,
     users: usize,
     deadline_ms: u64,
+    since: Instant,
     go_on: impl Fn() -> bool + Clone + Send + 'static,
 ) -> anyhow::Result<Recalls> {
     let mut tasks = Vec::new();
@@ -928,6 +991,7 @@ async fn recall_at(
                     ..Default::default()
                 };
                 let asked = Instant::now();
+                let failures = mine.failures.len();
                 let answer = retriever
                     .recall(request(message, Duration::from_millis(deadline_ms), None))
                     .await;
@@ -946,6 +1010,9 @@ async fn recall_at(
                         Outcome::Error(status.code(), status.message().to_string())
                     }
                 };
+                if mine.failures.len() > failures {
+                    mine.failed_at.push(asked.saturating_duration_since(since));
+                }
                 mine.samples.push(Sample {
                     op: super::load::Op::Recall,
                     outcome,
@@ -962,6 +1029,8 @@ async fn recall_at(
         all.samples.extend(mine.samples);
         all.answered += mine.answered;
         all.failures.extend(mine.failures);
+        all.failed_at.extend(mine.failed_at);
     }
+    all.failed_at.sort();
     Ok(all)
 }
