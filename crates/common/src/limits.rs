@@ -200,6 +200,7 @@ impl Capacity {
             (crowd as f64 + 1.0).max(self.seats)
         };
         self.seats = (self.seats + (target - self.seats) / 8.0).clamp(self.floor as f64, self.max as f64);
+        crate::metrics::METRICS.effective_seats.set(self.seats() as i64);
     }
 }
 
@@ -436,6 +437,7 @@ impl Inner {
 impl Admission {
     pub fn new(limits: Limits) -> Self {
         let capacity = Capacity::new(limits.floor, limits.seats);
+        crate::metrics::METRICS.effective_seats.set(capacity.seats() as i64);
         Self {
             inner: Arc::new(Inner {
                 limits,

@@ -7,7 +7,9 @@ use std::sync::LazyLock;
 use std::task::{Context, Poll};
 use std::time::Instant;
 
-use prometheus::{Encoder, HistogramOpts, HistogramVec, IntCounterVec, IntGaugeVec, Opts, Registry, TextEncoder};
+use prometheus::{
+    Encoder, HistogramOpts, HistogramVec, IntCounterVec, IntGauge, IntGaugeVec, Opts, Registry, TextEncoder,
+};
 use tokio_util::sync::CancellationToken;
 use tower::{Layer, Service};
 
@@ -38,6 +40,8 @@ pub struct Metrics {
     pub catalog_probes: IntCounterVec,
     /// Requests refused with RESOURCE_EXHAUSTED before any work, by what was full.
     pub shed: IntCounterVec,
+    /// The effective seats tenants' shares are cut from (`thinkus_common::limits`).
+    pub effective_seats: IntGauge,
     /// Vector index points repaired from the database, by when (start, rebuild).
     pub index_repaired: IntCounterVec,
 }
@@ -144,6 +148,14 @@ pub static METRICS: LazyLock<Metrics> = LazyLock::new(|| {
                     "catalog probes run under the controller's \"no\", by outcome (hit: a strong match was included)",
                 ),
                 &["outcome"],
+            )
+            .expect("valid metric"),
+        ),
+        effective_seats: register(
+            &registry,
+            IntGauge::new(
+                "thinkus_admission_effective_seats",
+                "the seats the machine serves side by side, that tenants' shares are cut from",
             )
             .expect("valid metric"),
         ),

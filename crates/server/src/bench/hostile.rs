@@ -174,6 +174,11 @@ pub async fn flood(config: Config, options: LoadOptions) -> anyhow::Result<()> {
         let measured = summarize(options.measure_clients, seconds, &measured?, rss, peak);
         let flooding = summarize(clients, seconds, &flooding?, rss, peak);
         let ratio = if alone.p99 > 0.0 { measured.p99 / alone.p99 } else { 0.0 };
+        let effective = server.metric("thinkus_admission_effective_seats").await;
+        say(format!(
+            "effective seats at the end of the flood: {}",
+            effective.map_or("unknown".to_string(), |seats| format!("{seats:.0}"))
+        ));
         say(format!(
             "flood of {clients} clients: measuring tenant alone {} requests, p50 {:.1} ms, p99 {:.1} ms, \
              errors {}, shed {}; during the flood {} requests, p50 {:.1} ms, p99 {:.1} ms ({ratio:.2} x \

@@ -124,6 +124,7 @@ pub(super) struct Server {
     child: Child,
     pub(super) url: String,
     log: PathBuf,
+    metrics: u16,
 }
 
 impl Drop for Server {
@@ -141,6 +142,21 @@ impl Server {
 
     pub(super) fn pid(&self) -> u32 {
         self.child.id()
+    }
+
+    /// The value of an unlabelled metric on the server's /metrics, if it has one.
+    pub(super) async fn metric(&self, name: &str) -> Option<f64> {
+        use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
+        let mut stream = tokio::net::TcpStream::connect(("127.0.0.1", self.metrics)).await.ok()?;
+        let head = "GET /metrics HTTP/1.1\r\nhost: 127.0.0.1\r\nconnection: close\r\n\r\n";
+        stream.write_all(head.as_bytes()).await.ok()?;
+        let mut text = String::new();
+        tokio::time::timeout(Duration::from_secs(10), stream.read_to_string(&mut text))
+            .await
+            .ok()?
+            .ok()?;
+        text.lines()
+            .find_map(|line| line.strip_prefix(name)?.strip_prefix(' ')?.trim().parse().ok())
     }
 
     pub(super) fn log_tail(&self) -> String {
@@ -191,6 +207,7 @@ pub(super) async fn start_server(dir: &Path, extra: &[String]) -> anyhow::Result
         child,
         url: format!("http://127.0.0.1:{port}"),
         log,
+        metrics,
     };
     let ready =
         thinkus_common::grpc::wait_serving(&server.url, ServiceKind::Gateway.grpc_name(), Duration::from_secs(180))
