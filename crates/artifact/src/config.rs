@@ -49,8 +49,8 @@ impl Default for ArtifactConfig {
             read_cache_bytes: 256 * 1024 * 1024,
             purge_interval_secs: 3600,
             llm_summaries: true,
-            json_path_max_bytes: 8 * 1024 * 1024,
-            parse_bytes_in_flight: 8 * 1024 * 1024,
+            json_path_max_bytes: 4 * 1024 * 1024,
+            parse_bytes_in_flight: 4 * 1024 * 1024,
         }
     }
 }
