@@ -17,8 +17,9 @@
 //!   reaches the write lock after an earlier one);
 //! - **background passages** (an index rebuild re-embedding every memory of a user): the same
 //!   calls as passages, taken only when no query and no passage waits, on the passage workers,
-//!   and never started while a query call runs: a rebuild yields the cores to live requests
-//!   (a recall's other steps need a core too) and proceeds between them.
+//!   and not started while a query call runs until they have waited [`BACKGROUND_PATIENCE`]: a
+//!   rebuild yields the cores to live requests (a recall's other steps need a core too) and
+//!   proceeds between them, and still proceeds under a steady stream of queries.
 //!
 //! A request whose caller has gone (a cancelled or timed-out request) is dropped from the queue
 //! unembedded.
@@ -26,6 +27,7 @@
 use std::collections::VecDeque;
 use std::fmt;
 use std::sync::{Arc, Condvar, Mutex, PoisonError};
+use std::time::{Duration, Instant};
 
 use async_trait::async_trait;
 use tokio::sync::oneshot;
@@ -80,6 +82,11 @@ impl Default for PoolOptions {
     }
 }
 
+/// The longest background work waits for the query calls running beside it to end: under a
+/// steady stream of live queries there may be no moment without one, and a rebuild must still
+/// go on, one call at a time.
+pub const BACKGROUND_PATIENCE: Duration = Duration::from_secs(1);
+
 type Reply = oneshot::Sender<Result<Vec<Vec<f32>>, EmbedError>>;
 type Answer = oneshot::Receiver<Result<Vec<Vec<f32>>, EmbedError>>;
 
@@ -107,6 +114,8 @@ impl Class {
 struct Request {
     texts: Vec<String>,
     reply: Reply,
+    /// When it was queued.
+    queued: Instant,
 }
 
 /// What a worker takes in one go: requests of one class, embedded in one call.
@@ -151,10 +160,11 @@ impl Pending {
         requests
     }
 
-    /// The next batch a free worker takes now, if any: every query queued (up to the batch
+    /// The next batch a free worker takes `now`, if any: every query queued (up to the batch
     /// size); else, when fewer than `passage_workers` passage calls run, passages up to a
-    /// call's worth; else, when moreover no query call runs, background passages.
-    fn take(&mut self, options: &PoolOptions) -> Option<Batch> {
+    /// call's worth; else, when moreover no query call runs (or the oldest background piece
+    /// has waited [`BACKGROUND_PATIENCE`]), background passages.
+    fn take(&mut self, options: &PoolOptions, now: Instant) -> Option<Batch> {
         // Callers that gave up are not embedded for.
         self.queries.retain(|r| !r.reply.is_closed());
         self.passages.retain(|r| !r.reply.is_closed());
@@ -172,7 +182,9 @@ impl Pending {
         }
         let class = if !self.passages.is_empty() {
             Class::Passage
-        } else if !self.background.is_empty() && self.query_calls == 0 {
+        } else if self.background.front().is_some_and(|oldest| {
+            self.query_calls == 0 || now.saturating_duration_since(oldest.queued) >= BACKGROUND_PATIENCE
+        }) {
             Class::Background
         } else {
             return None;
@@ -222,13 +234,25 @@ impl Queue {
     fn next(&self) -> Option<Batch> {
         let mut pending = self.lock();
         loop {
-            if let Some(batch) = pending.take(&self.options) {
+            let now = Instant::now();
+            if let Some(batch) = pending.take(&self.options, now) {
                 return Some(batch);
             }
             if pending.closed && pending.passages.is_empty() && pending.background.is_empty() {
                 return None;
             }
-            pending = self.ready.wait(pending).unwrap_or_else(PoisonError::into_inner);
+            // Background work held back by query calls is taken when its patience runs out,
+            // even if no call ends meanwhile.
+            pending = match pending.background.front() {
+                Some(oldest) => {
+                    let left = BACKGROUND_PATIENCE.saturating_sub(now.saturating_duration_since(oldest.queued));
+                    self.ready
+                        .wait_timeout(pending, left.max(Duration::from_millis(1)))
+                        .unwrap_or_else(PoisonError::into_inner)
+                        .0
+                }
+                None => self.ready.wait(pending).unwrap_or_else(PoisonError::into_inner),
+            };
         }
     }
 
@@ -337,7 +361,14 @@ impl<E: Engine> EmbeddingPool<E> {
 
     fn submit(&self, class: Class, texts: Vec<String>) -> Answer {
         let (reply, answer) = oneshot::channel();
-        self.queue.push(class, Request { texts, reply });
+        self.queue.push(
+            class,
+            Request {
+                texts,
+                reply,
+                queued: Instant::now(),
+            },
+        );
         answer
     }
 
@@ -763,6 +794,7 @@ pub(crate) mod tests {
             Request {
                 texts: vec![text.to_string()],
                 reply,
+                queued: Instant::now(),
             },
             answer,
         )
@@ -812,7 +844,7 @@ pub(crate) mod tests {
             }
         }
         let mut order = Vec::new();
-        while let Some(batch) = pending.take(&options) {
+        while let Some(batch) = pending.take(&options, Instant::now()) {
             let class = batch.class;
             order.push(taken(Some(batch)).unwrap());
             // Each call ends before the next is taken (one worker).
@@ -830,41 +862,62 @@ pub(crate) mod tests {
     }
 
     #[test]
-    fn no_background_call_starts_while_a_query_call_runs() {
-        // Two workers: one is in a query call, the other is free and a rebuild's piece waits.
+    fn background_work_starts_beside_query_calls_only_once_its_patience_ran_out() {
         let options = options(2);
         let mut pending = pending();
         let (query, _query_answer) = request("query");
         pending.queries.push_back(query);
-        assert_eq!(taken(pending.take(&options)).unwrap().0, Class::Query);
+        let queued = Instant::now();
+        assert_eq!(taken(pending.take(&options, queued)).unwrap().0, Class::Query);
+        let (piece, _piece_answer) = request("rebuild 0");
+        pending.background.push_back(piece);
+        let queued = pending.background[0].queued;
+        assert!(taken(pending.take(&options, queued + BACKGROUND_PATIENCE / 2)).is_none());
+        assert_eq!(
+            taken(pending.take(&options, queued + BACKGROUND_PATIENCE)),
+            Some((Class::Background, "rebuild 0".to_string())),
+            "a steady stream of queries does not hold a rebuild back for ever"
+        );
+    }
+
+    #[test]
+    fn no_background_call_starts_while_a_query_call_runs() {
+        // Two workers: one is in a query call, the other is free and a rebuild's piece waits.
+        let options = options(2);
+        let mut pending = pending();
+        // Every piece is queued after this moment: none has run out of patience.
+        let at = Instant::now();
+        let (query, _query_answer) = request("query");
+        pending.queries.push_back(query);
+        assert_eq!(taken(pending.take(&options, at)).unwrap().0, Class::Query);
         let (piece, _piece_answer) = request("rebuild 0");
         pending.background.push_back(piece);
         assert!(
-            taken(pending.take(&options)).is_none(),
+            taken(pending.take(&options, at)).is_none(),
             "the free worker leaves the background piece while the query call runs"
         );
         // A write is not held back by the query: it is live work.
         let (write, _write_answer) = request("write");
         pending.passages.push_back(write);
         assert_eq!(
-            taken(pending.take(&options)),
+            taken(pending.take(&options, at)),
             Some((Class::Passage, "write".to_string()))
         );
         pending.done(Class::Passage);
-        assert!(taken(pending.take(&options)).is_none(), "the query call still runs");
+        assert!(taken(pending.take(&options, at)).is_none(), "the query call still runs");
         // The query call ends: the background piece goes.
         pending.done(Class::Query);
         assert_eq!(
-            taken(pending.take(&options)),
+            taken(pending.take(&options, at)),
             Some((Class::Background, "rebuild 0".to_string()))
         );
         // And it holds the passage worker: a second background piece waits for it.
         let (second, _second_answer) = request("rebuild 1");
         pending.background.push_back(second);
-        assert!(taken(pending.take(&options)).is_none());
+        assert!(taken(pending.take(&options, at)).is_none());
         pending.done(Class::Background);
         assert_eq!(
-            taken(pending.take(&options)),
+            taken(pending.take(&options, at)),
             Some((Class::Background, "rebuild 1".to_string()))
         );
     }
