@@ -53,7 +53,12 @@ if [ -z "$thinkus" ]; then
     if [ -x "$candidate" ]; then thinkus="$candidate"; break; fi
   done
 fi
-if [ -z "$thinkus" ]; then
+if [ -z "$thinkus" ] || [ ! -x "$thinkus" ]; then
+  if [ "${THINKUS_REQUIRE_BACKENDS:-}" = "1" ]; then
+    echo "check-charts: no thinkus binary at '${thinkus}' (THINKUS_BIN, target/debug or target/release), and THINKUS_REQUIRE_BACKENDS=1: the rendered config files must be parsed" >&2
+    exit 1
+  fi
+  thinkus=""
   say "no thinkus binary (THINKUS_BIN, target/debug or target/release): the rendered config files are not parsed"
 fi
 
