@@ -451,8 +451,38 @@ fn laid_out(entries: &[Entry], chosen: &[usize]) -> Vec<usize> {
         .collect()
 }
 
+/// Whether `text`, an entry as shown ("- assistant: Found it.…", a catalog line cut short), says
+/// nothing that `line`, another entry's context line, does not: every piece of it between the
+/// "…" of a cut stands in `line`, in order. The catalog line of a turn carries no line of its
+/// own to be recognised by, and the turn after it brings the whole turn as its context.
+fn said_within(text: &str, line: &str) -> bool {
+    let text = text.trim().trim_start_matches("- ");
+    let mut rest = line;
+    let mut pieces = 0;
+    for piece in text.split('…').map(str::trim).filter(|piece| !piece.is_empty()) {
+        match rest.find(piece) {
+            Some(at) => rest = &rest[at + piece.len()..],
+            None => return false,
+        }
+        pieces += 1;
+    }
+    pieces > 0
+}
+
 fn render(entries: &[Entry], costs: &[Cost], chosen: &[usize], language: Language, tokens: &TokenCounter) -> Packed {
     let lines = lines_of(chosen.iter().map(|&i| &entries[i]));
+    // The context lines shown, and the entries they already show in full: a turn recalled as
+    // its catalog line and also shown as the context of the turn after it is written once.
+    let contexts: Vec<(usize, &str)> = chosen
+        .iter()
+        .filter(|&&i| entries[i].shows_context(&lines))
+        .map(|&i| (i, entries[i].context.as_str()))
+        .collect();
+    let shown_as_context = |i: usize| {
+        contexts
+            .iter()
+            .any(|&(j, line)| j != i && said_within(&entries[i].text, line))
+    };
     let mut sections: Vec<Section> = Vec::new();
     let mut included = Vec::new();
     // `chosen` is in section order: each section's run is laid out on its own.
@@ -467,6 +497,10 @@ fn render(entries: &[Entry], costs: &[Cost], chosen: &[usize], language: Languag
         let mut day: Option<&str> = None;
         for i in laid_out(entries, run) {
             let entry = &entries[i];
+            if shown_as_context(i) {
+                included.push((entry.trace, 0));
+                continue;
+            }
             if let Some(this) = &entry.day
                 && day != Some(this.label.as_str())
             {
@@ -673,6 +707,53 @@ mod tests {
             packed.context
         );
         assert!(packed.tokens <= 1000);
+    }
+
+    #[test]
+    fn a_turn_recalled_as_its_catalog_line_and_as_the_next_turns_context_is_written_once() {
+        let tokens = TokenCounter::default();
+        let reply = "assistant: Found it. It's a compile error, not a flaky test: PR #412 renamed a field.";
+        let entries = vec![
+            // The reply as its catalog line (cut short), ranked first.
+            entry(SectionKind::Other, "- assistant: Found it.…", 0),
+            // The question after it, which brings the reply whole as its context.
+            Entry {
+                context: reply.into(),
+                ..entry(
+                    SectionKind::Other,
+                    "- user: ugh ok. can we still hit the launch date?",
+                    1,
+                )
+            },
+            // A short line that the context does not hold stays.
+            entry(SectionKind::Other, "- assistant: Found the old invoice.…", 2),
+        ];
+        let packed = pack(&entries, 1000, 1000, Language::En, &tokens);
+        assert_eq!(packed.context.matches("Found it.").count(), 1, "{}", packed.context);
+        assert!(
+            packed
+                .context
+                .contains(&format!("- {reply}\n  user: ugh ok. can we still hit the launch date?")),
+            "{}",
+            packed.context
+        );
+        assert!(packed.context.contains("Found the old invoice."), "{}", packed.context);
+        // Every entry is accounted for in the trace, the one shown as a context at no cost.
+        let mut included: Vec<(usize, u32)> = packed.included.clone();
+        included.sort();
+        assert_eq!(included.iter().map(|(t, _)| *t).collect::<Vec<_>>(), vec![0, 1, 2]);
+        assert_eq!(included[0].1, 0);
+
+        // Pieces of a line cut at both ends are found in order, and only in order.
+        assert!(said_within(
+            "- user: … keep things short …",
+            "user: ok. btw keep things short with me"
+        ));
+        assert!(!said_within(
+            "- user: short … keep things",
+            "user: ok. btw keep things short with me"
+        ));
+        assert!(!said_within("- …", "user: anything"));
     }
 
     #[test]
