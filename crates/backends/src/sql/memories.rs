@@ -4,13 +4,13 @@
 use async_trait::async_trait;
 use chrono::{DateTime, Utc};
 use sqlx::Row;
-use thinkus_common::model::{Memory, MemoryStatus, Message, Owner};
+use thinkus_common::model::{Memory, MemoryStatus, Owner};
 use tracing::Instrument;
 
 use super::query::{ARTIFACT_COLUMNS, Arg, JOB_COLUMNS, MEMORY_COLUMNS, Query, json, memory_where, ms};
 use super::rows::{
-    artifact_from_row, backend_error, candidate_from_row, change_from_row, erasure_from_row, from_ms, job_from_row,
-    memory_from_row, parse_enum, session_from_row, summary_from_row,
+    artifact_from_row, backend_error, candidate_from_row, change_from_row, erasure_from_row, job_from_row,
+    memory_from_row, message_from_row, parse_enum, session_from_row, summary_from_row,
 };
 use super::store::SqlStore;
 use super::{
@@ -326,16 +326,9 @@ impl MemoryStore for SqlStore {
             .await?
             .iter()
             .map(|row| {
-                Ok((
-                    row.try_get::<String, _>(0).map_err(backend_error)?,
-                    Message {
-                        index: row.try_get::<i64, _>(1).map_err(backend_error)?.max(0) as u32,
-                        role: row.try_get(2).map_err(backend_error)?,
-                        speaker: row.try_get(3).map_err(backend_error)?,
-                        content: row.try_get(4).map_err(backend_error)?,
-                        created_at: from_ms(row.try_get(5).map_err(backend_error)?),
-                    },
-                ))
+                let session_id = row.try_get::<String, _>("session_id").map_err(backend_error)?;
+                let message = message_from_row(row, &session_id)?;
+                Ok((session_id, message))
             })
             .collect::<Result<_, StoreError>>()?;
         let summaries = self

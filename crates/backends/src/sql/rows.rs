@@ -1,11 +1,14 @@
-//! Reading rows: each table's row as its record, times from BIGINT milliseconds, JSON and enum
-//! columns checked (a corrupt value is an error naming the row and the column), and sqlx's errors
-//! as the store's.
+//! Reading rows: each table's row as its record, times from BIGINT milliseconds, and sqlx's
+//! errors as the store's. A stored value the record cannot hold (JSON that does not parse, an
+//! unknown enum value, a time out of range, a negative count) is an error naming the table, the
+//! row and the column: a corrupt row is reported, never read as a default (no tags, 1970, 0).
 
 use chrono::{DateTime, TimeZone, Utc};
-use sqlx::Row;
-use sqlx::any::AnyRow;
-use thinkus_common::model::{ArtifactRef, Language, Memory, MemorySource, MemoryStatus, MemoryType, Scope, Visibility};
+use sqlx::any::{Any, AnyRow};
+use sqlx::{Decode, Row, Type};
+use thinkus_common::model::{
+    ArtifactRef, Language, Memory, MemorySource, MemoryStatus, MemoryType, Message, Scope, Visibility,
+};
 
 use super::{
     ArtifactRecord, Candidate, CandidateStatus, Change, ChangeKind, ErasureRecord, JobRecord, JobStatus, SessionRecord,
@@ -22,224 +25,273 @@ pub(super) fn backend_error(err: sqlx::Error) -> StoreError {
     }
 }
 
-pub(super) fn from_ms(value: i64) -> DateTime<Utc> {
-    Utc.timestamp_millis_opt(value).single().unwrap_or_default()
-}
-
-/// The value of a JSON column. One that does not parse is an error naming the table, the row
-/// and the column: a corrupt row is reported, never read as empty (no tags, no decisions).
-pub(super) fn parse_json<T: serde::de::DeserializeOwned>(
-    table: &str,
-    id: &str,
-    column: &str,
-    text: &str,
-) -> Result<T, StoreError> {
-    serde_json::from_str(text).map_err(|err| {
-        StoreError::Backend(format!(
-            "{table} row {id}: column {column} does not hold valid JSON ({err})"
-        ))
-    })
-}
-
 pub(super) fn parse_enum<T: std::str::FromStr>(column: &str, value: &str) -> Result<T, StoreError> {
     value
         .parse()
         .map_err(|_| StoreError::Backend(format!("unexpected {column} {value:?} in the database")))
 }
 
+/// One row being read, named by its table and its id, so that a column that cannot be read is
+/// reported with both.
+struct Cells<'r> {
+    row: &'r AnyRow,
+    table: &'static str,
+    id: String,
+}
+
+impl<'r> Cells<'r> {
+    /// The row of `table` whose id is in the column `id_column`.
+    fn new(row: &'r AnyRow, table: &'static str, id_column: &str) -> Result<Self, StoreError> {
+        let id = row.try_get::<String, _>(id_column).map_err(backend_error)?;
+        Ok(Self { row, table, id })
+    }
+
+    /// The row of `table` named by `id` (rows whose key spans several columns).
+    fn named(row: &'r AnyRow, table: &'static str, id: String) -> Self {
+        Self { row, table, id }
+    }
+
+    fn corrupt(&self, column: &str, what: std::fmt::Arguments<'_>) -> StoreError {
+        StoreError::Backend(format!("{} row {}: column {column} {what}", self.table, self.id))
+    }
+
+    fn get<T: Decode<'r, Any> + Type<Any>>(&self, column: &str) -> Result<T, StoreError> {
+        self.row.try_get::<T, _>(column).map_err(backend_error)
+    }
+
+    /// A time stored as milliseconds since the epoch.
+    fn time(&self, column: &str) -> Result<DateTime<Utc>, StoreError> {
+        self.time_of(column, self.get::<i64>(column)?)
+    }
+
+    fn opt_time(&self, column: &str) -> Result<Option<DateTime<Utc>>, StoreError> {
+        self.get::<Option<i64>>(column)?
+            .map(|ms| self.time_of(column, ms))
+            .transpose()
+    }
+
+    fn time_of(&self, column: &str, ms: i64) -> Result<DateTime<Utc>, StoreError> {
+        Utc.timestamp_millis_opt(ms)
+            .single()
+            .ok_or_else(|| self.corrupt(column, format_args!("holds {ms}, not a time in milliseconds")))
+    }
+
+    /// An integer within the range of the record's type (so a count or a size is never negative).
+    fn int<T: TryFrom<i64>>(&self, column: &str) -> Result<T, StoreError> {
+        let value = self.get::<i64>(column)?;
+        T::try_from(value).map_err(|_| {
+            self.corrupt(
+                column,
+                format_args!("holds {value}, out of the range of a {}", std::any::type_name::<T>()),
+            )
+        })
+    }
+
+    /// A JSON column.
+    fn json<T: serde::de::DeserializeOwned>(&self, column: &str) -> Result<T, StoreError> {
+        let text = self.get::<String>(column)?;
+        serde_json::from_str(&text)
+            .map_err(|err| self.corrupt(column, format_args!("does not hold valid JSON ({err})")))
+    }
+
+    /// The scope columns of a memory or a candidate.
+    fn scope(&self) -> Result<Scope, StoreError> {
+        Ok(Scope {
+            tenant_id: self.get("tenant_id")?,
+            user_id: self.get("user_id")?,
+            role_id: self.get("role_id")?,
+            project_id: self.get("project_id")?,
+            session_id: self.get("session_id")?,
+        })
+    }
+
+    /// A column holding one of the names of an enum.
+    fn parse<T: std::str::FromStr>(&self, column: &str) -> Result<T, StoreError> {
+        let value = self.get::<String>(column)?;
+        value
+            .parse()
+            .map_err(|_| self.corrupt(column, format_args!("holds the unknown value {value:?}")))
+    }
+}
+
 pub(super) fn memory_from_row(row: &AnyRow) -> Result<Memory, StoreError> {
-    let get_text = |name: &str| row.try_get::<String, _>(name).map_err(backend_error);
-    let get_opt = |name: &str| row.try_get::<Option<String>, _>(name).map_err(backend_error);
-    let get_int = |name: &str| row.try_get::<i64, _>(name).map_err(backend_error);
-    let id = get_text("id")?;
-    let artifact_refs: Vec<ArtifactRef> = parse_json("memories", &id, "artifact_refs", &get_text("artifact_refs")?)?;
-    let list = |name: &str| -> Result<Vec<String>, StoreError> { parse_json("memories", &id, name, &get_text(name)?) };
+    let cells = Cells::new(row, "memories", "id")?;
     Ok(Memory {
-        id: id.clone(),
-        scope: Scope {
-            tenant_id: get_text("tenant_id")?,
-            user_id: get_text("user_id")?,
-            role_id: get_text("role_id")?,
-            project_id: get_opt("project_id")?,
-            session_id: get_opt("session_id")?,
-        },
-        memory_type: parse_enum::<MemoryType>("memory_type", &get_text("memory_type")?)?,
-        content: get_text("content")?,
-        summary: get_text("summary")?,
-        importance: get_int("importance")?.clamp(1, 5) as u8,
-        confidence: row.try_get::<f64, _>("confidence").map_err(backend_error)?,
-        freshness: row.try_get::<f64, _>("freshness").map_err(backend_error)?,
-        evidence_count: get_int("evidence_count")?.max(0) as u32,
-        visibility: parse_enum::<Visibility>("visibility", &get_text("visibility")?)?,
-        status: parse_enum::<MemoryStatus>("status", &get_text("status")?)?,
-        superseded_by: get_opt("superseded_by")?,
-        source: parse_enum::<MemorySource>("source", &get_text("source")?)?,
-        tags: list("tags")?,
-        created_at: from_ms(get_int("created_at")?),
-        updated_at: from_ms(get_int("updated_at")?),
-        last_accessed_at: row
-            .try_get::<Option<i64>, _>("last_accessed_at")
-            .map_err(backend_error)?
-            .map(from_ms),
-        access_count: get_int("access_count")?.max(0) as u64,
-        context: get_text("context")?,
-        related_decision_ids: list("related_decision_ids")?,
-        artifact_refs,
-        language: parse_enum::<Language>("language", &get_text("language")?)?,
-        speaker: get_opt("speaker")?,
-        occurred_at: from_ms(get_int("occurred_at")?),
-        subject: get_opt("subject")?,
-        iteration_id: get_opt("iteration_id")?,
-        external_id: get_opt("external_id")?,
-        version: get_int("version")?,
+        id: cells.id.clone(),
+        scope: cells.scope()?,
+        memory_type: cells.parse::<MemoryType>("memory_type")?,
+        content: cells.get("content")?,
+        summary: cells.get("summary")?,
+        importance: cells.get::<i64>("importance")?.clamp(1, 5) as u8,
+        confidence: cells.get("confidence")?,
+        freshness: cells.get("freshness")?,
+        evidence_count: cells.int("evidence_count")?,
+        visibility: cells.parse::<Visibility>("visibility")?,
+        status: cells.parse::<MemoryStatus>("status")?,
+        superseded_by: cells.get("superseded_by")?,
+        source: cells.parse::<MemorySource>("source")?,
+        tags: cells.json("tags")?,
+        created_at: cells.time("created_at")?,
+        updated_at: cells.time("updated_at")?,
+        last_accessed_at: cells.opt_time("last_accessed_at")?,
+        access_count: cells.int("access_count")?,
+        context: cells.get("context")?,
+        related_decision_ids: cells.json("related_decision_ids")?,
+        artifact_refs: cells.json::<Vec<ArtifactRef>>("artifact_refs")?,
+        language: cells.parse::<Language>("language")?,
+        speaker: cells.get("speaker")?,
+        occurred_at: cells.time("occurred_at")?,
+        subject: cells.get("subject")?,
+        iteration_id: cells.get("iteration_id")?,
+        external_id: cells.get("external_id")?,
+        version: cells.get("version")?,
     })
 }
 
 pub(super) fn change_from_row(row: &AnyRow) -> Result<Change, StoreError> {
+    let cells = Cells::new(row, "memory_changes", "id")?;
     Ok(Change {
-        id: row.try_get("id").map_err(backend_error)?,
-        tenant_id: row.try_get("tenant_id").map_err(backend_error)?,
-        user_id: row.try_get("user_id").map_err(backend_error)?,
-        memory_id: row.try_get("memory_id").map_err(backend_error)?,
-        kind: parse_enum::<ChangeKind>("kind", &row.try_get::<String, _>("kind").map_err(backend_error)?)?,
-        actor: row.try_get("actor").map_err(backend_error)?,
-        reason: row.try_get("reason").map_err(backend_error)?,
-        before: row.try_get("before_json").map_err(backend_error)?,
-        after: row.try_get("after_json").map_err(backend_error)?,
-        at: from_ms(row.try_get("at").map_err(backend_error)?),
+        id: cells.get("id")?,
+        tenant_id: cells.get("tenant_id")?,
+        user_id: cells.get("user_id")?,
+        memory_id: cells.get("memory_id")?,
+        kind: cells.parse::<ChangeKind>("kind")?,
+        actor: cells.get("actor")?,
+        reason: cells.get("reason")?,
+        before: cells.get("before_json")?,
+        after: cells.get("after_json")?,
+        at: cells.time("at")?,
     })
 }
 
 pub(super) fn candidate_from_row(row: &AnyRow) -> Result<Candidate, StoreError> {
+    let cells = Cells::new(row, "candidates", "id")?;
     Ok(Candidate {
-        id: row.try_get("id").map_err(backend_error)?,
-        scope: Scope {
-            tenant_id: row.try_get("tenant_id").map_err(backend_error)?,
-            user_id: row.try_get("user_id").map_err(backend_error)?,
-            role_id: row.try_get("role_id").map_err(backend_error)?,
-            project_id: row.try_get("project_id").map_err(backend_error)?,
-            session_id: row.try_get("session_id").map_err(backend_error)?,
-        },
-        draft: row.try_get("draft").map_err(backend_error)?,
-        reason: row.try_get("reason").map_err(backend_error)?,
-        score: row.try_get("score").map_err(backend_error)?,
-        evidence_count: row.try_get::<i64, _>("evidence_count").map_err(backend_error)?.max(0) as u32,
-        status: parse_enum::<CandidateStatus>("status", &row.try_get::<String, _>("status").map_err(backend_error)?)?,
-        content_key: row.try_get("content_key").map_err(backend_error)?,
-        created_at: from_ms(row.try_get("created_at").map_err(backend_error)?),
-        decided_at: row
-            .try_get::<Option<i64>, _>("decided_at")
-            .map_err(backend_error)?
-            .map(from_ms),
-        memory_id: row.try_get("memory_id").map_err(backend_error)?,
+        id: cells.get("id")?,
+        scope: cells.scope()?,
+        draft: cells.get("draft")?,
+        reason: cells.get("reason")?,
+        score: cells.get("score")?,
+        evidence_count: cells.int("evidence_count")?,
+        status: cells.parse::<CandidateStatus>("status")?,
+        content_key: cells.get("content_key")?,
+        created_at: cells.time("created_at")?,
+        decided_at: cells.opt_time("decided_at")?,
+        memory_id: cells.get("memory_id")?,
     })
 }
 
 pub(super) fn artifact_from_row(row: &AnyRow) -> Result<ArtifactRecord, StoreError> {
+    let cells = Cells::new(row, "artifacts", "id")?;
     Ok(ArtifactRecord {
-        id: row.try_get("id").map_err(backend_error)?,
-        tenant_id: row.try_get("tenant_id").map_err(backend_error)?,
-        user_id: row.try_get("user_id").map_err(backend_error)?,
-        role_id: row.try_get("role_id").map_err(backend_error)?,
-        project_id: row.try_get("project_id").map_err(backend_error)?,
-        session_id: row.try_get("session_id").map_err(backend_error)?,
-        tool_call_id: row.try_get("tool_call_id").map_err(backend_error)?,
-        tool_name: row.try_get("tool_name").map_err(backend_error)?,
-        mime_type: row.try_get("mime_type").map_err(backend_error)?,
-        size_bytes: row.try_get::<i64, _>("size_bytes").map_err(backend_error)?.max(0) as u64,
-        sha256: row.try_get("sha256").map_err(backend_error)?,
-        blob_key: row.try_get("blob_key").map_err(backend_error)?,
-        path: row.try_get("path").map_err(backend_error)?,
-        line_count: row.try_get::<i64, _>("line_count").map_err(backend_error)?.max(0) as u64,
-        kind: row.try_get("kind").map_err(backend_error)?,
-        language: row.try_get("language").map_err(backend_error)?,
-        compact: row.try_get("compact").map_err(backend_error)?,
-        metadata: row.try_get("metadata").map_err(backend_error)?,
-        created_at: from_ms(row.try_get("created_at").map_err(backend_error)?),
-        expires_at: row
-            .try_get::<Option<i64>, _>("expires_at")
-            .map_err(backend_error)?
-            .map(from_ms),
+        id: cells.get("id")?,
+        tenant_id: cells.get("tenant_id")?,
+        user_id: cells.get("user_id")?,
+        role_id: cells.get("role_id")?,
+        project_id: cells.get("project_id")?,
+        session_id: cells.get("session_id")?,
+        tool_call_id: cells.get("tool_call_id")?,
+        tool_name: cells.get("tool_name")?,
+        mime_type: cells.get("mime_type")?,
+        size_bytes: cells.int("size_bytes")?,
+        sha256: cells.get("sha256")?,
+        blob_key: cells.get("blob_key")?,
+        path: cells.get("path")?,
+        line_count: cells.int("line_count")?,
+        kind: cells.get("kind")?,
+        language: cells.get("language")?,
+        compact: cells.get("compact")?,
+        metadata: cells.get("metadata")?,
+        created_at: cells.time("created_at")?,
+        expires_at: cells.opt_time("expires_at")?,
     })
 }
 
 pub(super) fn session_from_row(row: &AnyRow) -> Result<SessionRecord, StoreError> {
+    let cells = Cells::new(row, "sessions", "session_id")?;
     Ok(SessionRecord {
-        tenant_id: row.try_get("tenant_id").map_err(backend_error)?,
-        user_id: row.try_get("user_id").map_err(backend_error)?,
-        session_id: row.try_get("session_id").map_err(backend_error)?,
-        role_id: row.try_get("role_id").map_err(backend_error)?,
-        project_id: row.try_get("project_id").map_err(backend_error)?,
-        message_count: row.try_get::<i64, _>("message_count").map_err(backend_error)?.max(0) as u32,
-        last_message_at: from_ms(row.try_get("last_message_at").map_err(backend_error)?),
-        summarized_until: row.try_get::<i64, _>("summarized_until").map_err(backend_error)? as i32,
-        ended: row.try_get::<i64, _>("ended").map_err(backend_error)? != 0,
-        summary_requested: row.try_get::<i64, _>("summary_requested").map_err(backend_error)? != 0,
+        tenant_id: cells.get("tenant_id")?,
+        user_id: cells.get("user_id")?,
+        session_id: cells.get("session_id")?,
+        role_id: cells.get("role_id")?,
+        project_id: cells.get("project_id")?,
+        message_count: cells.int("message_count")?,
+        last_message_at: cells.time("last_message_at")?,
+        summarized_until: cells.int("summarized_until")?,
+        ended: cells.get::<i64>("ended")? != 0,
+        summary_requested: cells.get::<i64>("summary_requested")? != 0,
+    })
+}
+
+/// A message of the session `session_id` (the row is named `session/index`).
+pub(super) fn message_from_row(row: &AnyRow, session_id: &str) -> Result<Message, StoreError> {
+    let index = row.try_get::<i64, _>("idx").map_err(backend_error)?;
+    let cells = Cells::named(row, "session_messages", format!("{session_id}/{index}"));
+    Ok(Message {
+        index: cells.int("idx")?,
+        role: cells.get("role")?,
+        speaker: cells.get("speaker")?,
+        content: cells.get("content")?,
+        created_at: cells.time("created_at")?,
     })
 }
 
 pub(super) fn summary_from_row(row: &AnyRow) -> Result<SummaryRecord, StoreError> {
-    let text = |name: &str| row.try_get::<String, _>(name).map_err(backend_error);
-    let id = text("id")?;
-    let list =
-        |name: &str| -> Result<Vec<String>, StoreError> { parse_json("session_summaries", &id, name, &text(name)?) };
+    let cells = Cells::new(row, "session_summaries", "id")?;
     Ok(SummaryRecord {
-        id: id.clone(),
-        tenant_id: text("tenant_id")?,
-        user_id: text("user_id")?,
-        role_id: text("role_id")?,
-        project_id: row.try_get("project_id").map_err(backend_error)?,
-        session_id: text("session_id")?,
-        goal: text("goal")?,
-        constraints: list("constraints")?,
-        decisions: parse_json("session_summaries", &id, "decisions", &text("decisions")?)?,
-        progress: list("progress")?,
-        artifacts: parse_json("session_summaries", &id, "artifacts", &text("artifacts")?)?,
-        next_actions: list("next_actions")?,
-        risks: list("risks")?,
-        open_questions: list("open_questions")?,
-        trajectory_start: row.try_get::<i64, _>("trajectory_start").map_err(backend_error)? as i32,
-        trajectory_end: row.try_get::<i64, _>("trajectory_end").map_err(backend_error)? as i32,
-        language: text("language")?,
-        engine: text("engine")?,
-        created_at: from_ms(row.try_get("created_at").map_err(backend_error)?),
-        updated_at: from_ms(row.try_get("updated_at").map_err(backend_error)?),
+        id: cells.id.clone(),
+        tenant_id: cells.get("tenant_id")?,
+        user_id: cells.get("user_id")?,
+        role_id: cells.get("role_id")?,
+        project_id: cells.get("project_id")?,
+        session_id: cells.get("session_id")?,
+        goal: cells.get("goal")?,
+        constraints: cells.json("constraints")?,
+        decisions: cells.json("decisions")?,
+        progress: cells.json("progress")?,
+        artifacts: cells.json("artifacts")?,
+        next_actions: cells.json("next_actions")?,
+        risks: cells.json("risks")?,
+        open_questions: cells.json("open_questions")?,
+        trajectory_start: cells.int("trajectory_start")?,
+        trajectory_end: cells.int("trajectory_end")?,
+        language: cells.get("language")?,
+        engine: cells.get("engine")?,
+        created_at: cells.time("created_at")?,
+        updated_at: cells.time("updated_at")?,
     })
 }
 
 pub(super) fn job_from_row(row: &AnyRow) -> Result<JobRecord, StoreError> {
+    let cells = Cells::new(row, "jobs", "id")?;
     Ok(JobRecord {
-        id: row.try_get("id").map_err(backend_error)?,
-        kind: row.try_get("kind").map_err(backend_error)?,
-        tenant_id: row.try_get("tenant_id").map_err(backend_error)?,
-        user_id: row.try_get("user_id").map_err(backend_error)?,
-        session_id: row.try_get("session_id").map_err(backend_error)?,
-        payload: row.try_get("payload").map_err(backend_error)?,
-        status: parse_enum::<JobStatus>("status", &row.try_get::<String, _>("status").map_err(backend_error)?)?,
-        attempts: row.try_get::<i64, _>("attempts").map_err(backend_error)?.max(0) as u32,
-        max_attempts: row.try_get::<i64, _>("max_attempts").map_err(backend_error)?.max(0) as u32,
-        last_error: row.try_get("last_error").map_err(backend_error)?,
-        run_after: from_ms(row.try_get("run_after").map_err(backend_error)?),
-        lease_until: row
-            .try_get::<Option<i64>, _>("lease_until")
-            .map_err(backend_error)?
-            .map(from_ms),
-        dedupe_key: row.try_get("dedupe_key").map_err(backend_error)?,
-        result: row.try_get("result").map_err(backend_error)?,
-        created_at: from_ms(row.try_get("created_at").map_err(backend_error)?),
-        updated_at: from_ms(row.try_get("updated_at").map_err(backend_error)?),
+        id: cells.get("id")?,
+        kind: cells.get("kind")?,
+        tenant_id: cells.get("tenant_id")?,
+        user_id: cells.get("user_id")?,
+        session_id: cells.get("session_id")?,
+        payload: cells.get("payload")?,
+        status: cells.parse::<JobStatus>("status")?,
+        attempts: cells.int("attempts")?,
+        max_attempts: cells.int("max_attempts")?,
+        last_error: cells.get("last_error")?,
+        run_after: cells.time("run_after")?,
+        lease_until: cells.opt_time("lease_until")?,
+        dedupe_key: cells.get("dedupe_key")?,
+        result: cells.get("result")?,
+        created_at: cells.time("created_at")?,
+        updated_at: cells.time("updated_at")?,
     })
 }
 
 pub(super) fn erasure_from_row(row: &AnyRow) -> Result<ErasureRecord, StoreError> {
-    let counts: String = row.try_get("counts").map_err(backend_error)?;
+    let cells = Cells::new(row, "erasures", "id")?;
     Ok(ErasureRecord {
-        id: row.try_get("id").map_err(backend_error)?,
-        tenant_id: row.try_get("tenant_id").map_err(backend_error)?,
-        user_id: row.try_get("user_id").map_err(backend_error)?,
-        actor: row.try_get("actor").map_err(backend_error)?,
-        at: from_ms(row.try_get("at").map_err(backend_error)?),
-        counts: serde_json::from_str(&counts)
-            .map_err(|err| StoreError::Backend(format!("unreadable erasure counts {counts:?}: {err}")))?,
+        id: cells.get("id")?,
+        tenant_id: cells.get("tenant_id")?,
+        user_id: cells.get("user_id")?,
+        actor: cells.get("actor")?,
+        at: cells.time("at")?,
+        counts: cells.json("counts")?,
     })
 }

@@ -6,7 +6,7 @@ use sqlx::Row;
 use thinkus_common::model::{Message, Owner};
 
 use super::query::{Arg, Query, json, ms};
-use super::rows::{backend_error, from_ms, session_from_row, summary_from_row};
+use super::rows::{backend_error, message_from_row, session_from_row, summary_from_row};
 use super::store::SqlStore;
 use super::{SessionKey, SessionRecord, SessionStore, StoreError, SummaryRecord};
 
@@ -97,15 +97,7 @@ impl SessionStore for SqlStore {
         self.fetch_all(&q)
             .await?
             .iter()
-            .map(|row| {
-                Ok(Message {
-                    index: row.try_get::<i64, _>(0).map_err(backend_error)?.max(0) as u32,
-                    role: row.try_get(1).map_err(backend_error)?,
-                    speaker: row.try_get(2).map_err(backend_error)?,
-                    content: row.try_get(3).map_err(backend_error)?,
-                    created_at: from_ms(row.try_get(4).map_err(backend_error)?),
-                })
-            })
+            .map(|row| message_from_row(row, session_id))
             .collect()
     }
 
