@@ -1,6 +1,7 @@
-//! The conformance suite of the blob stores: one behaviour, checked the same way against every
-//! implementation. Each run works under its own random key prefix, so runs can share a bucket,
-//! and removes what it wrote when it passes.
+//! The conformance suite of the blob stores, one function per behaviour, checked the same way
+//! against every implementation (the test binary stamps each into its own test per store). Each
+//! behaviour works under its own random key prefix, so runs can share a bucket, and removes what
+//! it wrote when it passes.
 
 use std::fmt::Debug;
 
@@ -12,43 +13,48 @@ use crate::blob::{BlobError, BlobStore, ByteStream};
 /// Twelve MiB: more than one multipart part and many stream chunks.
 const BIG: usize = 12 * 1024 * 1024;
 
-/// Runs every check against `store`, panicking with a message naming the store and the check
-/// at the first difference.
-pub async fn run_suite(store: &dyn BlobStore) {
-    let run = format!("conformance-{}", uuid::Uuid::new_v4().simple());
-    let name = store.name();
-    let key = |suffix: &str| format!("{run}/{suffix}");
-
-    store
-        .check()
-        .await
-        .unwrap_or_else(|err| panic!("[{name}] check() should succeed on a usable store: {err}"));
-
-    round_trips(store, &key).await;
-    ranges(store, &key).await;
-    big_content(store, &key).await;
-    streamed_writes(store, &key).await;
-    failed_streams_leave_nothing(store, &key, &run).await;
-    renames(store, &key).await;
-    deletes(store, &key).await;
-    listings(store, &key).await;
-    missing_keys(store, &key).await;
-    invalid_keys(store).await;
-    concurrent_puts(store, &key).await;
-
-    // Leave the shared bucket as it was found.
-    let prefix = format!("{run}/");
-    for leftover in must(name, "list(run prefix)", store.list(&prefix).await) {
-        must(name, "delete(leftover)", store.delete(&leftover).await);
-    }
-    assert_eq!(
-        must(name, "list(run prefix)", store.list(&prefix).await),
-        Vec::<String>::new(),
-        "[{name}] every blob of the run should be deleted"
-    );
+/// One behaviour's run: the store passed its check, and the run writes under its own random key
+/// prefix, which it empties when the behaviour passed.
+struct Run<'s> {
+    store: &'s dyn BlobStore,
+    prefix: String,
 }
 
-async fn round_trips(store: &dyn BlobStore, key: &impl Fn(&str) -> String) {
+impl<'s> Run<'s> {
+    async fn start(store: &'s dyn BlobStore) -> Self {
+        let name = store.name();
+        store
+            .check()
+            .await
+            .unwrap_or_else(|err| panic!("[{name}] check() should succeed on a usable store: {err}"));
+        Self {
+            store,
+            prefix: format!("conformance-{}/", uuid::Uuid::new_v4().simple()),
+        }
+    }
+
+    fn key(&self, suffix: &str) -> String {
+        format!("{}{suffix}", self.prefix)
+    }
+
+    /// Leaves the shared bucket as it was found.
+    async fn finish(self) {
+        let (name, prefix) = (self.store.name(), &self.prefix);
+        for leftover in must(name, "list(run prefix)", self.store.list(prefix).await) {
+            must(name, "delete(leftover)", self.store.delete(&leftover).await);
+        }
+        assert_eq!(
+            must(name, "list(run prefix)", self.store.list(prefix).await),
+            Vec::<String>::new(),
+            "[{name}] every blob of the run should be deleted"
+        );
+    }
+}
+
+/// Binary and UTF-8 content, overwrites and empty blobs read back exactly, with their sizes.
+pub async fn blobs_round_trip_byte_for_byte(store: &dyn BlobStore) {
+    let run = Run::start(store).await;
+    let key = |suffix: &str| run.key(suffix);
     let name = store.name();
     let binary: Bytes = (0..=255u8).cycle().take(4096).collect::<Vec<_>>().into();
     let binary_key = key("round/binary.bin");
@@ -121,9 +127,13 @@ async fn round_trips(store: &dyn BlobStore, key: &impl Fn(&str) -> String) {
         chunks.iter().all(Bytes::is_empty),
         "[{name}] an empty blob streams no bytes"
     );
+    run.finish().await;
 }
 
-async fn ranges(store: &dyn BlobStore, key: &impl Fn(&str) -> String) {
+/// Ranges give the bytes they cover, clamped at the end; empty when they start past it.
+pub async fn ranges_read_the_bytes_they_cover(store: &dyn BlobStore) {
+    let run = Run::start(store).await;
+    let key = |suffix: &str| run.key(suffix);
     let name = store.name();
     let data = Bytes::from(pattern(1000, 7));
     let range_key = key("range/data.bin");
@@ -151,9 +161,13 @@ async fn ranges(store: &dyn BlobStore, key: &impl Fn(&str) -> String) {
         must(name, "get_range(reversed)", store.get_range(&range_key, 20, 10).await).is_empty(),
         "[{name}] a range whose start is after its end is empty"
     );
+    run.finish().await;
 }
 
-async fn big_content(store: &dyn BlobStore, key: &impl Fn(&str) -> String) {
+/// A 12 MiB blob reads back whole, as a stream of chunks and in ranges across part boundaries.
+pub async fn big_blobs_read_back_whole_in_ranges_and_streams(store: &dyn BlobStore) {
+    let run = Run::start(store).await;
+    let key = |suffix: &str| run.key(suffix);
     let name = store.name();
     let big = Bytes::from(pattern(BIG, 42));
     let big_key = key("big/put.bin");
@@ -209,9 +223,13 @@ async fn big_content(store: &dyn BlobStore, key: &impl Fn(&str) -> String) {
             &big[start..end],
         );
     }
+    run.finish().await;
 }
 
-async fn streamed_writes(store: &dyn BlobStore, key: &impl Fn(&str) -> String) {
+/// A blob written from a stream of uneven chunks (big, small, empty) reads back byte for byte.
+pub async fn streamed_writes_store_what_they_stream(store: &dyn BlobStore) {
+    let run = Run::start(store).await;
+    let key = |suffix: &str| run.key(suffix);
     let name = store.name();
     let big = Bytes::from(pattern(BIG, 99));
     let stream_key = key("big/streamed.bin");
@@ -258,11 +276,16 @@ async fn streamed_writes(store: &dyn BlobStore, key: &impl Fn(&str) -> String) {
         Some(0),
         "[{name}] an empty stream still creates the blob"
     );
+    run.finish().await;
 }
 
-async fn failed_streams_leave_nothing(store: &dyn BlobStore, key: &impl Fn(&str) -> String, run: &str) {
+/// A streamed write over its limit or whose stream fails leaves no blob, no temporary file and no
+/// part, and keeps the blob it was replacing.
+pub async fn failed_streams_leave_nothing_behind(store: &dyn BlobStore) {
+    let run = Run::start(store).await;
+    let key = |suffix: &str| run.key(suffix);
     let name = store.name();
-    let prefix = format!("{run}/");
+    let prefix = run.prefix.clone();
     let before = must(name, "list(before failures)", store.list(&prefix).await);
     let big = Bytes::from(pattern(BIG, 5));
 
@@ -335,9 +358,13 @@ async fn failed_streams_leave_nothing(store: &dyn BlobStore, key: &impl Fn(&str)
         Bytes::from_static(b"previous"),
         "[{name}] a failed put_stream should keep the previous blob unchanged"
     );
+    run.finish().await;
 }
 
-async fn renames(store: &dyn BlobStore, key: &impl Fn(&str) -> String) {
+/// A rename moves a blob (into a new folder, onto an existing blob, onto itself).
+pub async fn renames_move_and_replace(store: &dyn BlobStore) {
+    let run = Run::start(store).await;
+    let key = |suffix: &str| run.key(suffix);
     let name = store.name();
     let (a, b, c) = (key("rename/a.txt"), key("rename/deeper/b.txt"), key("rename/c.txt"));
     must(name, "put(a)", store.put(&a, Bytes::from_static(b"alpha")).await);
@@ -380,9 +407,13 @@ async fn renames(store: &dyn BlobStore, key: &impl Fn(&str) -> String) {
         Bytes::from_static(b"alpha"),
         "[{name}] renaming a blob to itself should keep it"
     );
+    run.finish().await;
 }
 
-async fn deletes(store: &dyn BlobStore, key: &impl Fn(&str) -> String) {
+/// A deleted blob is gone; deleting it again, or a key never written, is not an error.
+pub async fn a_deleted_blob_is_gone_and_deletes_repeat(store: &dyn BlobStore) {
+    let run = Run::start(store).await;
+    let key = |suffix: &str| run.key(suffix);
     let name = store.name();
     let doomed = key("delete/doomed.bin");
     must(
@@ -402,9 +433,13 @@ async fn deletes(store: &dyn BlobStore, key: &impl Fn(&str) -> String) {
     );
     must(name, "delete(doomed) again", store.delete(&doomed).await);
     must(name, "delete(never written)", store.delete(&key("delete/never")).await);
+    run.finish().await;
 }
 
-async fn listings(store: &dyn BlobStore, key: &impl Fn(&str) -> String) {
+/// A listing gives exactly the keys under its prefix, sorted.
+pub async fn listings_give_exactly_the_keys_under_a_prefix(store: &dyn BlobStore) {
+    let run = Run::start(store).await;
+    let key = |suffix: &str| run.key(suffix);
     let name = store.name();
     let names = [
         "list/c.txt",
@@ -448,9 +483,13 @@ async fn listings(store: &dyn BlobStore, key: &impl Fn(&str) -> String) {
             "[{name}] list({prefix:?}) should give exactly the keys under it, sorted"
         );
     }
+    run.finish().await;
 }
 
-async fn missing_keys(store: &dyn BlobStore, key: &impl Fn(&str) -> String) {
+/// Reading or renaming a missing key is NotFound naming the key; its size is None.
+pub async fn missing_keys_are_not_found_by_name(store: &dyn BlobStore) {
+    let run = Run::start(store).await;
+    let key = |suffix: &str| run.key(suffix);
     let name = store.name();
     let missing = key("missing/nothing.bin");
     let expect_not_found = |what: &str, result: Result<(), BlobError>| match result {
@@ -477,9 +516,12 @@ async fn missing_keys(store: &dyn BlobStore, key: &impl Fn(&str) -> String) {
         None,
         "[{name}] a failed rename should not create its target"
     );
+    run.finish().await;
 }
 
-async fn invalid_keys(store: &dyn BlobStore) {
+/// Every call refuses a key that could escape its folder or is not plain ASCII.
+pub async fn invalid_keys_are_refused(store: &dyn BlobStore) {
+    let run = Run::start(store).await;
     let name = store.name();
     for bad in ["../x", "a/../b", "/abs", "", "a//b", "./a", "a b", "a\\b", "ü", "x/.."] {
         let expect_invalid = |what: &str, result: Result<(), BlobError>| {
@@ -506,9 +548,13 @@ async fn invalid_keys(store: &dyn BlobStore) {
             "[{name}] list({bad:?}) should be InvalidKey, got {result:?}"
         );
     }
+    run.finish().await;
 }
 
-async fn concurrent_puts(store: &dyn BlobStore, key: &impl Fn(&str) -> String) {
+/// Concurrent puts each keep their own content.
+pub async fn concurrent_puts_keep_their_own_content(store: &dyn BlobStore) {
+    let run = Run::start(store).await;
+    let key = |suffix: &str| run.key(suffix);
     let name = store.name();
     let writes = (0..16u64).map(|i| {
         let target = key(&format!("concurrent/{i:02}.bin"));
@@ -532,6 +578,7 @@ async fn concurrent_puts(store: &dyn BlobStore, key: &impl Fn(&str) -> String) {
         16,
         "[{name}] all 16 concurrent puts should be listed"
     );
+    run.finish().await;
 }
 
 /// Asserts that two contents are equal, describing the first difference instead of dumping

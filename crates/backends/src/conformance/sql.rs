@@ -69,8 +69,19 @@ fn artifact(owner: &Owner, session: &str, sha: &str, key: &str) -> ArtifactRecor
     }
 }
 
-/// The suite of [`ArtifactStore`].
-pub async fn artifact_store_suite(store: &dyn ArtifactStore) {
+/// Three artifacts of alice (two sessions and projects, one expired, two sharing a blob) and
+/// the people who must not see them: bob of her tenant and her twin, the same user id in another
+/// tenant.
+struct Artifacts {
+    alice: Owner,
+    bob: Owner,
+    twin: Owner,
+    key: String,
+    first: ArtifactRecord,
+    expired: ArtifactRecord,
+}
+
+async fn artifacts(store: &dyn ArtifactStore) -> Artifacts {
     let run = uuid::Uuid::now_v7().simple().to_string();
     let tenant = format!("acme-{run}");
     let alice = Owner::new(&tenant, format!("alice-{run}"));
@@ -87,6 +98,25 @@ pub async fn artifact_store_suite(store: &dyn ArtifactStore) {
     for a in [&first, &second, &expired] {
         store.insert_artifact(a).await.expect("insert artifact");
     }
+    Artifacts {
+        alice,
+        bob,
+        twin,
+        key,
+        first,
+        expired,
+    }
+}
+
+/// An artifact reads back whole, by id or by session and content, for its owner only.
+pub async fn artifacts_read_back_for_their_owner_only(store: &dyn ArtifactStore) {
+    let Artifacts {
+        alice,
+        bob,
+        twin,
+        first,
+        ..
+    } = artifacts(store).await;
     assert_eq!(
         store.get_artifact(&alice, &first.id).await.unwrap(),
         Some(first.clone())
@@ -104,7 +134,17 @@ pub async fn artifact_store_suite(store: &dyn ArtifactStore) {
     assert!(store.get_artifact(&twin, &first.id).await.unwrap().is_none());
     assert!(store.find_artifact(&twin, "s1", "sha-a").await.unwrap().is_none());
     assert!(store.list_artifacts(&twin, None, None, 10, 0).await.unwrap().is_empty());
+}
 
+/// Listings narrow by session or project, come newest first and page.
+pub async fn artifact_listings_filter_order_and_page(store: &dyn ArtifactStore) {
+    let Artifacts {
+        alice,
+        bob,
+        first,
+        expired,
+        ..
+    } = artifacts(store).await;
     let session = store.list_artifacts(&alice, Some("s1"), None, 10, 0).await.unwrap();
     assert_eq!(
         session.iter().map(|a| a.id.clone()).collect::<Vec<_>>(),
@@ -115,7 +155,18 @@ pub async fn artifact_store_suite(store: &dyn ArtifactStore) {
     assert_eq!(project.len(), 1);
     assert_eq!(store.list_artifacts(&alice, None, None, 2, 1).await.unwrap().len(), 2);
     assert!(store.list_artifacts(&bob, None, None, 10, 0).await.unwrap().is_empty());
+}
 
+/// The references to a blob are counted, and expired artifacts are found, per owner when asked.
+pub async fn blob_references_and_expired_artifacts_are_found(store: &dyn ArtifactStore) {
+    let Artifacts {
+        bob,
+        twin,
+        key,
+        first,
+        expired,
+        ..
+    } = artifacts(store).await;
     assert_eq!(store.count_blob_refs(&key).await.unwrap(), 2);
     let expired_now = store.expired_artifacts(Utc::now(), None, 100).await.unwrap();
     assert!(expired_now.iter().any(|a| a.id == expired.id));
@@ -127,7 +178,25 @@ pub async fn artifact_store_suite(store: &dyn ArtifactStore) {
             .unwrap()
             .is_empty()
     );
+    assert!(
+        store
+            .expired_artifacts(Utc::now(), Some(&twin), 100)
+            .await
+            .unwrap()
+            .is_empty()
+    );
+}
 
+/// Only the owner deletes an artifact, once, and its blob loses one reference.
+pub async fn only_the_owner_deletes_an_artifact(store: &dyn ArtifactStore) {
+    let Artifacts {
+        alice,
+        bob,
+        twin,
+        key,
+        first,
+        ..
+    } = artifacts(store).await;
     assert!(
         store.delete_artifact(&bob, &first.id).await.unwrap().is_none(),
         "bob cannot delete it"
@@ -135,13 +204,6 @@ pub async fn artifact_store_suite(store: &dyn ArtifactStore) {
     assert!(
         store.delete_artifact(&twin, &first.id).await.unwrap().is_none(),
         "nor can the same user id in another tenant"
-    );
-    assert!(
-        store
-            .expired_artifacts(Utc::now(), Some(&twin), 100)
-            .await
-            .unwrap()
-            .is_empty()
     );
     assert_eq!(
         store.delete_artifact(&alice, &first.id).await.unwrap().map(|a| a.id),
@@ -198,9 +260,19 @@ fn summary(key: &SessionKey, end: i32) -> SummaryRecord {
     }
 }
 
-/// A JSON column that no longer parses (a row written by hand, a disk fault) is an error naming
-/// the table, the row and the column when the row is read, never an empty list.
-pub async fn corrupt_rows_suite(store: &crate::sql::SqlStore) {
+/// Asserts that `read` failed with an error naming the table's row and the column.
+fn assert_names_the_row<T: std::fmt::Debug>(read: Result<T, StoreError>, row: &str, column: &str) {
+    let err = read.expect_err("a corrupt column is an error");
+    let message = err.to_string();
+    assert!(
+        matches!(err, StoreError::Backend(_)) && message.contains(row) && message.contains(column),
+        "the error names the row {row} and the column {column}: {message}"
+    );
+}
+
+/// A JSON column of a memory that no longer parses (a row written by hand, a disk fault) is an
+/// error naming the row and the column when the row is read, never an empty list.
+pub async fn a_corrupt_memory_json_column_is_an_error_naming_the_row(store: &crate::sql::SqlStore) {
     let run = uuid::Uuid::now_v7().simple().to_string();
     let alice = Owner::new(format!("acme-{run}"), format!("alice-{run}"));
     let mut tagged = memory(&alice, "cto", None, MemoryType::ProjectDecision, "We go with Postgres");
@@ -230,7 +302,13 @@ pub async fn corrupt_rows_suite(store: &crate::sql::SqlStore) {
             .await
             .unwrap();
     }
+}
 
+/// A JSON column of a session summary that no longer parses is an error naming the row and
+/// the column.
+pub async fn a_corrupt_summary_json_column_is_an_error_naming_the_row(store: &crate::sql::SqlStore) {
+    let run = uuid::Uuid::now_v7().simple().to_string();
+    let alice = Owner::new(format!("acme-{run}"), format!("alice-{run}"));
     let key = SessionKey {
         tenant_id: alice.tenant_id.clone(),
         user_id: alice.user_id.clone(),
@@ -262,8 +340,122 @@ pub async fn corrupt_rows_suite(store: &crate::sql::SqlStore) {
     );
 }
 
-/// The suite of [`SessionStore`].
-pub async fn session_store_suite(store: &dyn SessionStore) {
+/// A memory, a job and an artifact of an owner of this run, each in its table.
+struct Stored {
+    alice: Owner,
+    memory: Memory,
+    job: JobRecord,
+    artifact: ArtifactRecord,
+}
+
+async fn stored_rows(store: &crate::sql::SqlStore) -> Stored {
+    let run = uuid::Uuid::now_v7().simple().to_string();
+    let alice = Owner::new(format!("acme-{run}"), format!("alice-{run}"));
+    let memory = memory(&alice, "cto", None, MemoryType::ProjectDecision, "We go with Postgres");
+    store.commit(insert(std::slice::from_ref(&memory))).await.unwrap();
+    let job = job(&alice, &format!("learn-{run}"), None);
+    store.enqueue(&job).await.unwrap();
+    let artifact = artifact(&alice, "s1", "sha-a", &format!("users/{}/sha-a", alice.user_id));
+    store.insert_artifact(&artifact).await.unwrap();
+    Stored {
+        alice,
+        memory,
+        job,
+        artifact,
+    }
+}
+
+/// Writes `assignment` (`column = value`) into the row `id` of `table`, as a hand edit or a disk
+/// fault would.
+async fn overwrite(store: &crate::sql::SqlStore, table: &str, assignment: &str, id: &str) {
+    store
+        .execute_raw(&format!("UPDATE {table} SET {assignment} WHERE id = '{id}'"))
+        .await
+        .unwrap();
+}
+
+/// A time column out of the range of a time (milliseconds past year 262143) is an error naming
+/// the row and the column, never the epoch.
+pub async fn a_time_out_of_range_is_an_error_naming_the_row(store: &crate::sql::SqlStore) {
+    let Stored { alice, memory, job, .. } = stored_rows(store).await;
+    overwrite(store, "memories", &format!("occurred_at = {}", i64::MAX), &memory.id).await;
+    assert_names_the_row(store.get_memory(&alice, &memory.id).await, &memory.id, "occurred_at");
+    overwrite(store, "jobs", &format!("run_after = {}", -i64::MAX), &job.id).await;
+    assert_names_the_row(store.get_job(&job.id).await, &job.id, "run_after");
+
+    let (key, _) = session_key();
+    store
+        .append_messages(&key, &[message("user", "我们用Postgres")])
+        .await
+        .unwrap();
+    store
+        .execute_raw(&format!(
+            "UPDATE session_messages SET created_at = {} WHERE user_id = '{}'",
+            i64::MAX,
+            key.user_id
+        ))
+        .await
+        .unwrap();
+    assert_names_the_row(
+        store.get_messages(&key.owner(), "s1", 0, 10).await,
+        "s1/0",
+        "created_at",
+    );
+}
+
+/// A count or a size stored negative is an error naming the row and the column, never 0.
+pub async fn a_negative_count_is_an_error_naming_the_row(store: &crate::sql::SqlStore) {
+    let Stored {
+        alice,
+        memory,
+        job,
+        artifact,
+        ..
+    } = stored_rows(store).await;
+    overwrite(store, "memories", "access_count = -1", &memory.id).await;
+    assert_names_the_row(store.get_memory(&alice, &memory.id).await, &memory.id, "access_count");
+    overwrite(store, "jobs", "attempts = -2", &job.id).await;
+    assert_names_the_row(store.get_job(&job.id).await, &job.id, "attempts");
+    overwrite(store, "artifacts", "size_bytes = -4200", &artifact.id).await;
+    assert_names_the_row(
+        store.get_artifact(&alice, &artifact.id).await,
+        &artifact.id,
+        "size_bytes",
+    );
+}
+
+/// An enum column holding a name the code does not know is an error naming the row and the
+/// column.
+pub async fn an_unknown_enum_value_is_an_error_naming_the_row(store: &crate::sql::SqlStore) {
+    let Stored { alice, memory, job, .. } = stored_rows(store).await;
+    overwrite(store, "memories", "memory_type = 'prophecy'", &memory.id).await;
+    assert_names_the_row(store.get_memory(&alice, &memory.id).await, &memory.id, "memory_type");
+    overwrite(store, "jobs", "status = 'paused'", &job.id).await;
+    assert_names_the_row(store.get_job(&job.id).await, &job.id, "status");
+}
+
+/// The counts of an erasure record that no longer parse are an error naming the row and the
+/// column when the owner's records are read.
+pub async fn a_corrupt_erasure_record_is_an_error_naming_the_row(store: &crate::sql::SqlStore) {
+    let run = uuid::Uuid::now_v7().simple().to_string();
+    let alice = Owner::new(format!("acme-{run}"), format!("alice-{run}"));
+    let id = format!("era_{run}");
+    store
+        .execute_raw(&format!(
+            "INSERT INTO erasures (id, tenant_id, user_id, actor, at, counts) \
+             VALUES ('{id}', '{}', '{}', 'dev', {}, '{{\"memories\": 1')",
+            alice.tenant_id,
+            alice.user_id,
+            now().timestamp_millis()
+        ))
+        .await
+        .unwrap();
+    assert_names_the_row(store.owner_records(&alice).await, &id, "counts");
+}
+
+/// The session s1 of a user of this run in project p1, with its twin (the same user id in
+/// another tenant).
+fn session_key() -> (SessionKey, SessionKey) {
     let run = uuid::Uuid::now_v7().simple().to_string();
     let key = SessionKey {
         tenant_id: format!("acme-{run}"),
@@ -272,6 +464,28 @@ pub async fn session_store_suite(store: &dyn SessionStore) {
         role_id: "cto".into(),
         project_id: Some("p1".into()),
     };
+    let twin = SessionKey {
+        tenant_id: format!("globex-{run}"),
+        ..key.clone()
+    };
+    (key, twin)
+}
+
+/// The session of [`session_key`] with three messages.
+async fn session_of_three(store: &dyn SessionStore) -> (SessionKey, SessionKey) {
+    let (key, twin) = session_key();
+    for content in ["我们用什么技术栈？", "建议Next.js", "预算是$500"] {
+        store
+            .append_messages(&key, &[message("user", content)])
+            .await
+            .expect("append a message");
+    }
+    (key, twin)
+}
+
+/// Appended messages take the next indexes of their session, per owner.
+pub async fn messages_take_the_next_indexes_of_their_session(store: &dyn SessionStore) {
+    let (key, twin) = session_key();
     let (first, total) = store
         .append_messages(
             &key,
@@ -299,10 +513,6 @@ pub async fn session_store_suite(store: &dyn SessionStore) {
             .is_empty()
     );
     // The same user id in another tenant has its own session of the same id.
-    let twin = SessionKey {
-        tenant_id: format!("globex-{run}"),
-        ..key.clone()
-    };
     assert!(store.get_messages(&twin.owner(), "s1", 0, 10).await.unwrap().is_empty());
     assert_eq!(
         store
@@ -315,7 +525,11 @@ pub async fn session_store_suite(store: &dyn SessionStore) {
         store.append_messages(&key, &[]).await,
         Err(StoreError::Invalid(_))
     ));
+}
 
+/// A session counts its messages and keeps its project.
+pub async fn a_session_counts_its_messages(store: &dyn SessionStore) {
+    let (key, _) = session_of_three(store).await;
     let session = store
         .get_session(&key.owner(), "s1")
         .await
@@ -324,8 +538,11 @@ pub async fn session_store_suite(store: &dyn SessionStore) {
     assert_eq!(session.message_count, 3);
     assert_eq!(session.summarized_until, -1);
     assert_eq!(session.project_id.as_deref(), Some("p1"));
+}
 
-    // Concurrent appends keep indexes unique and dense.
+/// Concurrent appends keep indexes unique and dense.
+pub async fn concurrent_appends_keep_indexes_dense(store: &dyn SessionStore) {
+    let (key, _) = session_of_three(store).await;
     let mut tasks = Vec::new();
     for i in 0..8 {
         let content = format!("message {i}");
@@ -341,8 +558,11 @@ pub async fn session_store_suite(store: &dyn SessionStore) {
         all.iter().enumerate().all(|(i, m)| m.index as usize == i),
         "indexes dense"
     );
+}
 
-    // Idle and requested sessions are due for a summary.
+/// Idle and requested sessions are due for a summary.
+pub async fn idle_and_requested_sessions_are_due_for_a_summary(store: &dyn SessionStore) {
+    let (key, _) = session_of_three(store).await;
     let due = store
         .sessions_to_summarize(Utc::now() + Duration::seconds(5), 100)
         .await
@@ -369,8 +589,12 @@ pub async fn session_store_suite(store: &dyn SessionStore) {
         store.flag_session(&key.owner(), "nope", Some(true), None).await,
         Err(StoreError::NotFound(_))
     ));
+}
 
-    // Summaries: one per session, with optimistic updates.
+/// Summaries: one per session, with optimistic updates.
+pub async fn a_summary_is_one_per_session_with_optimistic_updates(store: &dyn SessionStore) {
+    let (key, _) = session_of_three(store).await;
+    store.flag_session(&key.owner(), "s1", None, Some(true)).await.unwrap();
     let first_summary = summary(&key, 5);
     store.put_summary(&first_summary, Some(-1)).await.unwrap();
     let read = store.get_summary(&key.owner(), "s1").await.unwrap().unwrap();
@@ -399,7 +623,16 @@ pub async fn session_store_suite(store: &dyn SessionStore) {
             .summarized_until,
         10
     );
+}
 
+/// Summaries list across roles, newest first, per project and per owner.
+pub async fn summaries_list_across_roles_per_owner(store: &dyn SessionStore) {
+    let (key, twin) = session_of_three(store).await;
+    store
+        .append_messages(&twin, &[message("user", "another person")])
+        .await
+        .unwrap();
+    store.put_summary(&summary(&key, 2), Some(-1)).await.unwrap();
     // Cross-role listing.
     let designer = SessionKey {
         session_id: "s2".into(),
@@ -474,12 +707,18 @@ fn job(owner: &Owner, kind: &str, dedupe: Option<&str>) -> JobRecord {
     }
 }
 
-/// The suite of [`JobStore`].
-pub async fn job_store_suite(store: &dyn JobStore) {
+/// A user of this run and two job kinds of its own, so runs never claim each other's jobs.
+fn job_kinds() -> (String, Owner, String, String) {
     let run = uuid::Uuid::now_v7().simple().to_string();
     let user = Owner::new(format!("acme-{run}"), format!("alice-{run}"));
     let kind_learn = format!("learn-{run}");
     let kind_sum = format!("summarize-{run}");
+    (run, user, kind_learn, kind_sum)
+}
+
+/// A job keyed for deduplication is queued once while pending.
+pub async fn a_pending_job_is_deduplicated_by_its_key(store: &dyn JobStore) {
+    let (run, user, kind_learn, kind_sum) = job_kinds();
     let a = job(&user, &kind_learn, None);
     let b = job(&user, &kind_sum, Some(&format!("sum:{run}")));
     assert_eq!(store.enqueue(&a).await.unwrap(), a.id);
@@ -490,6 +729,14 @@ pub async fn job_store_suite(store: &dyn JobStore) {
         b.id,
         "deduplicated while pending"
     );
+}
+
+/// A due job is claimed once, whichever worker asks; a job due later and a running one are not
+/// claimable.
+pub async fn a_due_job_is_claimed_once(store: &dyn JobStore) {
+    let (_, user, kind_learn, _) = job_kinds();
+    let a = job(&user, &kind_learn, None);
+    store.enqueue(&a).await.unwrap();
     let mut later = job(&user, &kind_learn, None);
     later.run_after = Utc::now() + Duration::hours(1);
     store.enqueue(&later).await.unwrap();
@@ -522,7 +769,19 @@ pub async fn job_store_suite(store: &dyn JobStore) {
     claimed_ids.dedup();
     assert_eq!(claimed_ids.len(), count, "no job claimed twice");
     assert_eq!(count, 5);
+}
 
+/// A finished job keeps what it did.
+pub async fn a_finished_job_keeps_its_result(store: &dyn JobStore) {
+    let (_, user, kind_learn, _) = job_kinds();
+    let a = job(&user, &kind_learn, None);
+    store.enqueue(&a).await.unwrap();
+    let lease = Utc::now() + Duration::seconds(30);
+    store
+        .claim(&[&kind_learn], Utc::now(), lease)
+        .await
+        .unwrap()
+        .expect("a due job");
     store
         .complete_job(&a.id, Utc::now(), Some("{\"written\":1}"))
         .await
@@ -534,8 +793,17 @@ pub async fn job_store_suite(store: &dyn JobStore) {
         Some("{\"written\":1}"),
         "what the job did is kept"
     );
+}
 
-    // Failures retry later, then fail for good.
+/// Failures retry later, then fail for good, which frees the job's dedupe key.
+pub async fn a_failed_job_retries_then_fails_for_good(store: &dyn JobStore) {
+    let (run, user, _, kind_sum) = job_kinds();
+    store
+        .enqueue(&job(&user, &kind_sum, Some(&format!("sum:{run}"))))
+        .await
+        .unwrap();
+    let now = Utc::now();
+    let lease = now + Duration::seconds(30);
     let claimed = store.claim(&[&kind_sum], now, lease).await.unwrap().unwrap();
     store
         .fail_job(
@@ -565,8 +833,12 @@ pub async fn job_store_suite(store: &dyn JobStore) {
         fresh.id,
         "a finished job frees its dedupe key"
     );
+}
 
-    // Expired leases return to the queue.
+/// Expired leases return to the queue.
+pub async fn an_expired_lease_returns_the_job_to_the_queue(store: &dyn JobStore) {
+    let (_, user, _, kind_sum) = job_kinds();
+    store.enqueue(&job(&user, &kind_sum, None)).await.unwrap();
     let claimed = store
         .claim(&[&kind_sum], Utc::now(), Utc::now() - Duration::seconds(1))
         .await
@@ -577,9 +849,13 @@ pub async fn job_store_suite(store: &dyn JobStore) {
         store.get_job(&claimed.id).await.unwrap().unwrap().status,
         JobStatus::Pending
     );
+}
 
-    // A long job reports progress and extends its lease; once its lease ran out and it went
-    // back to the queue, its old worker is told to stop.
+/// A long job reports progress and extends its lease; once its lease ran out and it went back
+/// to the queue, its old worker is told to stop.
+pub async fn a_long_job_extends_its_lease_until_it_is_requeued(store: &dyn JobStore) {
+    let (_, user, _, kind_sum) = job_kinds();
+    store.enqueue(&job(&user, &kind_sum, None)).await.unwrap();
     let running = store
         .claim(&[&kind_sum], Utc::now(), Utc::now() + Duration::seconds(1))
         .await
@@ -623,9 +899,35 @@ pub async fn job_store_suite(store: &dyn JobStore) {
             .await
             .unwrap()
     );
+}
+
+/// Jobs list by session and status, per owner and tenant; counts go by kind and status.
+pub async fn jobs_list_and_count_per_owner(store: &dyn JobStore) {
+    let (run, user, kind_learn, kind_sum) = job_kinds();
+    let lease = Utc::now() + Duration::seconds(30);
+    let a = job(&user, &kind_learn, None);
+    store.enqueue(&a).await.unwrap();
+    store
+        .claim(&[&kind_learn], Utc::now(), lease)
+        .await
+        .unwrap()
+        .expect("a due job");
+    store.complete_job(&a.id, Utc::now(), None).await.unwrap();
+    let b = job(&user, &kind_sum, None);
+    store.enqueue(&b).await.unwrap();
+    store
+        .claim(&[&kind_sum], Utc::now(), lease)
+        .await
+        .unwrap()
+        .expect("a due job");
+    store.fail_job(&b.id, "still failing", Utc::now(), None).await.unwrap();
+    let mut later = job(&user, &kind_learn, None);
+    later.run_after = Utc::now() + Duration::hours(1);
+    store.enqueue(&later).await.unwrap();
+    store.enqueue(&job(&user, &kind_sum, None)).await.unwrap();
 
     let listed = store.list_jobs(&user, Some("s1"), None, 100, 0).await.unwrap();
-    assert_eq!(listed.len(), 4, "a, b, the later one, the fresh one");
+    assert_eq!(listed.len(), 4, "succeeded, failed, due later, pending");
     let failed = store
         .list_jobs(&user, None, Some(JobStatus::Failed), 100, 0)
         .await
@@ -664,10 +966,20 @@ pub async fn job_store_suite(store: &dyn JobStore) {
     ));
 }
 
-/// The suite of [`RetentionStore`] and [`sweep_retention`]: each setting purges what is older
-/// than it, and only that (a summarised message, never one still to be summarised; a finished
-/// job's payload, never a queued one's), in every tenant; 0 keeps everything.
-pub async fn retention_suite<S: MemoryStore + SessionStore + JobStore + RetentionStore>(store: &S) {
+/// What the retention suite stores, every record at a known age.
+struct Aged {
+    now: DateTime<Utc>,
+    alice: Owner,
+    twin: Owner,
+    key: SessionKey,
+    succeeded: JobRecord,
+    failed: JobRecord,
+    pending: JobRecord,
+    recent: JobRecord,
+}
+
+/// Idempotency records, session messages and jobs of two tenants, some old, some recent.
+async fn aged_records<S: MemoryStore + SessionStore + JobStore>(store: &S) -> Aged {
     let run = uuid::Uuid::now_v7().simple().to_string();
     let now = now();
     let days = |n: i64| now - Duration::days(n);
@@ -753,7 +1065,31 @@ pub async fn retention_suite<S: MemoryStore + SessionStore + JobStore + Retentio
     store.fail_job(&failed.id, "model down", days(10), None).await.unwrap();
     store.complete_job(&recent.id, now, None).await.unwrap();
 
-    // 0 keeps everything.
+    Aged {
+        now,
+        alice,
+        twin,
+        key,
+        succeeded,
+        failed,
+        pending,
+        recent,
+    }
+}
+
+/// Retention of 7 days for request keys and job payloads, 30 for session messages.
+fn retention_config() -> thinkus_common::config::RetentionConfig {
+    thinkus_common::config::RetentionConfig {
+        session_messages_days: 30,
+        job_payload_days: 7,
+        idempotency_days: 7,
+        sweep_interval_secs: 60,
+    }
+}
+
+/// A retention of 0 days keeps everything.
+pub async fn retention_of_zero_keeps_everything<S: MemoryStore + SessionStore + JobStore + RetentionStore>(store: &S) {
+    let Aged { now, .. } = aged_records(store).await;
     let keep = thinkus_common::config::RetentionConfig {
         session_messages_days: 0,
         job_payload_days: 0,
@@ -765,13 +1101,21 @@ pub async fn retention_suite<S: MemoryStore + SessionStore + JobStore + Retentio
         RetentionReport::default(),
         "0 keeps the records"
     );
+    assert_eq!(
+        sweep_retention(store, &retention_config(), now).await.unwrap(),
+        RetentionReport {
+            idempotency: 2,
+            session_messages: 2,
+            job_payloads: 2,
+        },
+        "what 0 kept is still there for a shorter retention"
+    );
+}
 
-    let config = thinkus_common::config::RetentionConfig {
-        session_messages_days: 30,
-        job_payload_days: 7,
-        idempotency_days: 7,
-        sweep_interval_secs: 60,
-    };
+/// A sweep reports what it purged in every tenant, and a second sweep finds nothing.
+pub async fn a_sweep_reports_what_it_purged_once<S: MemoryStore + SessionStore + JobStore + RetentionStore>(store: &S) {
+    let Aged { now, .. } = aged_records(store).await;
+    let config = retention_config();
     let report = sweep_retention(store, &config, now).await.unwrap();
     assert_eq!(
         report,
@@ -781,10 +1125,32 @@ pub async fn retention_suite<S: MemoryStore + SessionStore + JobStore + Retentio
             job_payloads: 2,
         }
     );
+    assert_eq!(
+        sweep_retention(store, &config, now).await.unwrap(),
+        RetentionReport::default(),
+        "a second sweep finds nothing"
+    );
+}
+
+/// Request keys older than their retention go, in every tenant; recent ones stay.
+pub async fn old_request_keys_are_purged_in_every_tenant<S: MemoryStore + SessionStore + JobStore + RetentionStore>(
+    store: &S,
+) {
+    let Aged { now, alice, twin, .. } = aged_records(store).await;
+    sweep_retention(store, &retention_config(), now).await.unwrap();
     assert!(store.get_idempotent(&alice, "remember:old").await.unwrap().is_none());
     assert!(store.get_idempotent(&twin, "remember:old").await.unwrap().is_none());
     assert!(store.get_idempotent(&alice, "remember:new").await.unwrap().is_some());
+}
 
+/// Only old messages already summarised go, never one still to be summarised; indexes continue.
+pub async fn only_old_summarised_messages_are_purged<S: MemoryStore + SessionStore + JobStore + RetentionStore>(
+    store: &S,
+) {
+    let Aged {
+        now, alice, twin, key, ..
+    } = aged_records(store).await;
+    sweep_retention(store, &retention_config(), now).await.unwrap();
     let kept: Vec<String> = store
         .get_messages(&alice, "s1", 0, 10)
         .await
@@ -796,7 +1162,22 @@ pub async fn retention_suite<S: MemoryStore + SessionStore + JobStore + Retentio
     assert_eq!(store.get_messages(&twin, "s1", 0, 10).await.unwrap().len(), 1);
     let (first, _) = store.append_messages(&key, &[message("user", "next")]).await.unwrap();
     assert_eq!(first, 4, "indexes continue after a purge");
+}
 
+/// A finished job's payload goes after its retention, never a queued one's; status, result and
+/// error stay.
+pub async fn only_finished_jobs_lose_their_old_payloads<S: MemoryStore + SessionStore + JobStore + RetentionStore>(
+    store: &S,
+) {
+    let Aged {
+        now,
+        succeeded,
+        failed,
+        pending,
+        recent,
+        ..
+    } = aged_records(store).await;
+    sweep_retention(store, &retention_config(), now).await.unwrap();
     for (job, payload_kept) in [(&succeeded, false), (&failed, false), (&pending, true), (&recent, true)] {
         let stored = store.get_job(&job.id).await.unwrap().unwrap();
         let expected = if payload_kept { job.payload.as_str() } else { "" };
@@ -810,17 +1191,20 @@ pub async fn retention_suite<S: MemoryStore + SessionStore + JobStore + Retentio
     );
     let failed_job = store.get_job(&failed.id).await.unwrap().unwrap();
     assert_eq!(failed_job.last_error.as_deref(), Some("model down"));
-
-    assert_eq!(
-        sweep_retention(store, &config, now).await.unwrap(),
-        RetentionReport::default(),
-        "a second sweep finds nothing"
-    );
 }
 
-/// The suite of [`JobStore::claim`]'s order: a user's jobs of one kind run one at a time, in the
-/// order they were queued, whichever worker asks; other users and other kinds do not wait.
-pub async fn job_order_suite(store: &dyn JobStore) {
+/// Five queued jobs: three of one user and kind (queued first, second, third, the third with the
+/// smallest id), one of the same user and another kind, one of another user.
+struct Queued {
+    kinds: [String; 2],
+    first: JobRecord,
+    second: JobRecord,
+    third: JobRecord,
+    summary: JobRecord,
+    elsewhere: JobRecord,
+}
+
+async fn queued_jobs(store: &dyn JobStore) -> Queued {
     let run = uuid::Uuid::now_v7().simple().to_string();
     let user = Owner::new(format!("acme-{run}"), format!("alice-{run}"));
     let other_user = Owner::new(user.tenant_id.clone(), format!("bob-{run}"));
@@ -845,7 +1229,27 @@ pub async fn job_order_suite(store: &dyn JobStore) {
     for job in [&third, &second, &first, &summary, &elsewhere] {
         store.enqueue(job).await.unwrap();
     }
-    let kinds = [learn.as_str(), summarize.as_str()];
+    Queued {
+        kinds: [learn, summarize],
+        first,
+        second,
+        third,
+        summary,
+        elsewhere,
+    }
+}
+
+/// A user's jobs of one kind run one at a time, in the order they were queued, whichever worker
+/// asks; other users and other kinds do not wait.
+pub async fn a_users_jobs_of_one_kind_run_one_at_a_time_in_order(store: &dyn JobStore) {
+    let Queued {
+        kinds,
+        first,
+        summary,
+        elsewhere,
+        ..
+    } = queued_jobs(store).await;
+    let kinds = [kinds[0].as_str(), kinds[1].as_str()];
     let now = Utc::now();
     let lease = now + Duration::seconds(30);
     let claims = futures::future::join_all((0..4).map(|_| store.claim(&kinds, now, lease))).await;
@@ -861,8 +1265,18 @@ pub async fn job_order_suite(store: &dyn JobStore) {
         store.claim(&kinds, Utc::now(), lease).await.unwrap().is_none(),
         "the second waits while the first runs"
     );
+}
 
-    // A retried job keeps its place: the next one waits for it.
+/// A retried job keeps its place: the next one waits for it.
+pub async fn a_retried_job_keeps_its_place_in_the_queue(store: &dyn JobStore) {
+    let Queued {
+        kinds, first, second, ..
+    } = queued_jobs(store).await;
+    let kinds = [kinds[0].as_str(), kinds[1].as_str()];
+    let lease = Utc::now() + Duration::seconds(30);
+    for claim in futures::future::join_all((0..4).map(|_| store.claim(&kinds, Utc::now(), lease))).await {
+        claim.expect("claim the first jobs");
+    }
     store
         .fail_job(
             &first.id,
@@ -888,7 +1302,28 @@ pub async fn job_order_suite(store: &dyn JobStore) {
         .unwrap()
         .expect("the second is due");
     assert_eq!(next.id, second.id);
-    // A job that failed for good does not hold the queue.
+}
+
+/// A job that failed for good does not hold the queue.
+pub async fn a_job_failed_for_good_does_not_hold_the_queue(store: &dyn JobStore) {
+    let Queued {
+        kinds,
+        first,
+        second,
+        third,
+        ..
+    } = queued_jobs(store).await;
+    let kinds = [kinds[0].as_str(), kinds[1].as_str()];
+    let lease = Utc::now() + Duration::seconds(30);
+    for claim in futures::future::join_all((0..4).map(|_| store.claim(&kinds, Utc::now(), lease))).await {
+        claim.expect("claim the first jobs");
+    }
+    store.complete_job(&first.id, Utc::now(), None).await.unwrap();
+    store
+        .claim(&kinds, Utc::now(), lease)
+        .await
+        .unwrap()
+        .expect("the second is due");
     store
         .fail_job(&second.id, "bad payload", Utc::now(), None)
         .await

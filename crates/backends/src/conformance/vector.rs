@@ -1,5 +1,6 @@
-//! The conformance suite of [`VectorIndex`]: one set of checks that every backend must pass,
-//! with [`super::visibility::reference`] as the reference for what a filter selects.
+//! The conformance suite of [`VectorIndex`], one function per behaviour that every backend must
+//! pass (the test binary stamps each into its own test per backend), with
+//! [`super::visibility::reference`] as the reference for what a filter selects.
 //!
 //! Every check writes under its own user id, made unique per run, so the suite can run
 //! against a shared server and more than once against the same index. It needs the
@@ -13,21 +14,12 @@ pub use super::fixtures::{DIM, SplitMix, T0, axis, new_id, unique_user};
 use crate::filter::{Layers, MemoryFilter, Reader};
 use crate::vector::{Bm25Encoder, IndexedPoint, SparseVector, VectorError, VectorHit, VectorIndex};
 
-/// Runs every check against `index`, panicking with a message on the first failure.
-pub async fn run_suite(index: &dyn VectorIndex) {
-    check_ready(index).await;
-    check_read_after_write(index).await;
-    check_dense_ranking(index).await;
-    check_sparse_ranking(index).await;
-    check_idf(index).await;
-    check_tenant_isolation(index).await;
-    check_reader_rules(index).await;
-    check_field_filters(index).await;
-    check_status_updates(index).await;
-    check_delete(index).await;
-    check_count_and_list(index).await;
-    check_bad_input(index).await;
-    check_against_reference(index, 0x5eed_0001, 200, 60).await;
+/// Makes the index ready for the suite's [`DIM`] dense dimensions.
+async fn ready(index: &dyn VectorIndex) {
+    index
+        .ensure_ready(DIM)
+        .await
+        .unwrap_or_else(|err| panic!("{}: ensure_ready({DIM}) failed: {err}", index.name()));
 }
 
 /// A private, active decision of role `cto` in project `p1` at [`T0`], with a dense vector
@@ -138,11 +130,9 @@ async fn assert_matches_reference(
     assert_selects(index, filter, &expected, context).await;
 }
 
-async fn check_ready(index: &dyn VectorIndex) {
-    index
-        .ensure_ready(DIM)
-        .await
-        .unwrap_or_else(|err| panic!("{}: ensure_ready({DIM}) failed: {err}", index.name()));
+/// Making the index ready twice is fine; another dimension is refused, naming both.
+pub async fn ensure_ready_is_idempotent_and_keeps_its_dimension(index: &dyn VectorIndex) {
+    ready(index).await;
     index
         .ensure_ready(DIM)
         .await
@@ -159,7 +149,9 @@ async fn check_ready(index: &dyn VectorIndex) {
     }
 }
 
-async fn check_read_after_write(index: &dyn VectorIndex) {
+/// A point is searchable as soon as its upsert returns, and an upsert of its id replaces it whole.
+pub async fn a_point_is_searchable_once_upserted_and_replaced_by_its_id(index: &dyn VectorIndex) {
+    ready(index).await;
     let user = unique_user("raw");
     let filter = MemoryFilter::user(&user);
     index.upsert(Vec::new()).await.expect("an empty upsert is a no-op");
@@ -209,7 +201,9 @@ async fn check_read_after_write(index: &dyn VectorIndex) {
     assert_selects(index, &risks, &ids_of([&point]), "replaced payload").await;
 }
 
-async fn check_dense_ranking(index: &dyn VectorIndex) {
+/// Dense hits come by decreasing cosine, whatever the vectors' lengths, up to the limit.
+pub async fn dense_hits_rank_by_cosine(index: &dyn VectorIndex) {
+    ready(index).await;
     let user = unique_user("dense");
     let filter = MemoryFilter::user(&user);
     let e0e1 = |x: f32, y: f32| {
@@ -265,7 +259,9 @@ async fn check_dense_ranking(index: &dyn VectorIndex) {
     );
 }
 
-async fn check_sparse_ranking(index: &dyn VectorIndex) {
+/// Sparse hits are the documents sharing a term with the query, best first, up to the limit.
+pub async fn sparse_hits_rank_by_shared_terms(index: &dyn VectorIndex) {
+    ready(index).await;
     let user = unique_user("sparse");
     let filter = MemoryFilter::user(&user);
     let encoder = Bm25Encoder::default();
@@ -330,7 +326,9 @@ async fn check_sparse_ranking(index: &dyn VectorIndex) {
     assert_eq!(hits.len(), 1, "the limit applies to sparse search");
 }
 
-async fn check_idf(index: &dyn VectorIndex) {
+/// The index weighs terms by their rarity (IDF): a rare term outranks a common one.
+pub async fn rare_terms_outrank_common_ones(index: &dyn VectorIndex) {
+    ready(index).await;
     let user = unique_user("idf");
     let filter = MemoryFilter::user(&user);
     let encoder = Bm25Encoder::default();
@@ -374,7 +372,9 @@ async fn check_idf(index: &dyn VectorIndex) {
     assert_eq!(hits.len(), 32, "every document with a query term matches");
 }
 
-async fn check_tenant_isolation(index: &dyn VectorIndex) {
+/// An owner's searches, counts and listings never hold another user's or tenant's points.
+pub async fn owners_never_see_each_others_points(index: &dyn VectorIndex) {
+    ready(index).await;
     let alice = unique_user("alice");
     let bob = unique_user("bob");
     let a = base_point(&alice);
@@ -444,7 +444,9 @@ fn reader_points(user: &Owner) -> Vec<IndexedPoint> {
         .collect()
 }
 
-async fn check_reader_rules(index: &dyn VectorIndex) {
+/// A reader sees what the visibility table allows for its role, project and layers.
+pub async fn readers_see_what_the_visibility_rule_allows(index: &dyn VectorIndex) {
+    ready(index).await;
     let user = unique_user("reader");
     let points = reader_points(&user);
     upsert(index, &points).await;
@@ -508,7 +510,9 @@ async fn check_reader_rules(index: &dyn VectorIndex) {
     assert_selects(index, &MemoryFilter::user(&user), &ids_of(&points), "no reader").await;
 }
 
-async fn check_field_filters(index: &dyn VectorIndex) {
+/// Type, visibility, session, time and tag filters narrow the hits, and combine.
+pub async fn field_filters_narrow_and_combine(index: &dyn VectorIndex) {
+    ready(index).await;
     let user = unique_user("fields");
     let base = || base_point(&user);
     let decision = base();
@@ -598,7 +602,9 @@ async fn check_field_filters(index: &dyn VectorIndex) {
     assert_selects(index, &f, &BTreeSet::new(), "no status selects nothing").await;
 }
 
-async fn check_status_updates(index: &dyn VectorIndex) {
+/// A status update moves points between status filters and keeps them.
+pub async fn status_updates_move_points_between_filters(index: &dyn VectorIndex) {
+    ready(index).await;
     let user = unique_user("status");
     let points: Vec<IndexedPoint> = (0..4).map(|_| base_point(&user)).collect();
     upsert(index, &points).await;
@@ -646,7 +652,9 @@ async fn check_status_updates(index: &dyn VectorIndex) {
     );
 }
 
-async fn check_delete(index: &dyn VectorIndex) {
+/// Deletes remove the points (or the user) they name and nothing else.
+pub async fn deletes_remove_only_what_they_name(index: &dyn VectorIndex) {
+    ready(index).await;
     let user = unique_user("delete");
     let other = unique_user("delete-other");
     let points: Vec<IndexedPoint> = (0..5).map(|_| base_point(&user)).collect();
@@ -679,7 +687,9 @@ async fn check_delete(index: &dyn VectorIndex) {
         .expect("delete_user of an unknown user");
 }
 
-async fn check_count_and_list(index: &dyn VectorIndex) {
+/// Counts and id listings cover every point, past one scroll page.
+pub async fn counts_and_listings_cover_every_point(index: &dyn VectorIndex) {
+    ready(index).await;
     let user = unique_user("list");
     let before = index.count(None).await.expect("count all");
     // Past one scroll page of either backend.
@@ -715,7 +725,10 @@ async fn check_count_and_list(index: &dyn VectorIndex) {
     index.flush().await.expect("flush");
 }
 
-async fn check_bad_input(index: &dyn VectorIndex) {
+/// Wrong dimensions, ids that are not memory ids, NaN and malformed sparse vectors are refused;
+/// a point without terms is found by its dense vector only.
+pub async fn bad_input_is_refused_and_writes_nothing(index: &dyn VectorIndex) {
+    ready(index).await;
     let user = unique_user("bad");
     let filter = MemoryFilter::user(&user);
 
@@ -792,6 +805,13 @@ async fn check_bad_input(index: &dyn VectorIndex) {
     upsert(index, std::slice::from_ref(&silent)).await;
     assert_eq!(dense_ids(index, &filter).await, ids_of([&silent]));
     assert!(sparse_ids(index, &filter).await.is_empty());
+}
+
+/// Both searches select exactly what the reference rule accepts, over random points and reads
+/// (seed 0x5eed_0001: 200 points, 60 filters).
+pub async fn searches_agree_with_the_reference_rule(index: &dyn VectorIndex) {
+    ready(index).await;
+    check_against_reference(index, 0x5eed_0001, 200, 60).await;
 }
 
 /// The randomized differential run ([`super::visibility`]) on this index: random points over
