@@ -5,10 +5,13 @@
 //! when its lease runs out and starts again.
 //!
 //! Each user's memories are embedded aside first, while the index keeps serving its old points;
-//! then, under the user's write lock, what changed meanwhile is embedded again and the new
-//! points replace the old ones in one update, and the points of memories no longer stored are
-//! removed. No memory is ever missing from the index: the old points are never deleted first,
-//! and a crash before the swap leaves the old index as it was.
+//! then, under the user's write lock, what changed meanwhile is embedded again, the new points
+//! overwrite the old ones by id ([`thinkus_backends::vector::VectorIndex::replace`], which the
+//! edge index writes a few hundred points at a time, letting searches of every user run in
+//! between), and the points of memories no longer stored are removed after them. No memory is
+//! ever missing from the index: the old points are never deleted first, a search during the
+//! swap finds each memory with its old or its new point, and a crash before or during the swap
+//! leaves every memory with one of them (the job then runs again).
 
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;

@@ -122,6 +122,9 @@ pub(super) mod field {
 
 /// Points per write-ahead-log record: large batches make one huge record.
 const UPSERT_CHUNK: usize = 256;
+/// Points per step of a swap ([`VectorIndex::replace`]): searches wait for one step at most,
+/// not for the whole swap.
+const SWAP_CHUNK: usize = 256;
 /// Ids per scroll page in [`VectorIndex::list_ids`].
 const SCROLL_PAGE: usize = 1024;
 const LOCK_FILE: &str = "thinkus-index.lock";
@@ -236,9 +239,11 @@ struct Shared {
     syncing: tokio::sync::Mutex<()>,
     /// When the segments were last flushed and the log emptied.
     checkpointed: Mutex<std::time::Instant>,
-    /// Searches hold it shared, [`VectorIndex::replace`] exclusively: replacing points that
-    /// exist moves them between segments, and a search reading the segments one after another
-    /// could otherwise find a moved point in neither.
+    /// Searches hold it shared, [`VectorIndex::replace`] exclusively for each chunk it
+    /// writes: replacing points that exist moves them between segments, and a search reading
+    /// the segments one after another could otherwise find a moved point in neither. The lock
+    /// is fair (first come, first served), so searches that arrive during a chunk run before
+    /// the next one.
     swap: tokio::sync::RwLock<()>,
 }
 
@@ -464,30 +469,41 @@ impl EdgeIndex {
         if operations.is_empty() {
             return Ok(());
         }
-        let batch = self
-            .blocking(move |shared, shard| {
-                let mut wal = lock(&shared.writes);
-                let mut result = Ok(());
-                let mut applied = Vec::with_capacity(operations.len());
-                for operation in operations {
-                    let logged = operation.clone();
-                    result = shard.update(operation).map_err(from_edge);
-                    if result.is_err() {
-                        break;
-                    }
-                    applied.push(logged);
-                }
-                // The operations that were applied are logged, even when a later one failed.
-                wal.append(&applied)
-                    .map_err(|err| VectorError::Unavailable(format!("cannot append to the index's log: {err}")))?;
-                let batch = shared.applied.fetch_add(1, Ordering::AcqRel) + 1;
-                result.map(|()| batch)
-            })
-            .await?;
+        let batch = self.apply(operations).await?;
+        self.acknowledge(batch).await
+    }
+
+    /// With [`Flush::EveryWrite`], returns once write batch `batch` (and every batch before
+    /// it) is durable.
+    async fn acknowledge(&self, batch: u64) -> Result<(), VectorError> {
         if self.shared.flush == Flush::EveryWrite {
             self.durable(batch).await?;
         }
         Ok(())
+    }
+
+    /// Applies update operations in order and appends them to the log, serialised with
+    /// flushes, without waiting for a sync; returns the write batch that covers them.
+    async fn apply(&self, operations: Vec<UpdateOperation>) -> Result<u64, VectorError> {
+        self.blocking(move |shared, shard| {
+            let mut wal = lock(&shared.writes);
+            let mut result = Ok(());
+            let mut applied = Vec::with_capacity(operations.len());
+            for operation in operations {
+                let logged = operation.clone();
+                result = shard.update(operation).map_err(from_edge);
+                if result.is_err() {
+                    break;
+                }
+                applied.push(logged);
+            }
+            // The operations that were applied are logged, even when a later one failed.
+            wal.append(&applied)
+                .map_err(|err| VectorError::Unavailable(format!("cannot append to the index's log: {err}")))?;
+            let batch = shared.applied.fetch_add(1, Ordering::AcqRel) + 1;
+            result.map(|()| batch)
+        })
+        .await
     }
 
     async fn search(
@@ -521,6 +537,18 @@ impl EdgeIndex {
             .blocking(move |_, shard| shard.search(request).map_err(from_edge))
             .await?;
         Ok(hits(points))
+    }
+
+    /// The points as qdrant-edge stores them, each checked; none for none, even before
+    /// [`VectorIndex::ensure_ready`].
+    fn point_structs(&self, points: &[IndexedPoint]) -> Result<Vec<PointStructPersisted>, VectorError> {
+        if points.is_empty() {
+            return Ok(Vec::new());
+        }
+        let dim = self
+            .dense_dim()
+            .ok_or_else(|| VectorError::Unavailable("the vector index has no shard yet".into()))?;
+        points.iter().map(|point| point_struct(point, dim)).collect()
     }
 
     fn dense_dim(&self) -> Option<usize> {
@@ -691,18 +719,10 @@ impl VectorIndex for EdgeIndex {
         if points.is_empty() {
             return Ok(());
         }
-        let dim = self
-            .dense_dim()
-            .ok_or_else(|| VectorError::Unavailable("the vector index has no shard yet".into()))?;
-        let mut structs = Vec::with_capacity(points.len());
-        for point in &points {
-            structs.push(point_struct(point, dim)?);
-        }
+        let structs = self.point_structs(&points)?;
         let operations = chunks(structs, UPSERT_CHUNK)
             .into_iter()
-            .map(|chunk| {
-                UpdateOperation::PointOperation(PointOperations::UpsertPoints(PointInsertOperations::PointsList(chunk)))
-            })
+            .map(upsert_operation)
             .collect();
         self.update(operations).await?;
         self.count_writes(points.len());
@@ -742,10 +762,32 @@ impl VectorIndex for EdgeIndex {
         Ok(())
     }
 
+    /// Writes the points [`SWAP_CHUNK`] at a time, each chunk under `swap` (so no search
+    /// reads the segments while that chunk moves points between them) and searches of every
+    /// user run between chunks; then deletes the stale points, and returns once one sync of
+    /// the log covers it all. The log holds the chunks in the order they were applied and the
+    /// deletion after them, so a crash part way leaves a prefix: every memory keeps its old
+    /// point or has its new one, and no stale point is gone before every new point is written.
     async fn replace(&self, points: Vec<IndexedPoint>, stale: &[String]) -> Result<(), VectorError> {
-        let _swap = self.shared.swap.write().await;
-        self.upsert(points).await?;
-        self.delete(stale).await
+        // Every point and id is checked before anything is written.
+        let structs = self.point_structs(&points)?;
+        let stale = point_ids(stale)?;
+        let written = structs.len() + stale.len();
+        let mut last = None;
+        for chunk in chunks(structs, SWAP_CHUNK) {
+            let _swap = self.shared.swap.write().await;
+            last = Some(self.apply(vec![upsert_operation(chunk)]).await?);
+        }
+        if !stale.is_empty() {
+            // A deletion moves no other point: searches need not wait for it.
+            let delete = UpdateOperation::PointOperation(PointOperations::DeletePoints { ids: stale });
+            last = Some(self.apply(vec![delete]).await?);
+        }
+        self.count_writes(written);
+        match last {
+            Some(batch) => self.acknowledge(batch).await,
+            None => Ok(()),
+        }
     }
 
     async fn delete_user(&self, owner: &Owner) -> Result<(), VectorError> {
@@ -1035,6 +1077,10 @@ fn hits(points: Vec<ScoredPoint>) -> Vec<VectorHit> {
         .collect()
 }
 
+fn upsert_operation(points: Vec<PointStructPersisted>) -> UpdateOperation {
+    UpdateOperation::PointOperation(PointOperations::UpsertPoints(PointInsertOperations::PointsList(points)))
+}
+
 fn chunks<T>(items: Vec<T>, size: usize) -> Vec<Vec<T>> {
     let mut chunks = Vec::with_capacity(items.len().div_ceil(size));
     let mut current = Vec::with_capacity(size.min(items.len()));
@@ -1304,6 +1350,126 @@ mod tests {
             40,
             "the stale point is gone"
         );
+    }
+
+    /// A swap of many points lets searches of every user through between its chunks, and
+    /// none of them misses a point: each memory has its old point or its new one, and the
+    /// stale points go only at the end. Before the swap went by chunks it held every search
+    /// out until its last point was written (the recalls that missed their deadline during a
+    /// 10,000-memory rebuild, docs/benchmarks.md).
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn searches_run_between_the_chunks_of_a_swap() {
+        const POINTS: usize = 8 * SWAP_CHUNK;
+        let dir = tempfile::tempdir().expect("tempdir");
+        let index = Arc::new(EdgeIndex::open(dir.path()).expect("open"));
+        index.ensure_ready(conformance::DIM).await.expect("ready");
+        let user = conformance::unique_user("swap");
+        let other = conformance::unique_user("swap-other");
+        let old = conformance::sample_points(&user, POINTS);
+        let stale = conformance::sample_points(&user, 3);
+        index.upsert(old.clone()).await.expect("upsert");
+        index.upsert(stale.clone()).await.expect("stale points");
+        index
+            .upsert(conformance::sample_points(&other, 5))
+            .await
+            .expect("the other user");
+        // Points in a non-appendable segment are moved when replaced.
+        index.optimize().await.expect("optimize");
+        // The same ids with other vectors (the sample generator is seeded by the count).
+        let new: Vec<IndexedPoint> = old
+            .iter()
+            .zip(conformance::sample_points(&user, POINTS + 1))
+            .map(|(old, fresh)| IndexedPoint {
+                dense: fresh.dense,
+                ..old.clone()
+            })
+            .collect();
+        let ids: std::collections::BTreeSet<String> = old.iter().map(|p| p.id.clone()).collect();
+
+        let swapping = Arc::new(AtomicBool::new(true));
+        let searcher = {
+            let (index, swapping, ids) = (index.clone(), swapping.clone(), ids.clone());
+            // The point written last: a search that finds its old vector ran before the last chunk.
+            let (last, query) = (new[POINTS - 1].id.clone(), new[POINTS - 1].dense.clone());
+            let (user, other) = (user.clone(), other.clone());
+            tokio::spawn(async move {
+                // (asked, answered, of the user, before the last chunk) of every search.
+                let mut searches = Vec::new();
+                let mut turn = 0usize;
+                while swapping.load(Ordering::Acquire) {
+                    turn += 1;
+                    let whose = if turn % 2 == 0 { &user } else { &other };
+                    let started = Instant::now();
+                    let hits = index
+                        .search_dense(&query, &MemoryFilter::user(whose), POINTS + 10)
+                        .await
+                        .expect("search");
+                    let answered = Instant::now();
+                    let mut before_last = false;
+                    if whose == &user {
+                        before_last = hits.iter().any(|h| h.id == last && h.score < 0.999);
+                        let found: std::collections::BTreeSet<String> = hits.into_iter().map(|h| h.id).collect();
+                        let missing = ids.difference(&found).count();
+                        assert_eq!(missing, 0, "a search during the swap missed {missing} points");
+                    } else {
+                        assert_eq!(hits.len(), 5, "the other user's points");
+                    }
+                    searches.push((started, answered, whose == &user, before_last));
+                }
+                searches
+            })
+        };
+        // Let the searcher start, then swap.
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        let started = Instant::now();
+        index
+            .replace(new.clone(), &stale.iter().map(|p| p.id.clone()).collect::<Vec<_>>())
+            .await
+            .expect("replace");
+        let ended = Instant::now();
+        swapping.store(false, Ordering::Release);
+        let searches = searcher.await.expect("searcher");
+        let during: Vec<(bool, bool)> = searches
+            .iter()
+            .filter(|(asked, answered, _, _)| *asked > started && *answered < ended)
+            .map(|(_, _, own, before_last)| (*own, *before_last))
+            .collect();
+        let own = during.iter().filter(|(own, _)| *own).count();
+        let between = during.iter().filter(|(_, before_last)| *before_last).count();
+        let others = during.len() - own;
+        let _ = writeln!(
+            std::io::stderr(),
+            "swap of {POINTS} points in {:.0?}: {} searches asked and answered during it, {own} of the \
+             user's ({between} before its last chunk), {others} of another user",
+            ended - started,
+            during.len()
+        );
+        assert!(
+            between >= 2 && others >= 2,
+            "searches of the user (between the chunks) and of another user must be answered while a \
+             swap of {} chunks runs: {between} and {others} were",
+            POINTS / SWAP_CHUNK
+        );
+
+        assert_eq!(
+            index.count(Some(&user)).await.expect("count"),
+            POINTS as u64,
+            "the stale points are gone"
+        );
+        let listed: std::collections::BTreeSet<String> =
+            index.list_ids(&user).await.expect("list").into_iter().collect();
+        assert_eq!(listed, ids, "every point is there after the swap");
+        for point in [&new[0], &new[POINTS / 2], &new[POINTS - 1]] {
+            let hits = index
+                .search_dense(&point.dense, &MemoryFilter::user(&user), 1)
+                .await
+                .expect("search");
+            assert!(
+                hits.first()
+                    .is_some_and(|hit| hit.id == point.id && (hit.score - 1.0).abs() < 1e-4),
+                "the new vector replaced the old one: {hits:?}"
+            );
+        }
     }
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -106,9 +106,16 @@ pub trait VectorIndex: Send + Sync + Debug {
     async fn delete(&self, ids: &[String]) -> Result<(), VectorError>;
 
     /// Replaces points (inserting those missing) and deletes the `stale` ones, for an index
-    /// rebuild's swap. The edge index does it as one step for searches: none runs in between.
-    /// A Qdrant server gets one upsert then one delete; a search running meanwhile on another
-    /// node may miss a point the server moves between its segments.
+    /// rebuild's swap: each point is overwritten in place by its id, never deleted first, and
+    /// the stale points go only once every new point is written. It is not one step for
+    /// searches: a search during the swap finds every point, some with the old vectors and
+    /// payload and some with the new ones, and the stale points until the end. The edge index
+    /// writes the points a few hundred at a time and keeps searches out only while one such
+    /// chunk is written (a point moved between segments would otherwise be found in neither),
+    /// so searches of every user go on during the swap; a crash part way leaves every point
+    /// with its old or new version. A Qdrant server gets one upsert then one delete; a search
+    /// running meanwhile on another node may miss a point the server moves between its
+    /// segments.
     async fn replace(&self, points: Vec<IndexedPoint>, stale: &[String]) -> Result<(), VectorError>;
 
     /// Deletes every point of an owner (at an erasure).
