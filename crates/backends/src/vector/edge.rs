@@ -1398,7 +1398,7 @@ mod tests {
                 let mut turn = 0usize;
                 while swapping.load(Ordering::Acquire) {
                     turn += 1;
-                    let whose = if turn % 2 == 0 { &user } else { &other };
+                    let whose = if turn.is_multiple_of(2) { &user } else { &other };
                     let started = Instant::now();
                     let hits = index
                         .search_dense(&query, &MemoryFilter::user(whose), POINTS + 10)
