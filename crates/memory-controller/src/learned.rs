@@ -14,24 +14,7 @@
 use thinkus_common::model::{ControlDecision, Language, MemoryType, NeedMemory, RetrievalMode, TimeRange};
 use thinkus_learn::{HeadError, HeadFile, Network};
 
-use crate::rules::{self, RuleInput};
-
-/// The rules' main signals, in the order of the heads' one-hot inputs.
-pub const SIGNALS: &[&str] = &[
-    "small_talk",
-    "history_reference",
-    "new_session",
-    "project_state",
-    "personal",
-    "person",
-    "past_event",
-    "outside_world",
-    "self_contained_task",
-    "general_knowledge",
-    "self_contained",
-    "time_phrase",
-    "unclear",
-];
+use crate::rules::{self, RuleInput, Signal};
 
 /// The types the `types` head scores, in its label order.
 pub const TYPES: &[MemoryType] = &[
@@ -52,7 +35,10 @@ pub const TYPES: &[MemoryType] = &[
 /// whether they chose details, and whether the message names a period.
 pub fn rule_inputs(rule: &ControlDecision) -> Vec<f32> {
     let main = rule.signals.first().map(String::as_str).unwrap_or("unclear");
-    let mut values: Vec<f32> = SIGNALS.iter().map(|s| f32::from(u8::from(*s == main))).collect();
+    let mut values: Vec<f32> = Signal::ALL
+        .iter()
+        .map(|s| f32::from(u8::from(s.as_str() == main)))
+        .collect();
     values.push(f32::from(u8::from(rule.retrieval_mode == RetrievalMode::Details)));
     values.push(f32::from(u8::from(rule.signals.iter().any(|s| s.starts_with("time:")))));
     values
@@ -223,10 +209,10 @@ impl Policy {
         let budget_tokens = match (need, mode) {
             _ if same => rule.budget_tokens,
             (NeedMemory::No, _) => 0,
-            (NeedMemory::Maybe, RetrievalMode::Catalog) => 300,
-            (NeedMemory::Maybe, RetrievalMode::Details) => 600,
-            (NeedMemory::Yes, RetrievalMode::Catalog) => 400,
-            (NeedMemory::Yes, RetrievalMode::Details) => 1000,
+            (NeedMemory::Maybe, RetrievalMode::Catalog) => input.budgets.glance,
+            (NeedMemory::Maybe, RetrievalMode::Details) => input.budgets.unsure_details,
+            (NeedMemory::Yes, RetrievalMode::Catalog) => input.budgets.catalog,
+            (NeedMemory::Yes, RetrievalMode::Details) => input.budgets.details,
         };
         let time_range = match need {
             NeedMemory::No => TimeRange::All,
@@ -293,6 +279,18 @@ mod tests {
     use super::*;
 
     #[test]
+    fn the_builtin_heads_keep_signals_the_rules_give() {
+        let learned = Learned::builtin().expect("the built-in weight file reads");
+        assert!(!learned.policy.kept.is_empty());
+        for kept in &learned.policy.kept {
+            assert!(
+                Signal::ALL.iter().any(|s| s.as_str() == kept),
+                "{kept} is no signal of the rules"
+            );
+        }
+    }
+
+    #[test]
     fn the_builtin_heads_read_query_vectors_of_the_local_embedder() {
         let learned = Learned::builtin().expect("the built-in weight file reads");
         assert_eq!(learned.embedder, "multilingual-e5-small-q4");
@@ -330,6 +328,7 @@ mod tests {
             project_id: Some("p"),
             type_hints: &[],
             now,
+            ..Default::default()
         };
         // The rules say no, the head yes: the period the message names still comes from the
         // rules; the budget follows the head's need and mode.

@@ -16,7 +16,7 @@ use thinkus_common::model::{ControlDecision, EngineChoice, MemoryType, NeedMemor
 use thinkus_common::text::detect_language;
 
 use crate::api::{ControllerApi, DecideRequest};
-use crate::config::ControllerConfig;
+use crate::config::{BudgetTiers, ControllerConfig};
 use crate::learned::Learned;
 use crate::rules::{self, RuleInput};
 
@@ -91,7 +91,7 @@ fn time_range_json(range: TimeRange) -> Value {
 }
 
 /// The rules' answer in the JSON the prompt asks for.
-fn rules_answer(input: &Value) -> Result<String, thinkus_backends::llm::LlmError> {
+fn rules_answer(input: &Value, budgets: BudgetTiers) -> Result<String, thinkus_backends::llm::LlmError> {
     let message = input["message"].as_str().unwrap_or_default();
     let recent: Vec<String> = input["recent_messages"]
         .as_array()
@@ -113,6 +113,7 @@ fn rules_answer(input: &Value) -> Result<String, thinkus_backends::llm::LlmError
         project_id: input["project_id"].as_str(),
         type_hints: &hints,
         now,
+        budgets,
     });
     let need = match decision.need_memory {
         NeedMemory::Yes => "yes",
@@ -231,7 +232,8 @@ pub fn conservative_default(language: thinkus_common::model::Language, why: &str
 
 impl MemoryController {
     pub fn new(config: ControllerConfig, rules: RuleEngine, llm: Option<Arc<dyn LanguageModel>>) -> Self {
-        let handler: Arc<dyn RuleHandler> = Arc::new(rules_answer);
+        let budgets = config.budgets;
+        let handler: Arc<dyn RuleHandler> = Arc::new(move |input: &Value| rules_answer(input, budgets));
         rules.register(LlmTask::Decide, handler);
         // Compiles the rule patterns now rather than on the first message.
         rules::warm_up();
@@ -304,6 +306,7 @@ impl MemoryController {
             project_id: request.scope.project_id.as_deref(),
             type_hints: &request.type_hints,
             now,
+            budgets: self.config.budgets,
         };
         Some(learned.decide(&vector, &input))
     }

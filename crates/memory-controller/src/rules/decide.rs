@@ -2,8 +2,10 @@
 //! classes, the time phrases and the questions about people.
 
 use chrono::{DateTime, Utc};
-use thinkus_common::model::{ControlDecision, Language, MemoryType, NeedMemory, RetrievalMode, TimeRange};
+use thinkus_common::model::{ControlDecision, MemoryType, NeedMemory, RetrievalMode, TimeRange};
 use thinkus_common::text::detect_language;
+
+use crate::config::BudgetTiers;
 
 use super::patterns::{
     ANCHOR, ASIDE, DECISION_SUPPORT, EXTERNAL, FOLLOWUP, FULL_REVIEW, GENERAL, HINT, HISTORY, OVERVIEW, PERSONAL,
@@ -11,6 +13,7 @@ use super::patterns::{
     types_of,
 };
 use super::persons::{about_a_past_event, about_a_person, asks_for_a_portrait, asks_for_many};
+use super::signal::{DECISION_SUPPORT as DECISION_SUPPORT_SIGNAL, Signal, TimeSignal};
 use super::time::time_range;
 
 /// What the rules are given.
@@ -22,52 +25,8 @@ pub struct RuleInput<'a> {
     pub project_id: Option<&'a str>,
     pub type_hints: &'a [MemoryType],
     pub now: DateTime<Utc>,
-}
-
-fn reason(language: Language, signal: &str) -> String {
-    let (zh, en) = match signal {
-        "small_talk" => ("寒暄或致谢，不需要记忆", "Small talk, no memory needed"),
-        "history_reference" => ("提到了之前的讨论，需要回忆", "Refers to earlier discussion"),
-        "project_state" => (
-            "询问项目已有的决策或状态",
-            "Asks about the project's decisions or state",
-        ),
-        "personal" => (
-            "需要结合用户偏好给出个性化建议",
-            "Needs the user's preferences for personal advice",
-        ),
-        "person" => (
-            "问到用户身边某个人的经历或说法，需要回忆",
-            "Asks about someone in the user's life: only the history knows",
-        ),
-        "past_event" => (
-            "问到用户经历过的某次具体活动，需要回忆",
-            "Asks about a particular past event of the user's: only the history knows",
-        ),
-        "general_knowledge" => ("通用知识问答，不需要记忆", "General knowledge, no memory needed"),
-        "self_contained_task" => (
-            "独立的新任务，信息已在消息中",
-            "Self-contained task, everything is in the message",
-        ),
-        "outside_world" => (
-            "谈的是外部世界的事，不需要记忆",
-            "About the outside world, no memory needed",
-        ),
-        "self_contained" => (
-            "消息本身是完整的，不涉及之前的内容",
-            "Self-contained, nothing points at earlier work",
-        ),
-        "time_phrase" => (
-            "提到了时间范围，可能涉及之前的内容",
-            "Names a period, may concern earlier work",
-        ),
-        "new_session" => ("新会话开始，参考上次的进展", "A new session: pick up the last progress"),
-        _ => ("无法确定，先看一眼记忆目录", "Unclear: a quick look at the catalog"),
-    };
-    match language {
-        Language::Zh => zh.to_string(),
-        Language::En => en.to_string(),
-    }
+    /// The token budget of each tier.
+    pub budgets: BudgetTiers,
 }
 
 /// The rules' decision.
@@ -77,7 +36,7 @@ pub fn decide(input: &RuleInput<'_>) -> ControlDecision {
     let mut signals: Vec<String> = Vec::new();
     let time = time_range(message, input.now);
     if let Some((_, signal)) = &time {
-        signals.push((*signal).to_string());
+        signals.push(signal.as_str().to_string());
     }
 
     let task = TASK.is_match(message);
@@ -85,63 +44,63 @@ pub fn decide(input: &RuleInput<'_>) -> ControlDecision {
     let head = instruction(message, task);
     let aside_general = general && ASIDE.is_match(message);
 
-    let need_and_signal = || -> (NeedMemory, &'static str) {
+    let need_and_signal = || -> (NeedMemory, Signal) {
         if SMALL_TALK.is_match(message) || SOCIAL.is_match(message) {
-            return (NeedMemory::No, "small_talk");
+            return (NeedMemory::No, Signal::SmallTalk);
         }
         let reminiscing = general && REMINISCE.is_match(head) && !ANCHOR.is_match(head);
         if HISTORY.is_match(head) && !aside_general && !reminiscing {
-            return (NeedMemory::Yes, "history_reference");
+            return (NeedMemory::Yes, Signal::HistoryReference);
         }
         if input.message_count == 0 && message.chars().count() <= 40 && PICKUP.is_match(message) {
-            return (NeedMemory::Yes, "new_session");
+            return (NeedMemory::Yes, Signal::NewSession);
         }
         if PROJECT_STATE.is_match(head) {
-            return (NeedMemory::Yes, "project_state");
+            return (NeedMemory::Yes, Signal::ProjectState);
         }
         if PERSONAL.is_match(head) {
-            return (NeedMemory::Yes, "personal");
+            return (NeedMemory::Yes, Signal::Personal);
         }
         if about_a_person(head) {
-            return (NeedMemory::Yes, "person");
+            return (NeedMemory::Yes, Signal::Person);
         }
         if about_a_past_event(head) && !EXTERNAL.is_match(message) {
-            return (NeedMemory::Yes, "past_event");
+            return (NeedMemory::Yes, Signal::PastEvent);
         }
         if EXTERNAL.is_match(message) {
-            return (NeedMemory::No, "outside_world");
+            return (NeedMemory::No, Signal::OutsideWorld);
         }
         let anchor = ANCHOR.is_match(head);
         let hint = HINT.is_match(head);
         if (task || general) && !hint && (task || !anchor) {
             return if task {
-                (NeedMemory::No, "self_contained_task")
+                (NeedMemory::No, Signal::SelfContainedTask)
             } else {
-                (NeedMemory::No, "general_knowledge")
+                (NeedMemory::No, Signal::GeneralKnowledge)
             };
         }
         if aside_general {
-            return (NeedMemory::No, "general_knowledge");
+            return (NeedMemory::No, Signal::GeneralKnowledge);
         }
-        let past_period = time.as_ref().is_some_and(|(_, signal)| *signal != "time:today");
+        let past_period = time.as_ref().is_some_and(|(_, signal)| *signal != TimeSignal::Today);
         if !anchor && !hint && !past_period && !FOLLOWUP.is_match(message) {
-            return (NeedMemory::No, "self_contained");
+            return (NeedMemory::No, Signal::SelfContained);
         }
         if time.is_some() {
-            (NeedMemory::Maybe, "time_phrase")
+            (NeedMemory::Maybe, Signal::TimePhrase)
         } else {
-            (NeedMemory::Maybe, "unclear")
+            (NeedMemory::Maybe, Signal::Unclear)
         }
     };
     let (need, main_signal) = need_and_signal();
-    signals.insert(0, main_signal.to_string());
+    signals.insert(0, main_signal.as_str().to_string());
 
     let mut memory_types = if need == NeedMemory::No {
         Vec::new()
     } else {
         types_of(message)
     };
-    if main_signal == "personal" && !memory_types.contains(&MemoryType::UserPreference) {
+    if main_signal == Signal::Personal && !memory_types.contains(&MemoryType::UserPreference) {
         memory_types.push(MemoryType::UserPreference);
     }
     for hint in input.type_hints {
@@ -161,22 +120,25 @@ pub fn decide(input: &RuleInput<'_>) -> ControlDecision {
         _ => RetrievalMode::Catalog,
     };
     if retrieval_mode == RetrievalMode::Details && need == NeedMemory::Maybe {
-        signals.push("decision_support".into());
+        signals.push(DECISION_SUPPORT_SIGNAL.into());
     }
+    let tiers = &input.budgets;
     let budget_tokens = match (need, retrieval_mode) {
         (NeedMemory::No, _) => 0,
-        (NeedMemory::Maybe, RetrievalMode::Catalog) => 300,
-        (NeedMemory::Maybe, RetrievalMode::Details) => 600,
-        _ if full_review => 2000,
+        (NeedMemory::Maybe, RetrievalMode::Catalog) => tiers.glance,
+        (NeedMemory::Maybe, RetrievalMode::Details) => tiers.unsure_details,
+        _ if full_review => tiers.full_review,
         // Everything someone did of a kind ("what books has she read?", "how many times...")
         // is spread over many conversations: the full-review tier.
-        (NeedMemory::Yes, RetrievalMode::Details) if aggregate => 2000,
+        (NeedMemory::Yes, RetrievalMode::Details) if aggregate => tiers.full_review,
         // What someone did or said is scattered over many conversations: the top of the deep tier.
         // A portrait of someone draws on all of their history: the full-review tier.
-        (NeedMemory::Yes, RetrievalMode::Details) if main_signal == "person" && asks_for_a_portrait(head) => 2000,
-        (_, RetrievalMode::Details) if main_signal == "person" => 1500,
-        (_, RetrievalMode::Catalog) => 400,
-        (_, RetrievalMode::Details) => 1000,
+        (NeedMemory::Yes, RetrievalMode::Details) if main_signal == Signal::Person && asks_for_a_portrait(head) => {
+            tiers.full_review
+        }
+        (_, RetrievalMode::Details) if main_signal == Signal::Person => tiers.person,
+        (_, RetrievalMode::Catalog) => tiers.catalog,
+        (_, RetrievalMode::Details) => tiers.details,
     };
     let time_range = match (need, time) {
         (NeedMemory::No, _) => TimeRange::All,
@@ -189,7 +151,7 @@ pub fn decide(input: &RuleInput<'_>) -> ControlDecision {
         retrieval_mode,
         budget_tokens,
         time_range,
-        reason: reason(language, main_signal),
+        reason: main_signal.reason(language),
         engine: "rules".into(),
         signals,
         language,

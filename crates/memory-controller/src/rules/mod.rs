@@ -17,19 +17,22 @@
 //!
 //! Overview questions (lists, progress, patterns, "where were we") get the catalog mode;
 //! specific content and decision support get details. Budgets follow the design's tiers
-//! (simple reference 200-500, deep 500-1500, full review 1500-3000); time phrases become
+//! (simple reference 200-500, deep 500-1500, full review 1500-3000), named in
+//! `config::BudgetTiers` and configurable as `[controller.budgets]`; time phrases become
 //! ranges.
 //!
 //! By concern: `patterns.rs` holds the phrase classes, `time.rs` the time phrases and their
 //! ranges, `persons.rs` the questions about people and past events, `decide.rs` the decision
-//! that reads them all.
+//! that reads them all, `signal.rs` the signals it names.
 
 mod decide;
 mod patterns;
 mod persons;
+mod signal;
 mod time;
 
 pub use decide::{RuleInput, decide, warm_up};
+pub use signal::{DECISION_SUPPORT, Signal, TimeSignal};
 pub use time::time_range;
 
 #[cfg(test)]

@@ -5,6 +5,7 @@ use thinkus_common::model::{ControlDecision, Language, MemoryType, NeedMemory, R
 
 use super::decide::{RuleInput, decide};
 use super::patterns::types_of;
+use crate::config::BudgetTiers;
 
 fn decide_text(text: &str) -> ControlDecision {
     decide(&RuleInput {
@@ -298,6 +299,32 @@ fn between(text: &str) -> (Option<String>, Option<String>) {
 
 fn span(start: &str, end: &str) -> (Option<String>, Option<String>) {
     (Some(start.to_string()), Some(end.to_string()))
+}
+
+#[test]
+fn budgets_come_from_the_configured_tiers() {
+    let budgets = BudgetTiers {
+        full_review: 3000,
+        person: 1700,
+        glance: 350,
+        ..Default::default()
+    };
+    let now = Utc.with_ymd_and_hms(2026, 11, 22, 12, 0, 0).unwrap();
+    for (message, budget) in [
+        ("How many times has Melanie gone to the beach?", 3000),
+        ("When did Caroline go to the support group?", 1700),
+        ("我们都讨论了哪些事？", 350),
+        ("What did we decide about the budget last week?", 1000),
+    ] {
+        let d = decide(&RuleInput {
+            message,
+            message_count: 3,
+            now,
+            budgets,
+            ..Default::default()
+        });
+        assert_eq!(d.budget_tokens, budget, "{message}: {:?}", d.signals);
+    }
 }
 
 #[test]

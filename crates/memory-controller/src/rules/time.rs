@@ -8,8 +8,10 @@ use regex::Regex;
 use thinkus_common::model::TimeRange;
 use thinkus_common::text::pattern;
 
+use super::signal::TimeSignal;
+
 /// A time phrase and the range it names.
-pub fn time_range(message: &str, now: DateTime<Utc>) -> Option<(TimeRange, &'static str)> {
+pub fn time_range(message: &str, now: DateTime<Utc>) -> Option<(TimeRange, TimeSignal)> {
     static YESTERDAY: LazyLock<Regex> = LazyLock::new(|| pattern(r"(?i)(昨天|昨日|\byesterday\b)"));
     static DAY_BEFORE: LazyLock<Regex> = LazyLock::new(|| pattern(r"(?i)(前天|\bday before yesterday\b)"));
     static TODAY: LazyLock<Regex> =
@@ -31,7 +33,7 @@ pub fn time_range(message: &str, now: DateTime<Utc>) -> Option<(TimeRange, &'sta
                 start: Some(today - Duration::days(2)),
                 end: Some(today - Duration::days(1)),
             },
-            "time:day_before_yesterday",
+            TimeSignal::DayBeforeYesterday,
         ));
     }
     if YESTERDAY.is_match(message) {
@@ -40,7 +42,7 @@ pub fn time_range(message: &str, now: DateTime<Utc>) -> Option<(TimeRange, &'sta
                 start: Some(today - Duration::days(1)),
                 end: Some(today),
             },
-            "time:yesterday",
+            TimeSignal::Yesterday,
         ));
     }
     if let Some(found) = explicit_date(message, now) {
@@ -52,14 +54,14 @@ pub fn time_range(message: &str, now: DateTime<Utc>) -> Option<(TimeRange, &'sta
                 start: Some(today),
                 end: None,
             },
-            "time:today",
+            TimeSignal::Today,
         ));
     }
     if WEEK.is_match(message) {
-        return Some((TimeRange::Last7Days, "time:week"));
+        return Some((TimeRange::Last7Days, TimeSignal::Week));
     }
     if MONTH.is_match(message) {
-        return Some((TimeRange::Last30Days, "time:month"));
+        return Some((TimeRange::Last30Days, TimeSignal::Month));
     }
     None
 }
@@ -89,7 +91,7 @@ fn month_number(name: &str) -> Option<u32> {
 /// "11月3号", "in 2023"), as the range it spans; "as of", "by", "until" or "before" it (之前,
 /// 以前) keep only what came before, "since" or "after" it (以来, 之后) only what came after.
 /// A day or month without a year is the latest one not after today.
-fn explicit_date(message: &str, now: DateTime<Utc>) -> Option<(TimeRange, &'static str)> {
+fn explicit_date(message: &str, now: DateTime<Utc>) -> Option<(TimeRange, TimeSignal)> {
     static EN_MONTH_DAY: LazyLock<Regex> = LazyLock::new(|| {
         pattern(&format!(
             r"(?i)\b{MONTH_NAMES}\.?\s+(\d{{1,2}})(?:st|nd|rd|th)?\b(?:,?\s+(\d{{4}})\b)?"
@@ -123,7 +125,7 @@ fn explicit_date(message: &str, now: DateTime<Utc>) -> Option<(TimeRange, &'stat
     let year_of = |text: Option<regex::Match<'_>>| text.and_then(|m| m.as_str().parse::<i32>().ok());
     let plausible = |year: i32| (1900..=2200).contains(&year);
     // (first day, day after the last, where the phrase starts and ends).
-    let span: Option<(NaiveDate, NaiveDate, usize, usize, &'static str)> = (|| {
+    let span: Option<(NaiveDate, NaiveDate, usize, usize, TimeSignal)> = (|| {
         let day_span = |year: Option<i32>, month: u32, dom: u32| -> Option<(NaiveDate, NaiveDate)> {
             let date = match year {
                 Some(year) if plausible(year) => NaiveDate::from_ymd_opt(year, month, dom)?,
@@ -154,7 +156,7 @@ fn explicit_date(message: &str, now: DateTime<Utc>) -> Option<(TimeRange, &'stat
                 let whole = c.get(0)?;
                 let (month, dom) = (c[2].parse().ok()?, c[3].parse().ok()?);
                 if let Some((a, b)) = day_span(year_of(c.get(1)), month, dom) {
-                    return Some((a, b, whole.start(), whole.end(), "time:date"));
+                    return Some((a, b, whole.start(), whole.end(), TimeSignal::Date));
                 }
             }
         }
@@ -170,7 +172,7 @@ fn explicit_date(message: &str, now: DateTime<Utc>) -> Option<(TimeRange, &'stat
                     continue;
                 };
                 if let Some((a, b)) = day_span(year_of(c.get(3)), month, dom) {
-                    return Some((a, b, whole.start(), whole.end(), "time:date"));
+                    return Some((a, b, whole.start(), whole.end(), TimeSignal::Date));
                 }
             }
         }
@@ -179,7 +181,7 @@ fn explicit_date(message: &str, now: DateTime<Utc>) -> Option<(TimeRange, &'stat
             if let (Some(year), Ok(month)) = (year_of(c.get(1)), c[2].parse::<u32>())
                 && let Some((a, b)) = month_span(year, month)
             {
-                return Some((a, b, whole.start(), whole.end(), "time:month_of_year"));
+                return Some((a, b, whole.start(), whole.end(), TimeSignal::MonthOfYear));
             }
         }
         if let Some(c) = EN_MONTH_YEAR.captures(message) {
@@ -187,7 +189,7 @@ fn explicit_date(message: &str, now: DateTime<Utc>) -> Option<(TimeRange, &'stat
             if let (Some(month), Some(year)) = (month_number(&c[1]), year_of(c.get(2)))
                 && let Some((a, b)) = month_span(year, month)
             {
-                return Some((a, b, whole.start(), whole.end(), "time:month_of_year"));
+                return Some((a, b, whole.start(), whole.end(), TimeSignal::MonthOfYear));
             }
         }
         // A month without a year: the latest one that has begun.
@@ -202,7 +204,7 @@ fn explicit_date(message: &str, now: DateTime<Utc>) -> Option<(TimeRange, &'stat
         if let Some(c) = EN_MONTH.captures(message) {
             let name = c.get(1)?;
             if let Some((a, b)) = month_number(name.as_str()).and_then(latest_month) {
-                return Some((a, b, name.start(), name.end(), "time:month"));
+                return Some((a, b, name.start(), name.end(), TimeSignal::Month));
             }
         }
         if let Some(c) = CN_MONTH_ONLY.captures(message) {
@@ -219,7 +221,7 @@ fn explicit_date(message: &str, now: DateTime<Utc>) -> Option<(TimeRange, &'stat
                     b,
                     number.start(),
                     c.get(3).map_or(number.end(), |m| m.end()),
-                    "time:month",
+                    TimeSignal::Month,
                 ));
             }
         }
@@ -233,7 +235,7 @@ fn explicit_date(message: &str, now: DateTime<Utc>) -> Option<(TimeRange, &'stat
                         NaiveDate::from_ymd_opt(year + 1, 1, 1)?,
                     );
                     // The bound words of "since 2023" sit before the number, inside the match.
-                    return Some((a, b, number.start(), c.get(0)?.end(), "time:year"));
+                    return Some((a, b, number.start(), c.get(0)?.end(), TimeSignal::Year));
                 }
             }
         }

@@ -89,6 +89,7 @@ impl Line {
             project_id: Some("train"),
             type_hints: &[],
             now: crate::bench::dataset_now(None).unwrap_or_default(),
+            ..Default::default()
         }
     }
 }
