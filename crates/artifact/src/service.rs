@@ -358,8 +358,22 @@ impl ArtifactService {
             .ok_or_else(|| ApiError::not_found("artifact", artifact_id))
     }
 
-    fn info(record: &ArtifactRecord) -> ArtifactInfo {
-        ArtifactInfo {
+    /// What the record holds, as the API shows it. A stored kind, language or metadata that
+    /// cannot be read is an error naming the artifact and the column, never a default.
+    fn info(record: &ArtifactRecord) -> Result<ArtifactInfo, ApiError> {
+        let unreadable = |column: &str, value: &str| {
+            ApiError::internal(format!(
+                "artifact {}: column {column}: unreadable value {value:?}",
+                record.id
+            ))
+        };
+        let kind = ArtifactKind::parse(&record.kind).ok_or_else(|| unreadable("kind", &record.kind))?;
+        let language: Language = record
+            .language
+            .parse()
+            .map_err(|_| unreadable("language", &record.language))?;
+        let metadata = serde_json::from_str(&record.metadata).map_err(|_| unreadable("metadata", &record.metadata))?;
+        Ok(ArtifactInfo {
             id: record.id.clone(),
             scope: Scope {
                 tenant_id: record.tenant_id.clone(),
@@ -375,12 +389,12 @@ impl ArtifactService {
             sha256: record.sha256.clone(),
             path: record.path.clone(),
             line_count: record.line_count,
-            kind: ArtifactKind::parse(&record.kind).unwrap_or(ArtifactKind::Text),
-            language: record.language.parse().unwrap_or(Language::En),
+            kind,
+            language,
             created_at: record.created_at,
             expires_at: record.expires_at,
-            metadata: serde_json::from_str(&record.metadata).unwrap_or_default(),
-        }
+            metadata,
+        })
     }
 
     fn compact_of(record: &ArtifactRecord, language: Option<Language>) -> Result<Compact, ApiError> {
@@ -573,7 +587,7 @@ impl ArtifactService {
             self.discard(&temp_key).await;
             return Ok(StoredArtifact {
                 compact: Self::compact_of(&existing, header.language)?,
-                artifact: Self::info(&existing),
+                artifact: Self::info(&existing)?,
                 deduplicated: true,
             });
         }
@@ -626,7 +640,7 @@ impl ArtifactService {
             self.discard(&temp_key).await;
             return Ok(StoredArtifact {
                 compact: Self::compact_of(&existing, header.language)?,
-                artifact: Self::info(&existing),
+                artifact: Self::info(&existing)?,
                 deduplicated: true,
             });
         }
@@ -652,7 +666,7 @@ impl ArtifactService {
         tracing::debug!(artifact_id = %record.id, size = record.size_bytes, kind = %record.kind, "artifact stored");
         Ok(StoredArtifact {
             compact: Self::compact_of(&record, header.language)?,
-            artifact: Self::info(&record),
+            artifact: Self::info(&record)?,
             deduplicated: false,
         })
     }
@@ -802,7 +816,7 @@ impl ArtifactApi for ArtifactService {
         language: Option<Language>,
     ) -> Result<(ArtifactInfo, Compact), ApiError> {
         let record = self.owned(&scope.owner(), &artifact_id).await?;
-        Ok((Self::info(&record), Self::compact_of(&record, language)?))
+        Ok((Self::info(&record)?, Self::compact_of(&record, language)?))
     }
 
     async fn read(&self, request: ReadRequest) -> Result<ReadResult, ApiError> {
@@ -896,7 +910,7 @@ impl ArtifactApi for ArtifactService {
             .await?;
         records
             .iter()
-            .map(|record| Ok((Self::info(record), Self::compact_of(record, None)?)))
+            .map(|record| Ok((Self::info(record)?, Self::compact_of(record, None)?)))
             .collect()
     }
 
@@ -957,6 +971,65 @@ mod tests {
         assert_eq!(compact_cap(480, 1_500_000), 480);
         assert_eq!(compact_cap(150, 3_000), 150, "the configured cap still bounds it");
         assert!(compact_cap(480, 2_001) >= MIN_COMPACT_TOKENS);
+    }
+
+    #[test]
+    fn a_record_that_cannot_be_read_names_its_column() {
+        let record = ArtifactRecord {
+            id: "art_1".into(),
+            tenant_id: "t".into(),
+            user_id: "u".into(),
+            role_id: Some("cto".into()),
+            project_id: None,
+            session_id: "s".into(),
+            tool_call_id: None,
+            tool_name: None,
+            mime_type: "application/json".into(),
+            size_bytes: 2,
+            sha256: String::new(),
+            blob_key: "k".into(),
+            path: None,
+            line_count: 1,
+            kind: "json".into(),
+            language: "zh".into(),
+            compact: "{}".into(),
+            metadata: r#"{"source":"ci"}"#.into(),
+            created_at: Utc::now(),
+            expires_at: None,
+        };
+        let info = ArtifactService::info(&record).expect("a sound record reads");
+        assert_eq!((info.kind, info.language), (ArtifactKind::Json, Language::Zh));
+        assert_eq!(info.metadata.get("source").map(String::as_str), Some("ci"));
+        for (column, corrupt) in [
+            (
+                "kind",
+                ArtifactRecord {
+                    kind: "spreadsheet".into(),
+                    ..record.clone()
+                },
+            ),
+            (
+                "language",
+                ArtifactRecord {
+                    language: "klingon".into(),
+                    ..record.clone()
+                },
+            ),
+            (
+                "metadata",
+                ArtifactRecord {
+                    metadata: "{not json".into(),
+                    ..record.clone()
+                },
+            ),
+        ] {
+            let err = ArtifactService::info(&corrupt).expect_err(column);
+            let message = err.to_string();
+            assert!(
+                message.contains("art_1") && message.contains(&format!("column {column}")),
+                "{column}: {message}"
+            );
+        }
     }
 
     #[test]
