@@ -62,7 +62,7 @@ pub use merge::merge;
 use merge::{drop_outdated, outdates};
 use sentence::{
     ARTIFACT_REF, CHITCHAT, CONFIRMATION, Candidate, Kind, OPEN_QUESTION, PROPOSAL, REACTION, any_match, attributed,
-    classify, clean, decision_of, goal_of, is_question, proposed, who,
+    classify, clean, decision_of, goal_of, is_question, proposed, tables_as_rows, who,
 };
 
 /// Registers the summary rules.
@@ -92,7 +92,7 @@ pub fn summarize(input: &RulesInput) -> SummaryContent {
         .messages
         .iter()
         .map(|message| {
-            sentences(&message.content)
+            sentences(&tables_as_rows(&message.content))
                 .into_iter()
                 .map(|raw| {
                     let cleaned = clean(&raw);

@@ -196,6 +196,65 @@ pub(super) static PROPOSING: LazyLock<Regex> = LazyLock::new(|| {
         r"(?i)^(?:(?:i|we) (?:suggest|recommend|propose)(?: that)?(?: we)?(?: should)?|(?:(?:maybe|then|so) )?we could)\s+|^(?:我|我们)?(?:建议|推荐|提议)(?:我们|大家)?(?:可以|还是)?[，,：:]?\s*",
     )
 });
+/// A markdown table read as sentences: each row of a table with a header (a `|` line followed by
+/// a `|---|` line) becomes one line naming its cells by their column ("Segment: Lapsed; Rough
+/// size: ~2,500"), so that a row chosen for the summary says what its cells are; the header and
+/// the rule line go. Lines that are no such table are kept as they are.
+pub(super) fn tables_as_rows(text: &str) -> std::borrow::Cow<'_, str> {
+    if !text.contains('|') {
+        return std::borrow::Cow::Borrowed(text);
+    }
+    let cells = |line: &str| -> Vec<String> {
+        let line = line.trim();
+        let line = line.strip_prefix('|').unwrap_or(line);
+        let line = line.strip_suffix('|').unwrap_or(line);
+        line.split('|').map(|cell| cell.trim().to_string()).collect()
+    };
+    let is_row = |line: &str| line.trim_start().starts_with('|');
+    let is_rule = |line: &str| {
+        is_row(line) && line.contains('-') && line.chars().all(|c| matches!(c, '|' | '-' | ':' | ' ' | '\t'))
+    };
+    let lines: Vec<&str> = text.lines().collect();
+    let starts_a_table =
+        |i: usize| is_row(lines[i]) && !is_rule(lines[i]) && lines.get(i + 1).is_some_and(|next| is_rule(next));
+    if !(0..lines.len()).any(starts_a_table) {
+        return std::borrow::Cow::Borrowed(text);
+    }
+    let mut out = String::with_capacity(text.len());
+    let mut i = 0;
+    while i < lines.len() {
+        if starts_a_table(i) {
+            let header = cells(lines[i]);
+            let zh = header.iter().any(|h| h.chars().any(is_han));
+            let (colon, between) = if zh { ("：", "；") } else { (": ", "; ") };
+            i += 2;
+            while i < lines.len() && is_row(lines[i]) {
+                let row: Vec<String> = cells(lines[i])
+                    .into_iter()
+                    .enumerate()
+                    .filter(|(_, cell)| !cell.is_empty())
+                    .map(|(at, cell)| match header.get(at).filter(|h| !h.is_empty()) {
+                        Some(name) => format!("{name}{colon}{cell}"),
+                        None => cell,
+                    })
+                    .collect();
+                if !row.is_empty() {
+                    out.push_str(&row.join(between));
+                    out.push('\n');
+                }
+                i += 1;
+            }
+            continue;
+        }
+        out.push_str(lines[i]);
+        out.push('\n');
+        i += 1;
+    }
+    if !text.ends_with('\n') {
+        out.pop();
+    }
+    std::borrow::Cow::Owned(out)
+}
 
 /// What a confirmed proposal decides: the proposal without how it was put ("I suggest we use
 /// Postgres" -> "Use Postgres", "我建议用深色主题" -> "用深色主题"), as the one who decided is

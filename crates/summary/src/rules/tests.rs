@@ -588,3 +588,42 @@ fn a_models_answer_keeps_only_the_latest_figure() {
     let merged = merge(SummaryContent::default(), answer, 12);
     assert_eq!(merged.constraints, ["必须在2周内完成", "预算调整到$800"]);
 }
+
+#[test]
+fn a_table_is_read_row_by_row_with_its_header() {
+    let reply = "Great. For Mailchimp I'd split the list into three segments:\n\n\
+                 | Segment | Rough size | Message |\n|---|---|---|\n\
+                 | Bought in the last 12 months | ~4,100 | Early access for our regulars |\n\
+                 | Lapsed | ~2,500 | We've missed you |\n\nThe regulars go first at 7am.";
+    let read = tables_as_rows(reply);
+    assert!(
+        read.contains("Segment: Lapsed; Rough size: ~2,500; Message: We've missed you\n"),
+        "{read}"
+    );
+    assert!(!read.contains("| Segment |") && !read.contains("|---|"), "{read}");
+    assert!(read.contains("The regulars go first at 7am."), "{read}");
+    // Chinese headers, an empty cell left out; a line of bars without a header rule is no table.
+    let zh = tables_as_rows("| 项目 | 原来 | 现在 |\n| --- | :---: | --- |\n| 装修预算 |  | 42万 |\n");
+    assert_eq!(zh, "项目：装修预算；现在：42万\n");
+    assert_eq!(tables_as_rows("a | b | c"), "a | b | c");
+    assert_eq!(tables_as_rows("no table here"), "no table here");
+
+    // In a summary no item is a bare header or a row of cells without their names.
+    let summary = summarize(&input(vec![
+        msg(
+            0,
+            "user",
+            None,
+            "Let's plan the Mailchimp send for the gift box launch.",
+        ),
+        msg(1, "cmo", Some("Ava"), reply),
+    ]));
+    let items: Vec<&String> = summary
+        .progress
+        .iter()
+        .chain(&summary.constraints)
+        .chain(&summary.next_actions)
+        .chain(&summary.risks)
+        .collect();
+    assert!(items.iter().all(|item| !item.contains('|')), "{summary:?}");
+}
