@@ -1,6 +1,7 @@
 //! The LLM prompt of the design (seed 000 section 3.4), extended for incremental updates: the
 //! summary so far is given and the complete updated summary is asked for.
 
+use thinkus_common::ApiError;
 use thinkus_common::model::{ArtifactRef, Message};
 
 use crate::api::SummaryContent;
@@ -11,7 +12,7 @@ pub fn summarize(
     previous: Option<&SummaryContent>,
     artifacts: &[ArtifactRef],
     message_chars: usize,
-) -> String {
+) -> Result<String, ApiError> {
     let conversation: Vec<String> = messages
         .iter()
         .map(|m| {
@@ -31,7 +32,8 @@ pub fn summarize(
     let previous = match previous {
         Some(content) if !content.is_empty() => format!(
             "\n已有摘要（覆盖之前的消息）。把新消息合并进去，返回更新后的完整摘要：保留仍然成立的内容，更新已改变的决策，移除已解决的问题：\n{}\n",
-            serde_json::to_string_pretty(content).unwrap_or_default()
+            serde_json::to_string_pretty(content)
+                .map_err(|err| ApiError::internal(format!("serialising the summary so far for the prompt: {err}")))?
         ),
         _ => String::new(),
     };
@@ -44,7 +46,7 @@ pub fn summarize(
             .collect();
         format!("\n本会话的产物（按ref引用）:\n{}\n", list.join("\n"))
     };
-    format!(
+    Ok(format!(
         r#"分析以下会话，生成结构化摘要。内容保持用户使用的语言（中文就写中文，英文就写英文）。约束和决策只写当前有效的：会话中后来改变的数字或选择（如预算从$500改为$800）只保留最新的。
 {previous}{artifacts}
 会话消息:
@@ -75,5 +77,5 @@ pub fn summarize(
   "open_questions": ["未解决的问题1"]
 }}"#,
         conversation = conversation.join("\n\n"),
-    )
+    ))
 }

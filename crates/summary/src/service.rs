@@ -274,7 +274,7 @@ impl Summarizer {
             min_chars: config.rules_min_chars,
             max_items: config.max_items_per_section,
         };
-        let prompt = prompts::summarize(messages, base, artifacts, config.prompt_message_chars);
+        let prompt = prompts::summarize(messages, base, artifacts, config.prompt_message_chars)?;
         let input = serde_json::to_value(&input).map_err(|err| ApiError::internal(err.to_string()))?;
         let mut call = CompletionRequest::task(LlmTask::Summarize, prompt, input);
         call.max_tokens = config.llm_max_tokens;
