@@ -352,6 +352,20 @@ pub fn term_jaccard(a: &str, b: &str) -> f64 {
 pub fn is_sentence_end(c: char) -> bool {
     matches!(c, '。' | '！' | '？' | '!' | '?' | '.' | '；' | ';' | '\n')
 }
+/// The cells of a markdown table row, trimmed ("| 项目 | 原来 |" -> ["项目", "原来"]); `None` for
+/// a line that is not one (a row starts and ends with `|`).
+pub fn table_cells(line: &str) -> Option<Vec<&str>> {
+    let inner = line.trim().strip_prefix('|')?.strip_suffix('|')?;
+    Some(inner.split('|').map(str::trim).collect())
+}
+
+/// Whether a row's cells are a table's rule line, the one under its header ("|---|:---:|").
+pub fn is_table_rule(cells: &[&str]) -> bool {
+    !cells.is_empty()
+        && cells
+            .iter()
+            .all(|c| !c.is_empty() && c.chars().all(|ch| matches!(ch, '-' | ':')))
+}
 
 /// Splits text into sentences, keeping their ending punctuation. A period inside a number or
 /// an abbreviation-like token ("Next.js", "3.5") does not end a sentence.

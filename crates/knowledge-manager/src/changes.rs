@@ -653,11 +653,6 @@ const AFTER_HEADINGS: &[&str] = &[
 /// | Now |". In a row, a value of each kind the two cells hold once each, or, when neither
 /// holds one, the two cells themselves when they are short names ("| ATS | Moka | 北森 |").
 fn table_changes(text: &str) -> Vec<Change> {
-    fn cells(line: &str) -> Option<Vec<&str>> {
-        let line = line.trim();
-        let inner = line.strip_prefix('|')?.strip_suffix('|')?;
-        Some(inner.split('|').map(str::trim).collect())
-    }
     fn column(header: &[&str], names: &[&str]) -> Option<usize> {
         header
             .iter()
@@ -666,14 +661,11 @@ fn table_changes(text: &str) -> Vec<Change> {
     let mut out = Vec::new();
     let mut columns: Option<(usize, usize)> = None;
     for line in text.lines() {
-        let Some(row) = cells(line) else {
+        let Some(row) = thinkus_common::text::table_cells(line) else {
             columns = None;
             continue;
         };
-        if row
-            .iter()
-            .all(|c| !c.is_empty() && c.chars().all(|ch| matches!(ch, '-' | ':')))
-        {
+        if thinkus_common::text::is_table_rule(&row) {
             continue;
         }
         let Some((before, after)) = columns else {

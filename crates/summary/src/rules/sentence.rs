@@ -7,7 +7,8 @@ use std::sync::LazyLock;
 use regex::Regex;
 use thinkus_common::model::{Decision, DecisionConfidence};
 use thinkus_common::text::{
-    is_han, is_irregular_past, pattern, sentences, summarize_to, tagged_words, term_set, terms,
+    is_han, is_irregular_past, is_table_rule, pattern, sentences, summarize_to, table_cells, tagged_words, term_set,
+    terms,
 };
 
 use crate::salience::{self, capitalised};
@@ -204,51 +205,45 @@ pub(super) fn tables_as_rows(text: &str) -> std::borrow::Cow<'_, str> {
     if !text.contains('|') {
         return std::borrow::Cow::Borrowed(text);
     }
-    let cells = |line: &str| -> Vec<String> {
-        let line = line.trim();
-        let line = line.strip_prefix('|').unwrap_or(line);
-        let line = line.strip_suffix('|').unwrap_or(line);
-        line.split('|').map(|cell| cell.trim().to_string()).collect()
+    let rows: Vec<Option<Vec<&str>>> = text.lines().map(table_cells).collect();
+    let is_rule = |i: usize| {
+        rows.get(i)
+            .and_then(Option::as_ref)
+            .is_some_and(|cells| is_table_rule(cells))
     };
-    let is_row = |line: &str| line.trim_start().starts_with('|');
-    let is_rule = |line: &str| {
-        is_row(line) && line.contains('-') && line.chars().all(|c| matches!(c, '|' | '-' | ':' | ' ' | '\t'))
-    };
-    let lines: Vec<&str> = text.lines().collect();
-    let starts_a_table =
-        |i: usize| is_row(lines[i]) && !is_rule(lines[i]) && lines.get(i + 1).is_some_and(|next| is_rule(next));
-    if !(0..lines.len()).any(starts_a_table) {
+    let starts_a_table = |i: usize| rows[i].is_some() && !is_rule(i) && is_rule(i + 1);
+    if !(0..rows.len()).any(starts_a_table) {
         return std::borrow::Cow::Borrowed(text);
     }
+    let lines: Vec<&str> = text.lines().collect();
     let mut out = String::with_capacity(text.len());
     let mut i = 0;
     while i < lines.len() {
-        if starts_a_table(i) {
-            let header = cells(lines[i]);
-            let zh = header.iter().any(|h| h.chars().any(is_han));
-            let (colon, between) = if zh { ("：", "；") } else { (": ", "; ") };
-            i += 2;
-            while i < lines.len() && is_row(lines[i]) {
-                let row: Vec<String> = cells(lines[i])
-                    .into_iter()
-                    .enumerate()
-                    .filter(|(_, cell)| !cell.is_empty())
-                    .map(|(at, cell)| match header.get(at).filter(|h| !h.is_empty()) {
-                        Some(name) => format!("{name}{colon}{cell}"),
-                        None => cell,
-                    })
-                    .collect();
-                if !row.is_empty() {
-                    out.push_str(&row.join(between));
-                    out.push('\n');
-                }
-                i += 1;
-            }
+        let Some(header) = rows[i].as_ref().filter(|_| starts_a_table(i)) else {
+            out.push_str(lines[i]);
+            out.push('\n');
+            i += 1;
             continue;
+        };
+        let zh = header.iter().any(|h| h.chars().any(is_han));
+        let (colon, between) = if zh { ("：", "；") } else { (": ", "; ") };
+        i += 2;
+        while let Some(Some(cells)) = rows.get(i) {
+            let row: Vec<String> = cells
+                .iter()
+                .enumerate()
+                .filter(|(_, cell)| !cell.is_empty())
+                .map(|(at, cell)| match header.get(at).filter(|h| !h.is_empty()) {
+                    Some(name) => format!("{name}{colon}{cell}"),
+                    None => cell.to_string(),
+                })
+                .collect();
+            if !row.is_empty() {
+                out.push_str(&row.join(between));
+                out.push('\n');
+            }
+            i += 1;
         }
-        out.push_str(lines[i]);
-        out.push('\n');
-        i += 1;
     }
     if !text.ends_with('\n') {
         out.pop();
