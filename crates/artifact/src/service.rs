@@ -361,18 +361,17 @@ impl ArtifactService {
     /// What the record holds, as the API shows it. A stored kind, language or metadata that
     /// cannot be read is an error naming the artifact and the column, never a default.
     fn info(record: &ArtifactRecord) -> Result<ArtifactInfo, ApiError> {
-        let unreadable = |column: &str, value: &str| {
-            ApiError::internal(format!(
-                "artifact {}: column {column}: unreadable value {value:?}",
-                record.id
-            ))
-        };
-        let kind = ArtifactKind::parse(&record.kind).ok_or_else(|| unreadable("kind", &record.kind))?;
+        let unreadable =
+            |column: &str, why: String| ApiError::internal(format!("artifact {}: column {column}: {why}", record.id));
+        let kind = ArtifactKind::parse(&record.kind)
+            .ok_or_else(|| unreadable("kind", format!("unknown kind {:?}", record.kind)))?;
         let language: Language = record
             .language
             .parse()
-            .map_err(|_| unreadable("language", &record.language))?;
-        let metadata = serde_json::from_str(&record.metadata).map_err(|_| unreadable("metadata", &record.metadata))?;
+            .map_err(|_| unreadable("language", format!("unknown language {:?}", record.language)))?;
+        // The metadata is the caller's: the error names where it fails, not what it holds.
+        let metadata = serde_json::from_str(&record.metadata)
+            .map_err(|err| unreadable("metadata", format!("not a JSON object of strings ({err})")))?;
         Ok(ArtifactInfo {
             id: record.id.clone(),
             scope: Scope {

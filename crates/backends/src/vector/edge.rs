@@ -120,11 +120,10 @@ pub(super) mod field {
     }
 }
 
-/// Points per write-ahead-log record: large batches make one huge record.
+/// Points per write-ahead-log record: large batches make one huge record. A swap
+/// ([`VectorIndex::replace`]) writes one such record per step, so searches wait for one step
+/// at most, not for the whole swap.
 const UPSERT_CHUNK: usize = 256;
-/// Points per step of a swap ([`VectorIndex::replace`]): searches wait for one step at most,
-/// not for the whole swap.
-const SWAP_CHUNK: usize = 256;
 /// Ids per scroll page in [`VectorIndex::list_ids`].
 const SCROLL_PAGE: usize = 1024;
 const LOCK_FILE: &str = "thinkus-index.lock";
@@ -762,7 +761,7 @@ impl VectorIndex for EdgeIndex {
         Ok(())
     }
 
-    /// Writes the points [`SWAP_CHUNK`] at a time, each chunk under `swap` (so no search
+    /// Writes the points [`UPSERT_CHUNK`] at a time, each chunk under `swap` (so no search
     /// reads the segments while that chunk moves points between them) and searches of every
     /// user run between chunks; then deletes the stale points, and returns once one sync of
     /// the log covers it all. The log holds the chunks in the order they were applied and the
@@ -774,7 +773,7 @@ impl VectorIndex for EdgeIndex {
         let stale = point_ids(stale)?;
         let written = structs.len() + stale.len();
         let mut last = None;
-        for chunk in chunks(structs, SWAP_CHUNK) {
+        for chunk in chunks(structs, UPSERT_CHUNK) {
             let _swap = self.shared.swap.write().await;
             last = Some(self.apply(vec![upsert_operation(chunk)]).await?);
         }
@@ -1359,7 +1358,7 @@ mod tests {
     /// 10,000-memory rebuild, docs/benchmarks.md).
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn searches_run_between_the_chunks_of_a_swap() {
-        const POINTS: usize = 8 * SWAP_CHUNK;
+        const POINTS: usize = 8 * UPSERT_CHUNK;
         let dir = tempfile::tempdir().expect("tempdir");
         let index = Arc::new(EdgeIndex::open(dir.path()).expect("open"));
         index.ensure_ready(conformance::DIM).await.expect("ready");
@@ -1448,7 +1447,7 @@ mod tests {
             between >= 2 && others >= 2,
             "searches of the user (between the chunks) and of another user must be answered while a \
              swap of {} chunks runs: {between} and {others} were",
-            POINTS / SWAP_CHUNK
+            POINTS / UPSERT_CHUNK
         );
 
         assert_eq!(
