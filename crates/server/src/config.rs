@@ -104,6 +104,23 @@ impl Config {
                 "must be between 1 and retriever.max_budget_tokens",
             ));
         }
+        let tiers = &self.controller.budgets;
+        for (key, value) in [
+            ("controller.budgets.glance", tiers.glance),
+            ("controller.budgets.unsure_details", tiers.unsure_details),
+            ("controller.budgets.catalog", tiers.catalog),
+            ("controller.budgets.details", tiers.details),
+            ("controller.budgets.person", tiers.person),
+            ("controller.budgets.full_review", tiers.full_review),
+        ] {
+            // A tier of 0 would ask for memory and recall none.
+            if value == 0 || value > self.retriever.max_budget_tokens {
+                return Err(ConfigError::invalid(
+                    key,
+                    "must be between 1 and retriever.max_budget_tokens",
+                ));
+            }
+        }
         let server = &self.server;
         for (key, value) in [
             ("server.concurrency_limit", server.concurrency_limit),
@@ -218,6 +235,10 @@ mod tests {
         assert!(err.to_string().starts_with("embedder.dim"), "{err}");
         let err = Config::load(None, &["knowledge.quotas.default_plan=gold".into()]).unwrap_err();
         assert!(err.to_string().starts_with("knowledge.quotas.default_plan"), "{err}");
+        let err = Config::load(None, &["controller.budgets.details=0".into()]).unwrap_err();
+        assert!(err.to_string().starts_with("controller.budgets.details"), "{err}");
+        let err = Config::load(None, &["controller.budgets.full_review=1000000".into()]).unwrap_err();
+        assert!(err.to_string().starts_with("controller.budgets.full_review"), "{err}");
         let err = Config::load(None, &["auth.mode=api_key".into()]).unwrap_err();
         assert!(err.to_string().starts_with("auth.keys"), "{err}");
     }
