@@ -306,10 +306,12 @@ pub fn pack(entries: &[Entry], budget: u32, memory_cap: u32, language: Language,
         headings: &headings,
         days: &days,
     };
+    let within = Within::of(entries);
     let mut chosen = vec![false; entries.len()];
-    // Twice: a context line that a later choice made redundant frees room for more entries.
+    // Twice: a context line that a later choice made redundant frees room for more entries,
+    // and so does an entry that a later choice's context line now shows.
     for _ in 0..2 {
-        choose(entries, &costs, &fixed, &mut chosen, budget, memory_cap);
+        choose(entries, &costs, &fixed, &within, &mut chosen, budget, memory_cap);
     }
     let mut chosen: Vec<usize> = (0..entries.len()).filter(|&i| chosen[i]).collect();
     // Laid out by section; stable, so each section keeps the order the entries were offered in.
@@ -317,7 +319,7 @@ pub fn pack(entries: &[Entry], budget: u32, memory_cap: u32, language: Language,
     // Render, then make sure the exact count fits (token counts of joined text can differ
     // slightly from the sum of the parts): drop the weakest entry until it does.
     loop {
-        let packed = render(entries, &costs, &chosen, language, tokens);
+        let packed = render(entries, &costs, &within, &chosen, language, tokens);
         if packed.tokens <= budget || chosen.is_empty() {
             return packed;
         }
@@ -352,6 +354,38 @@ fn lines_of<'a>(chosen: impl Iterator<Item = &'a Entry>) -> HashSet<&'a str> {
     chosen.filter_map(|e| e.line.as_deref()).collect()
 }
 
+/// For each entry, the other entries whose context line says all the entry says
+/// ([`said_within`]): a turn recalled as its catalog line, and the turn after it, which brings
+/// it whole as its context. Decided once per pack, so that choosing (what an entry costs) and
+/// rendering (what is written) agree on which entries are already shown.
+struct Within(Vec<Vec<usize>>);
+
+impl Within {
+    fn of(entries: &[Entry]) -> Self {
+        Self(
+            entries
+                .iter()
+                .enumerate()
+                .map(|(i, entry)| {
+                    entries
+                        .iter()
+                        .enumerate()
+                        .filter(|(j, other)| {
+                            *j != i && !other.context.is_empty() && said_within(&entry.text, &other.context)
+                        })
+                        .map(|(j, _)| j)
+                        .collect()
+                })
+                .collect(),
+        )
+    }
+
+    /// Whether entry `i` is already shown, whole, as the context line of a chosen entry.
+    fn shown(&self, i: usize, entries: &[Entry], chosen: impl Fn(usize) -> bool, lines: &HashSet<&str>) -> bool {
+        self.0[i].iter().any(|&j| chosen(j) && entries[j].shows_context(lines))
+    }
+}
+
 /// What opening a section or a day in a section costs, once: its heading, its day line.
 struct Fixed<'a> {
     headings: &'a BTreeMap<SectionKind, u32>,
@@ -383,11 +417,23 @@ impl<'a> Taken<'a> {
 /// One greedy pass: the entries already chosen are counted as they now render, then each
 /// other entry, in the order offered, is taken if it fits its section's cap, the memory cap
 /// and the budget.
-fn choose(entries: &[Entry], costs: &[Cost], fixed: &Fixed, chosen: &mut [bool], budget: u32, memory_cap: u32) {
+fn choose(
+    entries: &[Entry],
+    costs: &[Cost],
+    fixed: &Fixed,
+    within: &Within,
+    chosen: &mut [bool],
+    budget: u32,
+    memory_cap: u32,
+) {
     let mut lines = lines_of(entries.iter().zip(chosen.iter()).filter(|(_, c)| **c).map(|(e, _)| e));
     let mut taken = Taken::default();
-    let cost = |i: usize, lines: &HashSet<&str>, taken: &Taken| {
+    let cost = |i: usize, chosen: &[bool], lines: &HashSet<&str>, taken: &Taken| {
         let entry = &entries[i];
+        // Shown already, as a chosen entry's context line: it adds nothing to the context.
+        if within.shown(i, entries, |j| chosen[j], lines) {
+            return 0;
+        }
         let opens_section = !taken.sections.contains_key(&entry.kind);
         let heading = if opens_section { fixed.headings[&entry.kind] } else { 0 };
         let day = match &entry.day {
@@ -397,14 +443,20 @@ fn choose(entries: &[Entry], costs: &[Cost], fixed: &Fixed, chosen: &mut [bool],
         heading + day + costs[i].of(entry, lines)
     };
     for i in (0..entries.len()).filter(|&i| chosen[i]) {
-        let cost = cost(i, &lines, &taken);
-        taken.add(&entries[i], cost);
+        let cost = cost(i, chosen, &lines, &taken);
+        if cost > 0 {
+            taken.add(&entries[i], cost);
+        }
     }
     for (i, entry) in entries.iter().enumerate() {
         if chosen[i] {
             continue;
         }
-        let cost = cost(i, &lines, &taken);
+        let cost = cost(i, chosen, &lines, &taken);
+        if cost == 0 {
+            chosen[i] = true;
+            continue;
+        }
         let in_section = taken.sections.get(&entry.kind).copied().unwrap_or(0);
         if entry.section_cap.is_some_and(|cap| in_section + cost > cap)
             || (entry.kind.is_memory() && taken.memory + cost > memory_cap)
@@ -469,20 +521,17 @@ fn said_within(text: &str, line: &str) -> bool {
     pieces > 0
 }
 
-fn render(entries: &[Entry], costs: &[Cost], chosen: &[usize], language: Language, tokens: &TokenCounter) -> Packed {
+fn render(
+    entries: &[Entry],
+    costs: &[Cost],
+    within: &Within,
+    chosen: &[usize],
+    language: Language,
+    tokens: &TokenCounter,
+) -> Packed {
     let lines = lines_of(chosen.iter().map(|&i| &entries[i]));
-    // The context lines shown, and the entries they already show in full: a turn recalled as
-    // its catalog line and also shown as the context of the turn after it is written once.
-    let contexts: Vec<(usize, &str)> = chosen
-        .iter()
-        .filter(|&&i| entries[i].shows_context(&lines))
-        .map(|&i| (i, entries[i].context.as_str()))
-        .collect();
-    let shown_as_context = |i: usize| {
-        contexts
-            .iter()
-            .any(|&(j, line)| j != i && said_within(&entries[i].text, line))
-    };
+    // An entry a chosen entry's context line already shows in full is written once, there.
+    let shown_as_context = |i: usize| within.shown(i, entries, |j| chosen.contains(&j), &lines);
     let mut sections: Vec<Section> = Vec::new();
     let mut included = Vec::new();
     // `chosen` is in section order: each section's run is laid out on its own.
@@ -515,7 +564,10 @@ fn render(entries: &[Entry], costs: &[Cost], chosen: &[usize], language: Languag
             section.text.push('\n');
             included.push((entry.trace, costs[i].of(entry, &lines)));
         }
-        sections.push(section);
+        // A section whose every entry is shown as another's context has nothing of its own.
+        if !section.text.is_empty() {
+            sections.push(section);
+        }
     }
     let mut context = String::new();
     for section in &mut sections {
@@ -743,6 +795,43 @@ mod tests {
         included.sort();
         assert_eq!(included.iter().map(|(t, _)| *t).collect::<Vec<_>>(), vec![0, 1, 2]);
         assert_eq!(included[0].1, 0);
+
+        // What the catalog line would have cost is room for another entry: with just enough
+        // budget for the question with its context and the third entry, all three are in.
+        let rendered = |text: &str| tokens.count(text) as u32 + 1;
+        let heading = tokens.count(&heading(SectionKind::Other, Language::En)) as u32 + 1;
+        let budget = heading + rendered(&entries[1].with_context()) + rendered(&entries[2].text);
+        assert!(
+            budget
+                < heading
+                    + rendered(&entries[0].text)
+                    + rendered(&entries[1].with_context())
+                    + rendered(&entries[2].text),
+            "the test needs the catalog line's cost to matter"
+        );
+        let packed = pack(&entries, budget, budget, Language::En, &tokens);
+        assert!(packed.context.contains("Found the old invoice."), "{}", packed.context);
+        assert_eq!(packed.context.matches("Found it.").count(), 1, "{}", packed.context);
+        assert!(packed.tokens <= budget);
+        // A section whose only entry is shown as another section's context is not written.
+        let across = vec![
+            entry(SectionKind::Decisions, "- assistant: Found it.…", 0),
+            Entry {
+                context: reply.into(),
+                ..entry(
+                    SectionKind::Other,
+                    "- user: ugh ok. can we still hit the launch date?",
+                    1,
+                )
+            },
+        ];
+        let packed = pack(&across, 1000, 1000, Language::En, &tokens);
+        assert!(
+            !packed.context.contains(SectionKind::Decisions.title(Language::En)),
+            "{}",
+            packed.context
+        );
+        assert_eq!(packed.sections.len(), 1);
 
         // Pieces of a line cut at both ends are found in order, and only in order.
         assert!(said_within(
