@@ -427,8 +427,47 @@ pub fn mentions(text: &str) -> Vec<Mention> {
             end: m.end(),
         });
     }
+    // Code is not a statement of values: an SQL keyword or a version in a query is not a
+    // name or a figure the user can change.
+    let code = code_ranges(text);
+    found.retain(|m| !code.iter().any(|&(start, end)| m.start < end && start < m.end));
     found.sort_by_key(|m| m.start);
     found
+}
+
+/// The byte ranges of `text` that are code: fenced blocks (from a line starting with three
+/// backticks to the next such line, or the end) and inline spans between backticks that hold
+/// more than one word (`SELECT * FROM orders`); a span of one word (`gh-ost`, `PostgreSQL`)
+/// names a thing as prose would.
+fn code_ranges(text: &str) -> Vec<(usize, usize)> {
+    let mut out = Vec::new();
+    let mut fence: Option<usize> = None;
+    let mut at = 0;
+    for line in text.split_inclusive('\n') {
+        let end = at + line.len();
+        if line.trim_start().starts_with("```") {
+            match fence.take() {
+                Some(start) => out.push((start, end)),
+                None => fence = Some(at),
+            }
+        } else if fence.is_none() {
+            let mut open: Option<usize> = None;
+            for (i, _) in line.match_indices('`') {
+                match open.take() {
+                    Some(start) if line[start + 1..i].trim().contains(char::is_whitespace) => {
+                        out.push((at + start, at + i + 1));
+                    }
+                    Some(_) => {}
+                    None => open = Some(i),
+                }
+            }
+        }
+        at = end;
+    }
+    if let Some(start) = fence {
+        out.push((start, text.len()));
+    }
+    out
 }
 
 /// A value that changed: `old` is no longer true; `new` replaced it when the text said what.
@@ -1143,6 +1182,33 @@ mod tests {
 
     fn raws(text: &str) -> Vec<(String, ValueKind)> {
         mentions(text).into_iter().map(|m| (m.raw, m.kind)).collect()
+    }
+
+    #[test]
+    fn code_states_no_values() {
+        // A query in an analysis: its keywords are not names, its LIMIT not a figure.
+        assert_eq!(
+            raws("最慢的是 `SELECT * FROM orders ORDER BY created_at DESC LIMIT 50`，平均 380ms，换 PostgreSQL 16"),
+            vec![("PostgreSQL 16".to_string(), ValueKind::Name)]
+        );
+        // A fenced block, and one left open, hold no values; the prose around them does.
+        assert_eq!(
+            raws(
+                "Budget is $800.\n```sql\nUPDATE plans SET price = 49 WHERE Name = 'Pro';\n```\nthe launch is Oct 15.\n```\nINSERT Foo"
+            ),
+            vec![
+                ("$800".to_string(), ValueKind::Amount),
+                ("Oct 15".to_string(), ValueKind::Date)
+            ]
+        );
+        // A span of one word names a thing as prose does.
+        assert_eq!(
+            raws("We switched to `PostHog` from Mixpanel"),
+            vec![
+                ("PostHog".to_string(), ValueKind::Name),
+                ("Mixpanel".to_string(), ValueKind::Name)
+            ]
+        );
     }
 
     #[test]

@@ -230,7 +230,9 @@ pub(crate) async fn value_changes(
 }
 
 /// The values of `old` that `new` states otherwise: for each kind of value `new` states, the
-/// old ones it does not repeat, paired with the new one when there is exactly one of each.
+/// old one it does not repeat, paired with the new one when there is exactly one of each. When
+/// several old values of a kind are not repeated, nothing says which of them the new record
+/// replaced (a long analysis replaced by another names many things once): none is marked.
 fn replaced_values(old: &str, new: &str) -> Vec<(String, Option<String>)> {
     let old_values = mentions(old);
     let new_values = mentions(new);
@@ -249,9 +251,10 @@ fn replaced_values(old: &str, new: &str) -> Vec<(String, Option<String>)> {
             .filter(|n| n.kind == kind && !old_values.iter().any(|o| o.same_value(n)))
             .collect();
         match (gone.as_slice(), came.as_slice()) {
-            ([], _) | (_, []) => {}
+            (_, []) => {}
             ([o], [n]) => out.push((o.raw.clone(), Some(n.raw.clone()))),
-            (gone, _) => out.extend(gone.iter().map(|o| (o.raw.clone(), None))),
+            ([o], _) => out.push((o.raw.clone(), None)),
+            _ => {}
         }
     }
     out
@@ -409,6 +412,33 @@ pub(crate) async fn ingest(km: &KnowledgeManager, request: IngestTurnsRequest) -
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_replaced_record_marks_only_the_values_it_changed() {
+        // One value of a kind gone and one come: a change from the one to the other.
+        assert_eq!(
+            replaced_values("预算每月 $3,000 以内", "预算放宽到每月 $4,200"),
+            vec![("$3,000".to_string(), Some("$4,200".to_string()))]
+        );
+        // One gone and two come: gone, its successor not known.
+        assert_eq!(
+            replaced_values("We use Vue for the front end", "We use React with Redux now"),
+            vec![("Vue".to_string(), None)]
+        );
+        // A long analysis replaced by another names many things once: none of them is marked.
+        assert_eq!(
+            replaced_values(
+                "Slowest: orders by Shopify, Stripe payouts and Zendesk tickets, via Airflow",
+                "SQL compatibility: GROUP_CONCAT and INSERT IGNORE need rewriting for PostgreSQL"
+            ),
+            Vec::<(String, Option<String>)>::new()
+        );
+        // Values the new record repeats are not changes.
+        assert_eq!(
+            replaced_values("Launch Oct 15 on Vercel", "Launch Oct 15 on Vercel, budget $800"),
+            Vec::<(String, Option<String>)>::new()
+        );
+    }
 
     #[test]
     fn captions_are_described_in_the_speakers_language() {
