@@ -367,7 +367,12 @@ async fn budget_correction_replaces(backend: Backend) {
     let said = ingest(
         &node,
         &me,
-        &[("user", "这个项目的预算是$500"), ("cfo", "记下了，预算$500。")],
+        &[
+            ("user", "这个项目的预算是$500"),
+            ("cfo", "记下了，预算$500。"),
+            // A record of more than the budget: it stays when the budget changes.
+            ("cfo", "汇总一下：预算$500，开业定在12月8日，外包4个人，房租2.8万。"),
+        ],
     )
     .await;
     let first = learn(&node, &me, "这个项目的预算是$500", "budget-1").await;
@@ -393,9 +398,14 @@ async fn budget_correction_replaces(backend: Backend) {
         let memory = memories.iter().find(|m| m.id == id).expect("stored");
         (memory.status, memory.superseded_by.clone())
     };
-    for turn in &said {
+    for turn in &said[..2] {
         assert_eq!(status_of(turn), (MemoryStatus::Replaced as i32, new.id.clone()));
     }
+    assert_eq!(
+        status_of(&said[2]),
+        (MemoryStatus::Active as i32, String::new()),
+        "a turn that states more values than the new memory stays"
+    );
     assert_eq!(
         status_of(&correction[0]).0,
         MemoryStatus::Active as i32,

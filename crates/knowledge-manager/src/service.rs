@@ -435,9 +435,15 @@ impl KnowledgeManager {
                 if old.memory_type == MemoryType::ConversationTurn {
                     // A turn is a record of what was said, values and all: it goes only when
                     // it states none of the new values ("预算改成$800了，不是之前说的$500"
-                    // stays with "预算是$800", "这个项目的预算是$500" goes).
+                    // stays with "预算是$800", "这个项目的预算是$500" goes), and no more
+                    // values than the new memory: a turn that says more (an analysis, a list of
+                    // figures) holds more than what replaces one of its values, so it stays and
+                    // its replaced values are struck where it is shown (`crate::changes`).
                     let said = subject::values(&old.content);
-                    return !stated.is_empty() && !said.is_empty() && said.is_disjoint(&stated);
+                    return !stated.is_empty()
+                        && !said.is_empty()
+                        && said.len() <= stated.len()
+                        && said.is_disjoint(&stated);
                 }
                 subject::values_differ(&old.content, &memory.content)
                     || subject::values(&old.content).iter().any(|v| negated.contains(v))
