@@ -856,6 +856,63 @@ async fn a_session_an_hour_later_continues_the_last_one() {
     node.shutdown().await.unwrap();
 }
 
+/// Issue 16: the last session's section is rendered to what its cap leaves once headed (the
+/// changes said in that session and the values struck in it included), so a small budget gets
+/// a shorter summary, never none.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_small_budget_still_gets_the_last_session() {
+    let dir = tempfile::tempdir().unwrap();
+    let node = nodes::start(config(dir.path()), &ServiceKind::ALL, None).await;
+    let mut client = GatewayServiceClient::new(nodes::channel(&node).await);
+    let said = [
+        "The goal this week is to ship the loyalty points feature before the holiday sale.",
+        "The budget for the loyalty launch is $5,000.",
+        "We decided that one dollar spent earns one point, because finance can audit it.",
+        "We decided that points expire after twelve months, to keep the liability small.",
+        "Change of plan: the loyalty launch budget is now $8,000, not $5,000.",
+        "Next, Priya writes the ledger migration and Tom reviews it by Thursday.",
+        "The risk is that the POS vendor's API rate limit slows the nightly sync.",
+        "We concluded that the mobile app shows the balance, not the history, at launch.",
+    ];
+    for (n, user) in said.iter().enumerate() {
+        client
+            .complete_turn(CompleteTurnRequest {
+                scope: Some(scope("ines", "s1")),
+                user_message: (*user).into(),
+                assistant_message: "Noted, I will keep that in the plan and follow up on it.".into(),
+                request_id: format!("ines-{n}"),
+                occurred_at: at(&format!("2026-11-03T10:0{n}:00Z")),
+                ..Default::default()
+            })
+            .await
+            .unwrap();
+    }
+    drained(&mut client, "ines").await;
+    let mut sizes = Vec::new();
+    for budget in (160..=600).step_by(8) {
+        let prepared = client
+            .prepare_turn(PrepareTurnRequest {
+                scope: Some(scope("ines", "s2")),
+                message: "Let's continue.".into(),
+                now: at("2026-11-03T11:05:00Z"),
+                budget_tokens: budget,
+                ..Default::default()
+            })
+            .await
+            .unwrap()
+            .into_inner();
+        assert!(prepared.tokens_used <= budget, "{} > {budget}", prepared.tokens_used);
+        let last = last_session(&prepared)
+            .unwrap_or_else(|| panic!("budget {budget}: no last-session section in {}", prepared.context));
+        sizes.push(last.tokens);
+    }
+    assert!(
+        sizes.first() < sizes.last(),
+        "the test needs the summary cut at small budgets: {sizes:?}"
+    );
+    node.shutdown().await.unwrap();
+}
+
 /// Issue 16: a session ended by its last turn is continued at once, and what the last session's
 /// summary says is not said again among the memories (the README's example).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -273,6 +273,13 @@ fn heading(kind: SectionKind, language: Language) -> String {
     format!("## {}\n", kind.title(language))
 }
 
+/// The tokens an entry's text may take for the entry to fit a section cap of `cap` alone: the
+/// cap less the section's heading, the blank line before it and the entry's line break, as
+/// [`pack`] counts them. A text rendered to this size is never left out for its own size.
+pub fn room_in_section(kind: SectionKind, cap: u32, language: Language, tokens: &TokenCounter) -> u32 {
+    cap.saturating_sub(tokens.count(&heading(kind, language)) as u32 + 2)
+}
+
 /// Packs `entries` (offered best first) into `budget` tokens, the memory sections together
 /// into at most `memory_cap`, then lays them out in section order. The whole context,
 /// headings included, is counted with `tokens` and never exceeds the budget.
@@ -956,6 +963,36 @@ mod tests {
             table,
             "a cap of 0 keeps it whole"
         );
+    }
+
+    #[test]
+    fn a_text_of_its_room_fits_its_section() {
+        let tokens = TokenCounter::default();
+        for language in [Language::En, Language::Zh] {
+            let cap = 60;
+            let room = room_in_section(SectionKind::LastSession, cap, language, &tokens);
+            let mut text = String::from("- ");
+            while tokens.count(&format!("{text} point")) as u32 <= room {
+                text.push_str(" point");
+            }
+            assert_eq!(
+                tokens.count(&text) as u32,
+                room,
+                "the test needs a text of the room's size"
+            );
+            let entry = Entry {
+                section_cap: Some(cap),
+                ..entry(SectionKind::LastSession, &text, 0)
+            };
+            let packed = pack(&[entry.clone()], 1000, 1000, language, &tokens);
+            assert_eq!(packed.included.len(), 1, "{language:?}: {}", packed.context);
+            // One token more and it no longer fits.
+            let over = Entry {
+                text: format!("{text} point"),
+                ..entry
+            };
+            assert!(pack(&[over], 1000, 1000, language, &tokens).included.is_empty());
+        }
     }
 
     #[test]

@@ -33,7 +33,7 @@ use crate::api::{
     TraceKind,
 };
 use crate::config::GatewayConfig;
-use crate::context::{Day, Entry, excerpt, pack};
+use crate::context::{Day, Entry, excerpt, pack, room_in_section};
 use crate::extras::{ArtifactPort, SummaryPort};
 
 /// The longest message a turn may carry.
@@ -333,11 +333,14 @@ impl Gateway {
         // what they leave. Both are optional: while one is down, its section is left out.
         let session_start = request.recent_messages.is_empty();
         let last_cap = (budget as f64 * self.config.last_session_share) as u32;
+        // The summary is rendered to what its section leaves once headed, so that it is never
+        // left out for its own size.
+        let last_room = room_in_section(SectionKind::LastSession, last_cap, language, &self.tokens);
         let last_session = async {
             match &self.upstreams.summaries {
                 Some(summaries) if session_start => {
                     let started = Instant::now();
-                    let last = summaries.last_summary(&request.scope, last_cap, language, now).await;
+                    let last = summaries.last_summary(&request.scope, last_room, language, now).await;
                     optional(
                         "summary",
                         &addresses.summaries,
@@ -500,7 +503,7 @@ impl Gateway {
                     &summary,
                     &changed_in(&said_changes, &last.session_id, &summary, &changes, language),
                     language,
-                    last_cap,
+                    last_room,
                     &self.tokens,
                 );
                 let tokens = self.tokens.count(&last.text) as u32;
@@ -1393,24 +1396,35 @@ fn changed_in(
 }
 
 /// The last session's section: the summary's title line, the changes said in that session
-/// under it, then the summary, whose last lines give way when the two exceed `cap` tokens.
+/// under it, then the summary, within `cap` tokens: the summary's last lines give way first
+/// (values struck in it can make it longer than it was rendered), then the last changes.
 fn with_changes_said(summary: &str, changed: &[String], language: Language, cap: u32, tokens: &TokenCounter) -> String {
-    if changed.is_empty() {
-        return summary.to_string();
-    }
     let (title, body) = summary.split_once('\n').unwrap_or((summary, ""));
     let heading = match language {
         Language::Zh => "**该会话中改过的**",
         Language::En => "**Changed in that session**",
     };
-    let block: String = changed.iter().map(|line| format!("- {line}\n")).collect();
     let mut lines: Vec<&str> = body.lines().collect();
+    // The summary's own lines give way from its end (the struck values written beside the
+    // old ones can make it longer than it was rendered), then the changes from theirs.
+    let mut changes = changed.len();
     loop {
-        let text = format!("{title}\n{heading}\n{block}\n{}", lines.join("\n"));
-        if lines.is_empty() || tokens.count(&text) as u32 <= cap {
-            return text.trim_end().to_string();
+        let block: String = changed[..changes].iter().map(|line| format!("- {line}\n")).collect();
+        let text = if block.is_empty() {
+            format!("{title}\n{}", lines.join("\n"))
+        } else {
+            format!("{title}\n{heading}\n{block}\n{}", lines.join("\n"))
+        };
+        let text = text.trim_end().to_string();
+        if tokens.count(&text) as u32 <= cap {
+            return text;
         }
-        lines.pop();
+        if lines.pop().is_none() {
+            if changes == 0 {
+                return text;
+            }
+            changes -= 1;
+        }
     }
 }
 
@@ -1547,7 +1561,18 @@ mod tests {
         let cut = with_changes_said(summary, &changed, Language::Zh, cap, &tokens);
         assert!(cut.contains("30k-35k") && !cut.contains("赵一鸣"), "{cut}");
         assert!(tokens.count(&cut) as u32 <= cap);
-        assert_eq!(with_changes_said(summary, &[], Language::Zh, 10, &tokens), summary);
+        assert_eq!(with_changes_said(summary, &[], Language::Zh, 1000, &tokens), summary);
+        // With no change to say, a summary longer than its room still fits: its last lines go.
+        let room = tokens.count(summary) as u32 - 1;
+        let fitted = with_changes_said(summary, &[], Language::Zh, room, &tokens);
+        assert!(
+            tokens.count(&fitted) as u32 <= room && !fitted.contains("赵一鸣"),
+            "{fitted}"
+        );
+        assert!(
+            fitted.starts_with("📋 上次会话摘要 (1小时前)\n**✅ 已完成**"),
+            "{fitted}"
+        );
 
         // The summary's own sentences from before a change said in its session are struck.
         let said_at = summary_said_at(&said, "s4", at(12));
