@@ -984,7 +984,7 @@ mod tests {
                 section_cap: Some(cap),
                 ..entry(SectionKind::LastSession, &text, 0)
             };
-            let packed = pack(&[entry.clone()], 1000, 1000, language, &tokens);
+            let packed = pack(std::slice::from_ref(&entry), 1000, 1000, language, &tokens);
             assert_eq!(packed.included.len(), 1, "{language:?}: {}", packed.context);
             // One token more and it no longer fits.
             let over = Entry {
