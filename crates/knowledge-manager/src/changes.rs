@@ -996,6 +996,64 @@ fn switched_names(sentence: &str, earlier: &Earlier) -> Vec<Change> {
     }
 }
 
+/// A switch whose old name the message gives in another sentence: "TiDB 我周末算了下，…每月要
+/// $3,800。改成 PostgreSQL 16，用 RDS", "Mixpanel got too pricey. We're switching to PostHog".
+/// The new name is the one name a verb of switching takes (spaces between the verb and a Latin
+/// name allowed, as mixed writing puts them); the old one the only other name of the message
+/// that `chosen` says was named as a choice before (a name merely mentioned, a component such
+/// as "TiKV", is not what the switch leaves).
+pub fn switched_across(text: &str, chosen: impl Fn(&str) -> bool) -> Vec<Change> {
+    static SWITCH_ZH: LazyLock<Regex> = LazyLock::new(|| {
+        Regex::new(r"(?:换成|换为|换用|改成|改为|改用|换到|切到|切换到|切换成|转用|迁到|迁移到)\s*$")
+            .expect("valid regex")
+    });
+    static SWITCH_EN: LazyLock<Regex> = LazyLock::new(|| {
+        Regex::new(
+            r"(?i)(?-u:\b)(?:switch(?:es|ed|ing)?|migrat(?:e|es|ed|ing)|mov(?:e|es|ed|ing))\s+(?:over\s+)?to\s+$",
+        )
+        .expect("valid regex")
+    });
+    let names: Vec<Mention> = mentions(text)
+        .into_iter()
+        .filter(|m| m.kind == ValueKind::Name)
+        .collect();
+    let mut new: Vec<&Mention> = names
+        .iter()
+        .filter(|m| {
+            let before = &text[..m.start];
+            SWITCH_ZH.is_match(before) || SWITCH_EN.is_match(before)
+        })
+        .collect();
+    new.sort_by_key(|m| m.raw.to_lowercase());
+    new.dedup_by(|a, b| a.same_value(b));
+    let [new] = new.as_slice() else {
+        return Vec::new();
+    };
+    // The old name: a name of the message, or a capitalised word that starts a sentence there
+    // ("Mixpanel got too pricey"), which a name reading passes over.
+    static CAPITALISED: LazyLock<Regex> =
+        LazyLock::new(|| Regex::new(r"(?-u:\b)[A-Z][A-Za-z0-9.\-+]+(?-u:\b)").expect("valid regex"));
+    let new_key = new.raw.to_lowercase();
+    let mut old: Vec<String> = names
+        .iter()
+        .map(|m| m.raw.clone())
+        .chain(CAPITALISED.find_iter(text).map(|m| m.as_str().to_string()))
+        .filter(|name| {
+            let key = name.to_lowercase();
+            !new_key.starts_with(&key) && !key.starts_with(&new_key) && !thinkus_common::text::is_stopword(&key)
+        })
+        .filter(|name| chosen(name))
+        .collect();
+    old.sort_by_key(|name| name.to_lowercase());
+    old.dedup_by(|a, b| a.eq_ignore_ascii_case(b));
+    // A name of several words and its first word are one name.
+    old.dedup_by(|later, first| later.to_lowercase().starts_with(&first.to_lowercase()));
+    match old.as_slice() {
+        [old] => vec![Change::of(old, Some(&new.raw))],
+        _ => Vec::new(),
+    }
+}
+
 /// The sentence of `text` that states a change of `old`: the first that names the new value
 /// and the old one, else the first that names the new value, else the first that names the old
 /// one ("不用客如云了"), else the text's first sentence; a table row is one sentence.

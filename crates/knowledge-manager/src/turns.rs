@@ -13,7 +13,7 @@ use thinkus_common::text::{char_count, detect_language};
 use tracing::Instrument;
 
 use crate::api::{IngestResult, IngestTurnsRequest, Turn, ValueChange};
-use crate::changes::{Earlier, implied_changes, mentions, stated_changes, statement_of};
+use crate::changes::{Earlier, implied_changes, mentions, stated_changes, statement_of, switched_across};
 use crate::service::{KnowledgeManager, actor_of};
 use crate::subject;
 
@@ -106,6 +106,11 @@ fn changes_in(content: &str, earlier_texts: &[String], implied: bool) -> Vec<Str
     if implied {
         let earlier = Earlier::new(earlier_texts.iter().map(String::as_str));
         changes.extend(implied_changes(content, &earlier));
+        for switch in switched_across(content, |name| was_chosen(earlier_texts, name)) {
+            if !changes.contains(&switch) {
+                changes.push(switch);
+            }
+        }
     }
     changes
         .into_iter()
@@ -120,7 +125,7 @@ fn changes_in(content: &str, earlier_texts: &[String], implied: bool) -> Vec<Str
 /// "we use Mixpanel").
 fn was_chosen(earlier_texts: &[String], name: &str) -> bool {
     let Ok(chosen) = regex::Regex::new(&format!(
-        r"(?i)(?:用|选|选了|定了|采用|换成|改用|倾向|使用|上|use|using|chose|choose|picked|with)\s?{}",
+        r"(?i)(?:用|选|选了|定了|采用|换成|改成|改为|改用|迁到|迁移到|切到|倾向|使用|上|use|using|chose|choose|picked|with|(?:switch|migrat|mov)\w*\s+to)\s?{}",
         regex::escape(name)
     )) else {
         return false;
@@ -412,6 +417,45 @@ pub(crate) async fn ingest(km: &KnowledgeManager, request: IngestTurnsRequest) -
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_switch_leaves_the_choice_named_in_another_sentence() {
+        let earlier = |texts: &[&str]| texts.iter().map(|t| t.to_string()).collect::<Vec<_>>();
+        let said = earlier(&[
+            "订单库要迁了。我倾向迁到 TiDB，以后 horizontal scale 省心。",
+            "TiDB 生产集群最小规模一般是 3 个 PD + 2 个 TiDB + 3 个 TiKV，再加监控。",
+        ]);
+        assert_eq!(
+            changes_in(
+                "订单库迁移的事改主意了。TiDB 我周末算了下，最小集群 3 PD + 2 TiDB + 3 TiKV，每月要 $3,800 左右。改成 PostgreSQL 16，用 RDS，团队之前都用过。",
+                &said,
+                true
+            ),
+            vec![format!("{CHANGED_TAG}TiDB→PostgreSQL 16")]
+        );
+        let said = earlier(&["We use Mixpanel for product analytics."]);
+        assert_eq!(
+            changes_in(
+                "Mixpanel got too pricey for us. We're switching to PostHog next month.",
+                &said,
+                true
+            ),
+            vec![format!("{CHANGED_TAG}Mixpanel→PostHog")]
+        );
+        // Two earlier choices in the message: nothing says which one the switch leaves.
+        let said = earlier(&["We use Mixpanel for analytics.", "We use Segment to collect events."]);
+        assert!(
+            changes_in(
+                "Mixpanel and Segment both renew in May. Switching to PostHog.",
+                &said,
+                true
+            )
+            .is_empty()
+        );
+        // A name only mentioned before, never chosen, is not what a switch leaves.
+        let said = earlier(&["Someone mentioned Amplitude at the meetup."]);
+        assert!(changes_in("Amplitude has a free tier. Switching to PostHog.", &said, true).is_empty());
+    }
 
     #[test]
     fn a_replaced_record_marks_only_the_values_it_changed() {
