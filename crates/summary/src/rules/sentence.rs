@@ -198,9 +198,11 @@ pub(super) static PROPOSING: LazyLock<Regex> = LazyLock::new(|| {
     )
 });
 /// A markdown table read as sentences: each row of a table with a header (a `|` line followed by
-/// a `|---|` line) becomes one line naming its cells by their column ("Segment: Lapsed; Rough
+/// a `|---|` line) becomes one line naming its cells by their column ("Segment: Lapsed · Rough
 /// size: ~2,500"), so that a row chosen for the summary says what its cells are; the header and
-/// the rule line go. Lines that are no such table are kept as they are.
+/// the rule line go. The cells are joined by a mark that ends no sentence nor clause, so a row
+/// is read as one sentence whatever its cells hold. Lines that are no such table are kept as
+/// they are.
 pub(super) fn tables_as_rows(text: &str) -> std::borrow::Cow<'_, str> {
     if !text.contains('|') {
         return std::borrow::Cow::Borrowed(text);
@@ -226,7 +228,8 @@ pub(super) fn tables_as_rows(text: &str) -> std::borrow::Cow<'_, str> {
             continue;
         };
         let zh = header.iter().any(|h| h.chars().any(is_han));
-        let (colon, between) = if zh { ("：", "；") } else { (": ", "; ") };
+        let colon = if zh { "：" } else { ": " };
+        let between = " · ";
         i += 2;
         while let Some(Some(cells)) = rows.get(i) {
             let row: Vec<String> = cells

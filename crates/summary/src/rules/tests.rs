@@ -597,14 +597,14 @@ fn a_table_is_read_row_by_row_with_its_header() {
                  | Lapsed | ~2,500 | We've missed you |\n\nThe regulars go first at 7am.";
     let read = tables_as_rows(reply);
     assert!(
-        read.contains("Segment: Lapsed; Rough size: ~2,500; Message: We've missed you\n"),
+        read.contains("Segment: Lapsed · Rough size: ~2,500 · Message: We've missed you\n"),
         "{read}"
     );
     assert!(!read.contains("| Segment |") && !read.contains("|---|"), "{read}");
     assert!(read.contains("The regulars go first at 7am."), "{read}");
     // Chinese headers, an empty cell left out; a line of bars without a header rule is no table.
     let zh = tables_as_rows("| 项目 | 原来 | 现在 |\n| --- | :---: | --- |\n| 装修预算 |  | 42万 |\n");
-    assert_eq!(zh, "项目：装修预算；现在：42万\n");
+    assert_eq!(zh, "项目：装修预算 · 现在：42万\n");
     assert_eq!(tables_as_rows("a | b | c"), "a | b | c");
     assert_eq!(tables_as_rows("no table here"), "no table here");
 
@@ -626,4 +626,47 @@ fn a_table_is_read_row_by_row_with_its_header() {
         .chain(&summary.risks)
         .collect();
     assert!(items.iter().all(|item| !item.contains('|')), "{summary:?}");
+}
+
+#[test]
+fn a_table_row_is_one_sentence() {
+    // Cells that hold commas and figures with thousands separators: a row stays whole, so an
+    // item never names a channel without its budget, nor is a figure cut to "200".
+    let reply = "Paid social raised to £9,500 (from £6,000). Proposed split:\n\n| Channel | Budget |\n|---|---|\n\
+                 | Meta, gift-givers 35-54 | £5,200 |\n| Meta, site retargeting | £2,100 |\n\
+                 | Pinterest gift guides | £1,700 |\n\nTea lovers broad gets switched off.";
+    let read = thinkus_common::text::sentences(&tables_as_rows(reply));
+    assert!(
+        read.iter()
+            .any(|s| s == "Channel: Meta, gift-givers 35-54 · Budget: £5,200"),
+        "{read:?}"
+    );
+    let zh = thinkus_common::text::sentences(&tables_as_rows(
+        "| 渠道 | 预算 |\n|---|---|\n| 小红书达人探店 | 1.5万 |\n| 线下物料 | 0.5万 |\n",
+    ));
+    assert_eq!(
+        zh,
+        ["渠道：小红书达人探店 · 预算：1.5万", "渠道：线下物料 · 预算：0.5万"]
+    );
+    let summary = summarize(&input(vec![
+        msg(0, "user", None, "Let's go bigger. Raise paid social to £9,500."),
+        msg(1, "assistant", None, reply),
+    ]));
+    let items: Vec<&String> = summary
+        .progress
+        .iter()
+        .chain(&summary.constraints)
+        .chain(&summary.next_actions)
+        .chain(&summary.risks)
+        .collect();
+    for item in &items {
+        assert!(
+            item.chars().any(char::is_alphabetic),
+            "an item of figures alone: {summary:?}"
+        );
+        assert!(
+            !item.starts_with("Channel") || item.contains('£'),
+            "a row cut from its budget: {summary:?}"
+        );
+    }
 }
