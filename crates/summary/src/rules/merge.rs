@@ -30,11 +30,20 @@ pub(super) fn without_outdated(item: &str, newer: &str) -> Option<String> {
         return Some(item.to_string());
     };
     let outdated = |part: &str| subject::detect(part) == Some(changed) && subject::values_differ(part, newer);
-    // Each clause with the separator after it.
+    // Each clause with the separator after it. A comma between digits is a thousands
+    // separator ("£5,200"), not the end of a clause.
     let pieces = |text: &str, regex: &Regex| -> Vec<(String, String)> {
         let mut out = Vec::new();
         let mut start = 0;
         for found in regex.find_iter(text) {
+            let digit_before = text[..found.start()]
+                .chars()
+                .next_back()
+                .is_some_and(|c| c.is_ascii_digit());
+            let digit_after = text[found.start()..].chars().nth(1).is_some_and(|c| c.is_ascii_digit());
+            if found.as_str() == "," && digit_before && digit_after {
+                continue;
+            }
             out.push((text[start..found.start()].to_string(), found.as_str().to_string()));
             start = found.end();
         }

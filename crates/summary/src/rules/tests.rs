@@ -568,6 +568,12 @@ fn only_the_clause_about_the_changed_subject_goes() {
         Some("The deadline is March 3.".to_string())
     );
     assert_eq!(without_outdated("预算是$500。", "预算调整到$800"), None);
+    // A figure's thousands separator is no clause's end: the figure goes whole, never "200".
+    assert_eq!(without_outdated("Budget: £5,200", "Raise the budget to £9,500"), None);
+    assert_eq!(
+        without_outdated("The budget is $5,000, due in 2 weeks.", "The budget is $8,000"),
+        Some("Due in 2 weeks.".to_string())
+    );
     // The same figure again, another subject, or no figure at all: nothing is outdated.
     for newer in ["预算还是$500", "上线时间推迟到3月15日", "预算要控制好"] {
         assert_eq!(
