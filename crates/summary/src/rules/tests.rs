@@ -12,6 +12,17 @@ fn msg(index: u32, role: &str, speaker: Option<&str>, content: &str) -> RuleMess
     }
 }
 
+/// The summary's listed items: progress, constraints, next actions and risks.
+fn listed(summary: &SummaryContent) -> Vec<&String> {
+    summary
+        .progress
+        .iter()
+        .chain(&summary.constraints)
+        .chain(&summary.next_actions)
+        .chain(&summary.risks)
+        .collect()
+}
+
 fn input(messages: Vec<RuleMessage>) -> RulesInput {
     RulesInput {
         messages,
@@ -624,13 +635,7 @@ fn a_table_is_read_row_by_row_with_its_header() {
         ),
         msg(1, "cmo", Some("Ava"), reply),
     ]));
-    let items: Vec<&String> = summary
-        .progress
-        .iter()
-        .chain(&summary.constraints)
-        .chain(&summary.next_actions)
-        .chain(&summary.risks)
-        .collect();
+    let items = listed(&summary);
     assert!(items.iter().all(|item| !item.contains('|')), "{summary:?}");
 }
 
@@ -658,13 +663,7 @@ fn a_table_row_is_one_sentence() {
         msg(0, "user", None, "Let's go bigger. Raise paid social to £9,500."),
         msg(1, "assistant", None, reply),
     ]));
-    let items: Vec<&String> = summary
-        .progress
-        .iter()
-        .chain(&summary.constraints)
-        .chain(&summary.next_actions)
-        .chain(&summary.risks)
-        .collect();
+    let items = listed(&summary);
     for item in &items {
         assert!(
             item.chars().any(char::is_alphabetic),
