@@ -1466,7 +1466,7 @@ async fn an_erasure_drops_a_running_summary_jobs_messages(backend: Backend) {
         .expect("the worker runs alice's summary job");
     assert!(rows(&store, "memories", &alice).await > 0, "the learn job ran first");
 
-    let erased = gateway.erase_user(&alice, "test").await.expect("erase alice");
+    let erased = gateway.erase(&alice, "test").await.expect("erase alice");
     assert!(erased.counts.jobs >= 1, "{erased:?}");
     release.send(true).unwrap();
     tokio::time::timeout(std::time::Duration::from_secs(60), worker)

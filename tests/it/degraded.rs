@@ -69,7 +69,7 @@ impl ArtifactPort for Down {
     async fn relevant(&self, _: &Scope, _: &str, _: usize, _: Language) -> Result<Vec<RelevantArtifact>, ApiError> {
         Err(ApiError::unavailable("tcp connect error"))
     }
-    async fn store_tool_output(&self, _: &Scope, _: &ToolCall) -> Result<StoredOutput, ApiError> {
+    async fn store_tool_output(&self, _: &Scope, _: ToolCall) -> Result<StoredOutput, ApiError> {
         Err(ApiError::unavailable("tcp connect error"))
     }
 }

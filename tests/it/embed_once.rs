@@ -127,7 +127,7 @@ impl ArtifactPort for Gated {
         self.0.wait().await;
         Ok(Vec::new())
     }
-    async fn store_tool_output(&self, _scope: &Scope, _call: &ToolCall) -> Result<StoredOutput, ApiError> {
+    async fn store_tool_output(&self, _scope: &Scope, _call: ToolCall) -> Result<StoredOutput, ApiError> {
         Err(ApiError::internal("not used by this test"))
     }
 }

@@ -122,7 +122,7 @@ impl ArtifactPort for Artifacts {
         Ok(found)
     }
 
-    async fn store_tool_output(&self, scope: &Scope, call: &ToolCall) -> Result<StoredOutput, ApiError> {
+    async fn store_tool_output(&self, scope: &Scope, call: ToolCall) -> Result<StoredOutput, ApiError> {
         let some = |s: &str| (!s.is_empty()).then(|| s.to_string());
         let stored = self
             .0
@@ -135,7 +135,7 @@ impl ArtifactPort for Artifacts {
                     path: some(&call.path),
                     ..Default::default()
                 },
-                Bytes::from(call.output.clone()),
+                Bytes::from(call.output),
             )
             .await?;
         Ok(StoredOutput {

@@ -1,9 +1,15 @@
-//! The gateway's domain types: a turn to prepare, the context it gets, a turn to complete.
+//! The gateway's domain API: a turn to prepare, the context it gets, a turn to complete, and
+//! what the gateway offers ([`GatewayApi`]), with no protobuf types but the artifact compact it
+//! passes through.
 
 use std::collections::BTreeMap;
 
+use async_trait::async_trait;
 use chrono::{DateTime, Utc};
-use thinkus_common::model::{ControlDecision, Scope};
+use thinkus_backends::sql::{JobRecord, JobStatus};
+use thinkus_common::ApiError;
+use thinkus_common::model::{ControlDecision, Owner, Scope};
+use thinkus_knowledge_manager::api::Erasure;
 
 /// A user message about to be answered.
 #[derive(Debug, Clone, Default)]
@@ -122,6 +128,55 @@ pub struct Completed {
     pub job_ids: Vec<String>,
     /// With `wait_for_learning`: the learning job when the wait ended.
     pub learning: Option<thinkus_backends::sql::JobRecord>,
+}
+
+/// A message to answer end to end (`Converse`): prepared, asked of the configured LLM, completed.
+#[derive(Debug, Clone, Default)]
+pub struct ConverseRequest {
+    pub scope: Scope,
+    pub message: String,
+    /// `None`: the configured default.
+    pub budget_tokens: Option<u32>,
+    /// The executive's persona; a neutral one when `None`.
+    pub system_prompt: Option<String>,
+    pub request_id: Option<String>,
+}
+
+/// The answer to a [`ConverseRequest`] and what went into it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Conversed {
+    pub reply: String,
+    pub prepared: Prepared,
+    pub completed: Completed,
+}
+
+/// A page of a user's jobs (`scope.session_id` narrows to one session).
+#[derive(Debug, Clone)]
+pub struct JobsRequest {
+    pub scope: Scope,
+    /// `None`: every status.
+    pub status: Option<JobStatus>,
+    pub limit: usize,
+    pub offset: usize,
+}
+
+/// What the gateway offers, in process (the [`crate::Gateway`] itself) or over gRPC
+/// ([`crate::GatewayGrpcClient`]). The REST facade and the memory page call the service in
+/// process; they are not RPCs of their own.
+#[async_trait]
+pub trait GatewayApi: Send + Sync {
+    /// The context of one turn, within its budget, with a trace of what was used and why.
+    async fn prepare_turn(&self, request: PrepareRequest) -> Result<Prepared, ApiError>;
+    /// Offloads large tool outputs, queues learning and the summary update.
+    async fn complete_turn(&self, request: CompleteRequest) -> Result<Completed, ApiError>;
+    /// Prepares, asks the configured LLM, completes.
+    async fn converse(&self, request: ConverseRequest) -> Result<Conversed, ApiError>;
+    /// A user's jobs, newest first. Over gRPC a job carries what the wire does (its payload,
+    /// lease and dedupe key stay in the gateway).
+    async fn list_jobs(&self, request: JobsRequest) -> Result<Vec<JobRecord>, ApiError>;
+    /// Erases everything `owner` owns. `actor` names who erased in the erasure's record in
+    /// process; over gRPC the gateway names it from the caller's credential instead.
+    async fn erase_user(&self, owner: Owner, actor: String) -> Result<Erasure, ApiError>;
 }
 
 /// What a learning job did (stored as the job's result).

@@ -16,7 +16,7 @@ const ARTIFACT_PAGE: usize = 100;
 impl Gateway {
     /// Erases everything `owner` holds (see the module). `actor` names who asked, for the
     /// erasure's record. Erasing an erased user answers zero counts and records nothing.
-    pub async fn erase_user(&self, owner: &Owner, actor: &str) -> Result<Erasure, ApiError> {
+    pub async fn erase(&self, owner: &Owner, actor: &str) -> Result<Erasure, ApiError> {
         let mut artifacts = 0u64;
         if let Some(api) = &self.upstreams.artifact_api {
             let scope = Scope {

@@ -46,8 +46,9 @@ pub trait ArtifactPort: Send + Sync {
         language: Language,
     ) -> Result<Vec<RelevantArtifact>, ApiError>;
 
-    /// Stores one tool output and returns its compact.
-    async fn store_tool_output(&self, scope: &Scope, call: &ToolCall) -> Result<StoredOutput, ApiError>;
+    /// Stores one tool output and returns its compact; the call is taken by value, so its
+    /// output becomes the artifact's bytes without a copy.
+    async fn store_tool_output(&self, scope: &Scope, call: ToolCall) -> Result<StoredOutput, ApiError>;
 }
 
 /// The summary service, as the gateway uses it.

@@ -6,24 +6,24 @@ use std::future::Future;
 use std::sync::Arc;
 
 use thinkus_common::auth::{Principal, principal, with_forwarded_credential};
-use thinkus_common::convert::{ScopeRules, next_page, page_from_proto, scope_from_proto};
+use thinkus_common::convert::{ScopeRules, scope_from_proto};
 use thinkus_common::model::Scope;
 use thinkus_common::{ApiError, deadline};
 use thinkus_proto::gateway as pb;
 use thinkus_proto::gateway::gateway_service_server::{GatewayService, GatewayServiceServer};
 use tonic::{Request, Response, Status};
 
+use crate::api::GatewayApi;
 use crate::convert;
-use crate::service::Gateway;
 
-/// Serves the [`Gateway`] over gRPC.
+/// Serves [`GatewayApi`] over gRPC.
 pub struct GatewayGrpc {
-    gateway: Arc<Gateway>,
+    api: Arc<dyn GatewayApi>,
 }
 
 impl GatewayGrpc {
-    pub fn new(gateway: Arc<Gateway>) -> Self {
-        Self { gateway }
+    pub fn new(api: Arc<dyn GatewayApi>) -> Self {
+        Self { api }
     }
 
     pub fn into_server(self, max_message_bytes: usize) -> GatewayServiceServer<Self> {
@@ -50,12 +50,11 @@ impl GatewayGrpc {
         let mut body = request.into_inner();
         let mut scope = scope_from_proto(scope_of(&mut body).as_ref(), "scope", rules)?;
         principal.authorize(&mut scope)?;
-        with_forwarded_credential(
+        Ok(with_forwarded_credential(
             principal.credential,
             deadline::with_deadline(deadline, work(scope, body)),
         )
-        .await
-        .map_err(Status::from)
+        .await?)
     }
 }
 
@@ -65,13 +64,13 @@ impl GatewayService for GatewayGrpc {
         &self,
         request: Request<pb::PrepareTurnRequest>,
     ) -> Result<Response<pb::PrepareTurnResponse>, Status> {
-        let gateway = self.gateway.clone();
+        let api = self.api.clone();
         let prepared = self
             .guarded(
                 request,
                 ScopeRules::USER_ROLE_SESSION,
                 |body| body.scope.take(),
-                |scope, body| async move { gateway.prepare_turn(convert::prepare_from_proto(scope, body)?).await },
+                |scope, body| async move { api.prepare_turn(convert::prepare_from_proto(scope, body)?).await },
             )
             .await?;
         Ok(Response::new(convert::prepared_to_proto(prepared)))
@@ -81,67 +80,60 @@ impl GatewayService for GatewayGrpc {
         &self,
         request: Request<pb::CompleteTurnRequest>,
     ) -> Result<Response<pb::CompleteTurnResponse>, Status> {
-        let gateway = self.gateway.clone();
+        let api = self.api.clone();
         let completed = self
             .guarded(
                 request,
                 ScopeRules::USER_ROLE_SESSION,
                 |body| body.scope.take(),
-                |scope, body| async move { gateway.complete(convert::complete_from_proto(scope, body)?).await },
+                |scope, body| async move { api.complete_turn(convert::complete_from_proto(scope, body)?).await },
             )
             .await?;
         Ok(Response::new(convert::completed_to_proto(completed)))
     }
 
     async fn converse(&self, request: Request<pb::ConverseRequest>) -> Result<Response<pb::ConverseResponse>, Status> {
-        let gateway = self.gateway.clone();
-        let (reply, prepared, completed) = self
+        let api = self.api.clone();
+        let conversed = self
             .guarded(
                 request,
                 ScopeRules::USER_ROLE_SESSION,
                 |body| body.scope.take(),
-                |scope, body| async move {
-                    let (turn, system_prompt, request_id) = convert::converse_from_proto(scope, body)?;
-                    gateway.converse(turn, system_prompt, request_id).await
-                },
+                |scope, body| async move { api.converse(convert::converse_from_proto(scope, body)?).await },
             )
             .await?;
-        Ok(Response::new(convert::converse_to_proto(reply, prepared, completed)))
+        Ok(Response::new(convert::converse_to_proto(conversed)))
     }
 
     async fn list_jobs(&self, request: Request<pb::ListJobsRequest>) -> Result<Response<pb::ListJobsResponse>, Status> {
-        let gateway = self.gateway.clone();
-        let (jobs, size, offset) = self
+        let api = self.api.clone();
+        let ((limit, offset), jobs) = self
             .guarded(
                 request,
                 ScopeRules::USER,
                 |body| body.scope.take(),
                 |scope, body| async move {
-                    let (size, offset) = page_from_proto(body.page.as_ref(), "page")?;
-                    let status = convert::job_status_from_proto(body.status)?;
-                    let jobs = gateway.list_jobs(&scope, status, size, offset).await?;
-                    Ok((jobs, size, offset))
+                    let request = convert::jobs_request_from_proto(scope, &body)?;
+                    let page = (request.limit, request.offset);
+                    Ok((page, api.list_jobs(request).await?))
                 },
             )
             .await?;
-        Ok(Response::new(pb::ListJobsResponse {
-            page: Some(next_page(size, offset, jobs.len())),
-            jobs: jobs.iter().map(convert::job_to_proto).collect(),
-        }))
+        Ok(Response::new(convert::jobs_to_proto(limit, offset, &jobs)))
     }
 
     async fn erase_user(
         &self,
         request: Request<pb::EraseUserRequest>,
     ) -> Result<Response<pb::EraseUserResponse>, Status> {
-        let gateway = self.gateway.clone();
+        let api = self.api.clone();
         let actor = thinkus_knowledge_manager::grpc::actor_of_key(&principal(&request)?);
         let erasure = self
             .guarded(
                 request,
                 ScopeRules::USER,
                 |body| body.scope.take(),
-                |scope, _| async move { gateway.erase_user(&scope.owner(), &actor).await },
+                |scope, _| async move { api.erase_user(scope.owner(), actor).await },
             )
             .await?;
         Ok(Response::new(convert::erasure_to_proto(&erasure)))

@@ -6,6 +6,7 @@
 
 pub mod adapters;
 pub mod api;
+pub mod client;
 pub mod config;
 pub mod context;
 pub mod convert;
@@ -21,6 +22,8 @@ pub mod service;
 pub mod traces;
 pub mod ui;
 
+pub use api::GatewayApi;
+pub use client::GatewayGrpcClient;
 pub use config::GatewayConfig;
 pub use grpc::GatewayGrpc;
 pub use service::{Gateway, UpstreamAddresses, Upstreams};

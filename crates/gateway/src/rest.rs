@@ -31,7 +31,7 @@ use thinkus_knowledge_manager::api::{CorrectRequest, CorrectionAction, LearnRequ
 use thinkus_memory_controller::api::DecideRequest;
 use thinkus_retriever::api::RecallRequest;
 
-use crate::api::{CompleteRequest, PrepareRequest, ToolCall};
+use crate::api::{CompleteRequest, GatewayApi, JobsRequest, PrepareRequest, ToolCall};
 pub use crate::rest_common::{RestError, RestState};
 use crate::rest_common::{required, scope_of};
 
@@ -611,7 +611,15 @@ async fn jobs(
     let mut scope = scope_of(query.tenant_id, Some(query.user_id), None, None, query.session_id);
     principal.authorize(&mut scope)?;
     let limit = query.limit.unwrap_or(50).clamp(1, 500);
-    let jobs = state.gateway.list_jobs(&scope, None, limit, 0).await?;
+    let jobs = state
+        .gateway
+        .list_jobs(JobsRequest {
+            scope,
+            status: None,
+            limit,
+            offset: 0,
+        })
+        .await?;
     Ok(Json(json!({
         "jobs": jobs.iter().map(job_json).collect::<Vec<_>>(),
     })))

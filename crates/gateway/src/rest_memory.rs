@@ -414,7 +414,7 @@ async fn export_user(State(state): State<RestState>, caller: Caller, Query(query
 async fn erase_user(State(state): State<RestState>, caller: Caller, Json(value): Json<Value>) -> Answer {
     let scope = user_scope(&caller, body(value)?)?;
     let actor = thinkus_knowledge_manager::grpc::actor_of_key(&caller.0);
-    let erasure = caller.forward(state.gateway.erase_user(&scope.owner(), &actor)).await?;
+    let erasure = caller.forward(state.gateway.erase(&scope.owner(), &actor)).await?;
     let c = &erasure.counts;
     Ok(Json(json!({
         "erasureId": erasure.id,

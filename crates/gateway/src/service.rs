@@ -5,6 +5,7 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Instant;
 
+use async_trait::async_trait;
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 use thinkus_backends::embed::Embedder;
@@ -12,14 +13,14 @@ use thinkus_backends::llm::RuleEngine;
 use thinkus_backends::llm::{ChatMessage, CompletionRequest, LanguageModel, LlmTask};
 use thinkus_backends::sql::{JobRecord, JobStatus, JobStore};
 use thinkus_common::model::{
-    ControlDecision, Language, MemoryType, Message, NeedMemory, QueryEmbedding, RetrievalMode, Scope, TimeRange,
+    ControlDecision, Language, MemoryType, Message, NeedMemory, Owner, QueryEmbedding, RetrievalMode, Scope, TimeRange,
     Visibility, turn_line,
 };
 use thinkus_common::text::detect_language;
 use thinkus_common::tokens::TokenCounter;
 use thinkus_common::{ApiError, ErrorCode};
 use thinkus_knowledge_manager::KnowledgeApi;
-use thinkus_knowledge_manager::api::{IngestTurnsRequest, LearnRequest, Turn, ValueChange};
+use thinkus_knowledge_manager::api::{Erasure, IngestTurnsRequest, LearnRequest, Turn, ValueChange};
 use thinkus_knowledge_manager::changes::{Replaced, strike};
 use thinkus_knowledge_manager::turns::extracted_ids;
 use thinkus_memory_controller::api::DecideRequest;
@@ -29,8 +30,8 @@ use thinkus_retriever::api::{CatalogEntry, RecallRequest, RecallResult, ScorePar
 use tracing::Instrument;
 
 use crate::api::{
-    CompleteRequest, Completed, LearnReport, PrepareRequest, Prepared, Refusal, SectionKind, ToolCallResult, TraceItem,
-    TraceKind,
+    CompleteRequest, Completed, ConverseRequest, Conversed, GatewayApi, JobsRequest, LearnReport, PrepareRequest,
+    Prepared, Refusal, SectionKind, ToolCallResult, TraceItem, TraceKind,
 };
 use crate::config::GatewayConfig;
 use crate::context::{Day, Entry, excerpt, pack, room_in_section};
@@ -230,18 +231,6 @@ impl Gateway {
     /// The recent traces, when they are kept.
     pub fn traces(&self) -> Option<&crate::traces::TraceLog> {
         self.traces.as_ref()
-    }
-
-    /// Prepares a turn ([`Self::prepare`]) and, while the memory page is served, keeps its
-    /// trace there: which memories the context used and why.
-    pub async fn prepare_turn(&self, request: PrepareRequest) -> Result<Prepared, ApiError> {
-        let Some(traces) = &self.traces else {
-            return self.prepare(request).await;
-        };
-        let (scope, message, now) = (request.scope.clone(), request.message.clone(), request.now);
-        let prepared = self.prepare(request).await?;
-        traces.record(&scope, &message, now, &prepared);
-        Ok(prepared)
     }
 
     pub fn config(&self) -> &GatewayConfig {
@@ -744,7 +733,10 @@ impl Gateway {
     }
 
     /// Completes a turn: offloads large tool outputs, queues learning and the summary update.
-    pub async fn complete(&self, request: CompleteRequest) -> Result<Completed, ApiError> {
+    /// The request's messages and tool outputs are moved along, not copied: an output goes to
+    /// the artifact service or back as its own replacement, the messages into the learn job
+    /// and from there into the summary's.
+    pub async fn complete(&self, mut request: CompleteRequest) -> Result<Completed, ApiError> {
         check_scope(&request.scope)?;
         check_message(&request.user_message, "user_message")?;
         if request.assistant_message.len() > 4 * MAX_MESSAGE_BYTES {
@@ -763,15 +755,17 @@ impl Gateway {
         }
         let occurred_at = request.occurred_at.unwrap_or_else(Utc::now);
 
-        let mut results = Vec::with_capacity(request.tool_calls.len());
-        for call in &request.tool_calls {
+        let tool_calls = std::mem::take(&mut request.tool_calls);
+        let mut results = Vec::with_capacity(tool_calls.len());
+        for call in tool_calls {
             let original_tokens = self.tool_output_tokens(&call.output).await?;
             let offload = original_tokens > self.config.offload_threshold_tokens;
             match (&self.upstreams.artifacts, offload) {
                 (Some(artifacts), true) => {
+                    let id = call.id.clone();
                     let stored = artifacts.store_tool_output(&request.scope, call).await?;
                     results.push(ToolCallResult {
-                        id: call.id.clone(),
+                        id,
                         offloaded: true,
                         artifact_id: Some(stored.artifact_id),
                         replacement: stored.compact.rendered.clone(),
@@ -780,11 +774,11 @@ impl Gateway {
                     });
                 }
                 _ => results.push(ToolCallResult {
-                    id: call.id.clone(),
+                    id: call.id,
                     offloaded: false,
                     artifact_id: None,
                     compact: None,
-                    replacement: call.output.clone(),
+                    replacement: call.output,
                     original_tokens,
                 }),
             }
@@ -804,12 +798,12 @@ impl Gateway {
         };
         let learn = LearnJob {
             scope: request.scope.clone(),
-            user_message: request.user_message.clone(),
-            assistant_message: request.assistant_message.clone(),
+            user_message: request.user_message,
+            assistant_message: request.assistant_message,
             occurred_at,
             not_memorable: request.not_memorable,
             request_id: request.request_id.clone(),
-            injected_memory_ids: request.injected_memory_ids.clone(),
+            injected_memory_ids: request.injected_memory_ids,
             traceparent: thinkus_common::telemetry::current_traceparent(),
         };
         job_ids.push(
@@ -819,7 +813,7 @@ impl Gateway {
         // An exchange that must not be remembered is not summarised either: the summary offers
         // its decisions to the knowledge manager, which would remember them.
         if self.upstreams.summaries.is_some() && !request.not_memorable {
-            let mut assistant = request.assistant_message.clone();
+            let mut assistant = learn.assistant_message;
             for result in results.iter().filter(|r| r.offloaded) {
                 assistant.push_str("\n\n");
                 assistant.push_str(&result.replacement);
@@ -832,7 +826,7 @@ impl Gateway {
                 index: 0,
             };
             // A turn without an answer (a user message on its own) adds only that message.
-            let mut messages = vec![message("user", request.user_message.clone())];
+            let mut messages = vec![message("user", learn.user_message)];
             if !assistant.trim().is_empty() {
                 messages.push(message("assistant", assistant));
             }
@@ -1044,21 +1038,45 @@ impl Gateway {
             .await?;
         Ok(learn_report(&learned))
     }
+}
 
-    /// Answers a message end to end with the configured LLM.
-    pub async fn converse(
-        &self,
-        request: PrepareRequest,
-        system_prompt: Option<String>,
-        request_id: Option<String>,
-    ) -> Result<(String, Prepared, Completed), ApiError> {
+#[async_trait]
+impl GatewayApi for Gateway {
+    /// Prepares a turn ([`Gateway::prepare`]) and, while the memory page is served, keeps its
+    /// trace there: which memories the context used and why.
+    async fn prepare_turn(&self, request: PrepareRequest) -> Result<Prepared, ApiError> {
+        let Some(traces) = &self.traces else {
+            return self.prepare(request).await;
+        };
+        let (scope, message, now) = (request.scope.clone(), request.message.clone(), request.now);
+        let prepared = self.prepare(request).await?;
+        traces.record(&scope, &message, now, &prepared);
+        Ok(prepared)
+    }
+
+    async fn complete_turn(&self, request: CompleteRequest) -> Result<Completed, ApiError> {
+        self.complete(request).await
+    }
+
+    /// Answers a message end to end with the configured LLM. The message goes three ways (the
+    /// context, the LLM, the recorded exchange): two copies of it, not of the request.
+    async fn converse(&self, request: ConverseRequest) -> Result<Conversed, ApiError> {
         let Some(llm) = self.llm.clone() else {
             return Err(ApiError::failed_precondition(
                 "llm.uri: Converse needs a configured LLM (an OpenAI-compatible or Anthropic endpoint)",
             ));
         };
-        let prepared = self.prepare_turn(request.clone()).await?;
-        let mut system = system_prompt
+        let prepared = self
+            .prepare_turn(PrepareRequest {
+                scope: request.scope.clone(),
+                message: request.message.clone(),
+                budget_tokens: request.budget_tokens,
+                recent_messages: Vec::new(),
+                now: None,
+            })
+            .await?;
+        let mut system = request
+            .system_prompt
             .filter(|s| !s.trim().is_empty())
             .unwrap_or_else(|| self.config.default_system_prompt.clone());
         if !prepared.context.is_empty() {
@@ -1087,27 +1105,36 @@ impl Gateway {
                 scope: request.scope,
                 user_message: request.message,
                 assistant_message: completion.text.clone(),
-                request_id,
+                request_id: request.request_id,
                 injected_memory_ids: injected,
                 ..Default::default()
             })
             .await?;
-        Ok((completion.text, prepared, completed))
+        Ok(Conversed {
+            reply: completion.text,
+            prepared,
+            completed,
+        })
     }
 
     /// A user's jobs, newest first.
-    pub async fn list_jobs(
-        &self,
-        scope: &Scope,
-        status: Option<JobStatus>,
-        limit: usize,
-        offset: usize,
-    ) -> Result<Vec<JobRecord>, ApiError> {
+    async fn list_jobs(&self, request: JobsRequest) -> Result<Vec<JobRecord>, ApiError> {
+        let scope = &request.scope;
         require(&scope.user_id, "scope.user_id")?;
         Ok(self
             .jobs
-            .list_jobs(&scope.owner(), scope.session_id.as_deref(), status, limit, offset)
+            .list_jobs(
+                &scope.owner(),
+                scope.session_id.as_deref(),
+                request.status,
+                request.limit,
+                request.offset,
+            )
             .await?)
+    }
+
+    async fn erase_user(&self, owner: Owner, actor: String) -> Result<Erasure, ApiError> {
+        self.erase(&owner, &actor).await
     }
 }
 

@@ -129,7 +129,7 @@ pub fn parts_to_proto(parts: &ScoreParts) -> pbc::ScoreBreakdown {
     }
 }
 
-fn parts_from_proto(parts: Option<&pbc::ScoreBreakdown>) -> ScoreParts {
+pub fn parts_from_proto(parts: Option<&pbc::ScoreBreakdown>) -> ScoreParts {
     let Some(p) = parts else {
         return ScoreParts::default();
     };
