@@ -8,6 +8,7 @@ use clap::{Args, Subcommand, ValueEnum};
 use serde_json::json;
 use thinkus_backends::sql::{CandidateStatus, Change};
 use thinkus_common::model::{Language, Memory, MemoryStatus, MemoryType, Scope};
+use thinkus_gateway::{GatewayApi, GatewayGrpcClient};
 use thinkus_knowledge_manager::KnowledgeGrpcClient;
 use thinkus_knowledge_manager::api::{
     CandidateView, Conflict, ConflictChoice, CorrectRequest, CorrectionAction, ImportReport, KnowledgeApi, ListRequest,
@@ -419,12 +420,8 @@ fn connect(connection: &Connection) -> anyhow::Result<KnowledgeGrpcClient> {
 }
 
 /// The gateway at the connection's address (the all-in-one process serves it too).
-fn connect_gateway(
-    connection: &Connection,
-) -> anyhow::Result<
-    thinkus_proto::gateway::gateway_service_client::GatewayServiceClient<thinkus_common::grpc::ClientChannel>,
-> {
-    Ok(thinkus_proto::gateway::gateway_service_client::GatewayServiceClient::new(connection.channel()?))
+fn connect_gateway(connection: &Connection) -> anyhow::Result<GatewayGrpcClient> {
+    Ok(GatewayGrpcClient::new(connection.channel()?, 64 * 1024 * 1024))
 }
 
 /// "12 memories, 30 history records, …" of an export document.
@@ -658,25 +655,18 @@ pub async fn run(args: MemoryArgs) -> anyhow::Result<()> {
                 yes,
                 "erasing user {user:?} removes everything it owns and cannot be undone: add --yes"
             );
-            let mut gateway = connect_gateway(&args.connection)?;
-            let erasure = during(
-                "erasing",
-                gateway.erase_user(thinkus_proto::gateway::EraseUserRequest {
-                    scope: Some(thinkus_proto::common::Scope {
-                        tenant_id: tenant,
-                        user_id: user.clone(),
-                        ..Default::default()
-                    }),
-                }),
-            )
-            .await
-            .map_err(|status| anyhow::anyhow!("{}: {}", status.code(), status.message()))?
-            .into_inner();
-            let counts = thinkus_knowledge_manager::convert::erasure_counts_from_proto(erasure.counts.as_ref());
+            let gateway = connect_gateway(&args.connection)?;
+            // The gateway names who erased from this connection's key, not from the actor.
+            let owner = thinkus_common::model::Owner::new(tenant, user.clone());
+            let erasure = during("erasing", gateway.erase_user(owner, String::new()))
+                .await
+                .map_err(|err| anyhow::anyhow!("{}: {}", err.code.grpc_code(), err.message))?;
+            let counts = erasure.counts;
+            let erasure_id = erasure.id.unwrap_or_default();
             if json {
-                return print_json(&json!({"erasureId": erasure.erasure_id, "counts": counts}));
+                return print_json(&json!({"erasureId": erasure_id, "counts": counts}));
             }
-            if erasure.erasure_id.is_empty() {
+            if erasure_id.is_empty() {
                 out(&format!("{user}: nothing left to erase"));
             } else {
                 out(&format!(
@@ -693,7 +683,7 @@ pub async fn run(args: MemoryArgs) -> anyhow::Result<()> {
                     counts.jobs,
                     counts.idempotency,
                     counts.plans,
-                    erasure.erasure_id
+                    erasure_id
                 ));
             }
         }

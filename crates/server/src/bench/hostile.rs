@@ -32,6 +32,9 @@ use thinkus_proto::artifact::read_artifact_request::Locator;
 use thinkus_proto::artifact::{ArtifactHeader, CreateArtifactRequest, ReadArtifactRequest};
 use thinkus_proto::codec::RawCodec;
 use thinkus_proto::common::Scope;
+// Raw stubs and protobuf messages, not the services' clients (`GatewayGrpcClient` and the
+// like): these runs send what no client would (malformed bytes, messages over the size limit,
+// per-request deadlines and keys) and label every answer by its gRPC code.
 use thinkus_proto::gateway::PrepareTurnRequest;
 use thinkus_proto::gateway::gateway_service_client::GatewayServiceClient;
 use thinkus_proto::knowledge::knowledge_manager_service_client::KnowledgeManagerServiceClient;

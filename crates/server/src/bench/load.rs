@@ -30,6 +30,10 @@ use std::time::{Duration, Instant};
 
 use serde_json::json;
 use thinkus_proto::common::Scope;
+// The load runs call the gateway (and the retriever beside it) through the raw stubs, not
+// `thinkus_gateway::GatewayGrpcClient`: each request carries its own deadline and its client's
+// key in its metadata (`request`), an answer is timed up to its arrival without being converted,
+// and a failure is counted by its gRPC code (`tonic::Code`) as the server sent it.
 use thinkus_proto::gateway::gateway_service_client::GatewayServiceClient;
 use thinkus_proto::gateway::{CompleteTurnRequest, JobStatus, ListJobsRequest, PrepareTurnRequest};
 use thinkus_proto::retriever::RecallRequest;

@@ -19,13 +19,12 @@ use anyhow::Context as _;
 use chrono::{DateTime, FixedOffset, Utc};
 use serde::Deserialize;
 use serde_json::json;
-use thinkus_common::convert::timestamp;
+use thinkus_backends::sql::JobStatus;
+use thinkus_common::model::Scope;
+use thinkus_gateway::api::{CompleteRequest, JobsRequest, PrepareRequest, ToolCall};
 use thinkus_gateway::context::{contains_value, current_text};
-use thinkus_proto::common::Scope;
-use thinkus_proto::gateway::gateway_service_client::GatewayServiceClient;
-use thinkus_proto::gateway::{CompleteTurnRequest, JobStatus, ListJobsRequest, PrepareTurnRequest, ToolCall};
+use thinkus_gateway::{GatewayApi, GatewayGrpcClient};
 use tokio_util::sync::CancellationToken;
-use tonic::transport::Channel;
 
 use super::stats::{median, percentile_ms};
 use super::{say, state_dir};
@@ -164,23 +163,22 @@ fn filler(lines: usize) -> String {
 }
 
 /// Waits until the user has no pending or running job.
-async fn drain(client: &mut GatewayServiceClient<Channel>, user: &str) -> anyhow::Result<()> {
+async fn drain(client: &GatewayGrpcClient, user: &str) -> anyhow::Result<()> {
     let deadline = Instant::now() + Duration::from_secs(120);
     loop {
         let mut busy = false;
         for status in [JobStatus::Pending, JobStatus::Running] {
             let jobs = client
-                .list_jobs(ListJobsRequest {
-                    scope: Some(Scope {
+                .list_jobs(JobsRequest {
+                    scope: Scope {
                         user_id: user.into(),
                         ..Default::default()
-                    }),
-                    status: status as i32,
-                    ..Default::default()
+                    },
+                    status: Some(status),
+                    limit: 50,
+                    offset: 0,
                 })
-                .await?
-                .into_inner()
-                .jobs;
+                .await?;
             busy |= !jobs.is_empty();
         }
         if !busy {
@@ -278,9 +276,7 @@ pub async fn run(
     let node = crate::node::start(config, services, listener, None, shutdown.clone()).await?;
     thinkus_common::grpc::wait_serving(&node.url(), ServiceKind::Gateway.grpc_name(), Duration::from_secs(60)).await?;
     let channel = tonic::transport::Endpoint::from_shared(node.url())?.connect().await?;
-    let mut client = GatewayServiceClient::new(channel)
-        .max_decoding_message_size(64 << 20)
-        .max_encoding_message_size(64 << 20);
+    let client = GatewayGrpcClient::new(thinkus_common::grpc::client_channel(channel, None), 64 << 20);
     say(format!(
         "session: {} scenarios from {} through the gateway (state in {})",
         scenarios.len(),
@@ -299,8 +295,8 @@ pub async fn run(
             let scope = Scope {
                 user_id: scenario.user.clone(),
                 role_id: session.role.clone(),
-                project_id: session.project.clone().unwrap_or_default(),
-                session_id: format!("{}-{}", scenario.id, session.id),
+                project_id: session.project.clone(),
+                session_id: Some(format!("{}-{}", scenario.id, session.id)),
                 ..Default::default()
             };
             let mut at: DateTime<Utc> = session.start.with_timezone(&Utc);
@@ -311,19 +307,18 @@ pub async fn run(
                     at += chrono::Duration::milliseconds((minutes * 60_000.0) as i64);
                 }
                 if let Some(check) = &turn.check {
-                    drain(&mut client, &scenario.user).await?;
+                    drain(&client, &scenario.user).await?;
                     let asked = Instant::now();
                     let prepared = client
-                        .prepare_turn(PrepareTurnRequest {
-                            scope: Some(scope.clone()),
+                        .prepare_turn(PrepareRequest {
+                            scope: scope.clone(),
                             message: turn.user.clone(),
                             recent_messages: recent[recent.len().saturating_sub(RECENT_MESSAGES)..].to_vec(),
-                            now: Some(timestamp(at)),
+                            now: Some(at),
                             ..Default::default()
                         })
                         .await
-                        .with_context(|| format!("PrepareTurn of {} {} turn {}", scenario.id, session.id, index + 1))?
-                        .into_inner();
+                        .with_context(|| format!("PrepareTurn of {} {} turn {}", scenario.id, session.id, index + 1))?;
                     latencies.push(asked.elapsed());
                     let scored = score(&prepared.context, check);
                     let tokens = f64::from(prepared.tokens_used);
@@ -335,7 +330,7 @@ pub async fn run(
                         .add(check, &scored, tokens);
                     let failed = !scored.missing.is_empty() || !scored.stale.is_empty() || !scored.forbidden.is_empty();
                     if verbose && failed {
-                        let decision = prepared.trace.as_ref().and_then(|t| t.decision.as_ref());
+                        let decision = &prepared.decision;
                         say(format!(
                             "--- {} {} turn {} ({}): {:?}\n    missing {:?}, stale {:?}, forbidden {:?}; {} tokens; decision {:?}\n{}",
                             scenario.id,
@@ -347,7 +342,7 @@ pub async fn run(
                             scored.stale,
                             scored.forbidden,
                             prepared.tokens_used,
-                            decision.map(|d| (d.need_memory, d.retrieval_mode, &d.reason)),
+                            (decision.need_memory, decision.retrieval_mode, &decision.reason),
                             indent(&prepared.context)
                         ));
                     }
@@ -365,13 +360,13 @@ pub async fn run(
                     })
                     .collect();
                 client
-                    .complete_turn(CompleteTurnRequest {
-                        scope: Some(scope.clone()),
+                    .complete_turn(CompleteRequest {
+                        scope: scope.clone(),
                         user_message: turn.user.clone(),
                         assistant_message: turn.assistant.clone(),
                         tool_calls,
-                        request_id: format!("{}:{}:{}", scenario.id, session.id, index + 1),
-                        occurred_at: Some(timestamp(at)),
+                        request_id: Some(format!("{}:{}:{}", scenario.id, session.id, index + 1)),
+                        occurred_at: Some(at),
                         ..Default::default()
                     })
                     .await

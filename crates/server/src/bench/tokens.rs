@@ -12,13 +12,13 @@ use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use serde_json::json;
+use thinkus_backends::sql::JobStatus;
 use thinkus_backends::sql::MemoryStore;
-use thinkus_common::convert::timestamp;
+use thinkus_common::model::Scope;
 use thinkus_common::model::{DEFAULT_TENANT, Owner};
 use thinkus_common::tokens::TokenCounter;
-use thinkus_proto::common::Scope;
-use thinkus_proto::gateway::gateway_service_client::GatewayServiceClient;
-use thinkus_proto::gateway::{CompleteTurnRequest, JobStatus, ListJobsRequest, PrepareTurnRequest, TraceItemKind};
+use thinkus_gateway::api::{CompleteRequest, JobsRequest, PrepareRequest, TraceKind};
+use thinkus_gateway::{GatewayApi, GatewayGrpcClient};
 use tokio_util::sync::CancellationToken;
 
 use super::locomo_data;
@@ -85,7 +85,7 @@ fn scope(user: &str, session: &str) -> Scope {
     Scope {
         user_id: user.into(),
         role_id: "assistant".into(),
-        session_id: session.into(),
+        session_id: (!session.is_empty()).then(|| session.to_string()),
         ..Default::default()
     }
 }
@@ -113,9 +113,7 @@ pub async fn run(
     let node = crate::node::start(config, services, listener, None, shutdown.clone()).await?;
     thinkus_common::grpc::wait_serving(&node.url(), ServiceKind::Gateway.grpc_name(), Duration::from_secs(60)).await?;
     let channel = tonic::transport::Endpoint::from_shared(node.url())?.connect().await?;
-    let mut client = GatewayServiceClient::new(channel)
-        .max_decoding_message_size(64 << 20)
-        .max_encoding_message_size(64 << 20);
+    let client = GatewayGrpcClient::new(thinkus_common::grpc::client_channel(channel, None), 64 << 20);
     let store = node
         .backends
         .store
@@ -143,11 +141,11 @@ pub async fn run(
                 }
                 history += tokens.count(&message) + 1;
                 client
-                    .complete_turn(CompleteTurnRequest {
-                        scope: Some(scope(&user, &format!("session_{}", session.number))),
+                    .complete_turn(CompleteRequest {
+                        scope: scope(&user, &format!("session_{}", session.number)),
                         user_message: message,
-                        request_id: turn.dia_id.clone(),
-                        occurred_at: Some(timestamp(turn.at)),
+                        request_id: Some(turn.dia_id.clone()),
+                        occurred_at: Some(turn.at),
                         ..Default::default()
                     })
                     .await?;
@@ -161,14 +159,13 @@ pub async fn run(
         let user = format!("locomo-{}", sample.id);
         loop {
             let jobs = client
-                .list_jobs(ListJobsRequest {
-                    scope: Some(scope(&user, "")),
-                    status: JobStatus::Pending as i32,
-                    ..Default::default()
+                .list_jobs(JobsRequest {
+                    scope: scope(&user, ""),
+                    status: Some(JobStatus::Pending),
+                    limit: 50,
+                    offset: 0,
                 })
-                .await?
-                .into_inner()
-                .jobs;
+                .await?;
             if jobs.is_empty() {
                 break;
             }
@@ -199,21 +196,20 @@ pub async fn run(
         {
             let asked = Instant::now();
             let prepared = client
-                .prepare_turn(PrepareTurnRequest {
-                    scope: Some(scope(&user, "questions")),
+                .prepare_turn(PrepareRequest {
+                    scope: scope(&user, "questions"),
                     message: question.question.clone(),
                     recent_messages: vec!["(the conversation continues)".into()],
                     ..Default::default()
                 })
-                .await?
-                .into_inner();
+                .await?;
             latencies.push(asked.elapsed());
             n += 1;
             context_tokens.push(prepared.tokens_used as f64);
             history_tokens.push(full_tokens.get(&user).copied().unwrap_or(0) as f64);
             let mut found: Vec<String> = Vec::new();
-            for item in prepared.trace.iter().flat_map(|t| &t.items) {
-                if !item.included || item.kind != TraceItemKind::Memory as i32 {
+            for item in &prepared.items {
+                if !item.included || item.kind != TraceKind::Memory {
                     continue;
                 }
                 if let Some(dia) = dialogue_id(&*store, &user, &item.id, &mut dia_of).await? {
@@ -224,10 +220,9 @@ pub async fn run(
             // An evidence turn that gave way to the memories learned from it (they hold what it
             // says, `gateway::service::stand_ins`) is in the context when one of them is.
             let included: Vec<&str> = prepared
-                .trace
+                .items
                 .iter()
-                .flat_map(|t| &t.items)
-                .filter(|i| i.included && i.kind == TraceItemKind::Memory as i32)
+                .filter(|i| i.included && i.kind == TraceKind::Memory)
                 .map(|i| i.id.as_str())
                 .collect();
             let mut standing_in = 0usize;
@@ -249,13 +244,8 @@ pub async fn run(
                 all_in += 1;
                 category.1 += 1;
             } else if verbose {
-                let decision = prepared.trace.as_ref().and_then(|t| t.decision.as_ref());
-                let memories: Vec<_> = prepared
-                    .trace
-                    .iter()
-                    .flat_map(|t| &t.items)
-                    .filter(|i| i.kind == TraceItemKind::Memory as i32)
-                    .collect();
+                let decision = &prepared.decision;
+                let memories: Vec<_> = prepared.items.iter().filter(|i| i.kind == TraceKind::Memory).collect();
                 let offered = memories.len();
                 let included = memories.iter().filter(|i| i.included).count();
                 let mut offered_dias = Vec::with_capacity(offered);
@@ -294,14 +284,14 @@ pub async fn run(
                     question.evidence,
                     ranks.join(" "),
                     prepared.tokens_used,
-                    decision.map(|d| (
-                        d.need_memory,
-                        d.retrieval_mode,
-                        &d.memory_types,
-                        d.budget_tokens,
-                        &d.time_range,
-                        &d.reason
-                    )),
+                    (
+                        decision.need_memory,
+                        decision.retrieval_mode,
+                        &decision.memory_types,
+                        decision.budget_tokens,
+                        &decision.time_range,
+                        &decision.reason
+                    ),
                 ));
             }
             if present > 0 {
