@@ -628,16 +628,19 @@ mod language_models {
             .expect_err("the call fails")
     }
 
+    // How each kind of failure of the endpoint maps onto an `LlmError`, one test per kind.
+
     #[tokio::test]
-    async fn failures_map_to_errors() {
+    async fn an_unauthorized_answer_is_an_auth_error() {
         let (base, _) = serve(Mode::Unauthorized).await;
         for model in models(&base) {
-            assert!(
-                matches!(failure_of(model.as_ref()).await, LlmError::Auth(_)),
-                "{}",
-                model.name()
-            );
+            let err = failure_of(model.as_ref()).await;
+            assert!(matches!(err, LlmError::Auth(_)), "{}: {err:?}", model.name());
         }
+    }
+
+    #[tokio::test]
+    async fn a_rate_limit_is_retried_twice_then_reported() {
         let (base, calls) = serve(Mode::RateLimited).await;
         for model in models(&base) {
             let err = failure_of(model.as_ref()).await;
@@ -648,21 +651,23 @@ mod language_models {
             6,
             "two retries each after the first 429"
         );
+    }
+
+    #[tokio::test]
+    async fn a_slow_answer_times_out() {
         let (base, _) = serve(Mode::Slow).await;
         for model in models(&base) {
-            assert!(
-                matches!(failure_of(model.as_ref()).await, LlmError::Timeout),
-                "{}",
-                model.name()
-            );
+            let err = failure_of(model.as_ref()).await;
+            assert!(matches!(err, LlmError::Timeout), "{}: {err:?}", model.name());
         }
+    }
+
+    #[tokio::test]
+    async fn a_garbage_answer_is_a_bad_response() {
         let (base, _) = serve(Mode::Garbage).await;
         for model in models(&base) {
-            assert!(
-                matches!(failure_of(model.as_ref()).await, LlmError::BadResponse(_)),
-                "{}",
-                model.name()
-            );
+            let err = failure_of(model.as_ref()).await;
+            assert!(matches!(err, LlmError::BadResponse(_)), "{}: {err:?}", model.name());
         }
     }
 }
