@@ -972,3 +972,191 @@ async fn the_next_session_says_each_thing_once() {
     );
     node.shutdown().await.unwrap();
 }
+
+/// `GatewayGrpcClient` carries a turn both ways through a served gateway without losing a
+/// field: the completed turn's tool results (offloaded with its artifact and compact, or kept
+/// as it was), its jobs and the learning job it waited for, all in the scope sent; then the
+/// next turn's context with the budget asked, its sections, the controller's decision and the
+/// trace with each memory's score parts; and the erasure of the user.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_grpc_client_round_trips_prepare_and_complete() {
+    use thinkus_backends::sql::JobStatus as Status;
+    use thinkus_common::model::{NeedMemory, Owner, Scope as ModelScope};
+    use thinkus_gateway::api::{CompleteRequest, JobsRequest, PrepareRequest, SectionKind, ToolCall, TraceKind};
+    use thinkus_gateway::{GatewayApi, GatewayGrpcClient};
+
+    let dir = tempfile::tempdir().unwrap();
+    let node = nodes::start(config(dir.path()), &ServiceKind::ALL, None).await;
+    let channel = thinkus_common::grpc::client_channel(nodes::channel(&node).await, None);
+    let client = GatewayGrpcClient::new(channel, 64 << 20);
+    let scope = |session: &str| ModelScope {
+        user_id: "gwc".into(),
+        role_id: "cto".into(),
+        project_id: Some("shop".into()),
+        session_id: Some(session.into()),
+        ..Default::default()
+    };
+
+    let rows: String = (0..400)
+        .map(|i| format!("row {i}: order {i} shipped to Berlin\n"))
+        .collect();
+    let completed = client
+        .complete_turn(CompleteRequest {
+            scope: scope("s1"),
+            user_message: "我们决定前端用Next.js，因为团队熟悉React。预算上限是5万元。".into(),
+            assistant_message: "好的，我记下了：前端采用Next.js，预算5万元。".into(),
+            tool_calls: vec![
+                ToolCall {
+                    id: "call-1".into(),
+                    name: "orders".into(),
+                    output: rows,
+                    mime_type: "text/plain".into(),
+                    path: "/orders.txt".into(),
+                },
+                ToolCall {
+                    id: "call-2".into(),
+                    name: "ping".into(),
+                    output: "ok".into(),
+                    ..Default::default()
+                },
+            ],
+            request_id: Some("gwc-1".into()),
+            wait_for_learning: true,
+            ..Default::default()
+        })
+        .await
+        .expect("complete a turn through the client");
+    let [offloaded, kept] = &completed.tool_calls[..] else {
+        panic!("one result per tool call: {:?}", completed.tool_calls);
+    };
+    assert_eq!((offloaded.id.as_str(), kept.id.as_str()), ("call-1", "call-2"));
+    assert!(offloaded.offloaded && offloaded.original_tokens > 500, "{offloaded:?}");
+    assert!(
+        offloaded
+            .artifact_id
+            .as_deref()
+            .is_some_and(|id| id.starts_with("art_")),
+        "{offloaded:?}"
+    );
+    assert!(
+        offloaded.compact.as_ref().is_some_and(|c| c.tokens > 0),
+        "{offloaded:?}"
+    );
+    assert!(!offloaded.replacement.is_empty() && offloaded.replacement.len() < 400 * 30);
+    assert!(
+        !kept.offloaded && kept.artifact_id.is_none() && kept.compact.is_none(),
+        "{kept:?}"
+    );
+    assert_eq!((kept.replacement.as_str(), kept.original_tokens), ("ok", 1));
+    assert!(
+        completed.job_ids.len() >= 2,
+        "learn and summarize: {:?}",
+        completed.job_ids
+    );
+    let learning = completed.learning.expect("the learning job it waited for");
+    assert_eq!(learning.id, completed.job_ids[0]);
+    assert_eq!((learning.kind.as_str(), learning.status), ("learn", Status::Succeeded));
+    assert_eq!(
+        (learning.user_id.as_str(), learning.session_id.as_deref()),
+        ("gwc", Some("s1"))
+    );
+    assert!(learning.result.is_some(), "the learn report comes back: {learning:?}");
+
+    // Every job of the user, in the scope sent, once the queue has drained.
+    let mut jobs = Vec::new();
+    for _ in 0..600 {
+        jobs = client
+            .list_jobs(JobsRequest {
+                scope: ModelScope {
+                    user_id: "gwc".into(),
+                    ..Default::default()
+                },
+                status: None,
+                limit: 50,
+                offset: 0,
+            })
+            .await
+            .expect("list jobs through the client");
+        if jobs
+            .iter()
+            .all(|j| matches!(j.status, Status::Succeeded | Status::Failed))
+        {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert_eq!(jobs.len(), completed.job_ids.len(), "{jobs:?}");
+    assert!(
+        jobs.iter()
+            .all(|j| j.status == Status::Succeeded && j.session_id.as_deref() == Some("s1")),
+        "{jobs:?}"
+    );
+
+    let prepared = client
+        .prepare_turn(PrepareRequest {
+            scope: scope("s2"),
+            message: "我们之前定的前端框架是什么？".into(),
+            budget_tokens: Some(1500),
+            recent_messages: vec!["好的".into()],
+            now: None,
+        })
+        .await
+        .expect("prepare a turn through the client");
+    assert_eq!(prepared.budget_tokens, 1500);
+    assert!(
+        prepared.tokens_used > 0 && prepared.tokens_used <= 1500,
+        "{}",
+        prepared.tokens_used
+    );
+    assert!(prepared.context.contains("Next.js"), "{}", prepared.context);
+    assert!(!prepared.sections.is_empty());
+    assert!(
+        prepared
+            .sections
+            .iter()
+            .any(|s| s.kind != SectionKind::Standing && s.text.contains("Next.js") && s.tokens > 0),
+        "{:?}",
+        prepared.sections
+    );
+    assert_eq!(prepared.decision.need_memory, NeedMemory::Yes);
+    assert!(!prepared.decision.reason.is_empty());
+    let memory = prepared
+        .items
+        .iter()
+        .find(|i| i.kind == TraceKind::Memory && i.included)
+        .expect("an included memory in the trace");
+    assert!(
+        memory.id.starts_with("mem_") && memory.score > 0.0 && memory.confidence > 0.0,
+        "{memory:?}"
+    );
+    assert!(memory.parts.as_ref().is_some_and(|p| p.score > 0.0), "{memory:?}");
+    assert!(
+        prepared.timings_ms.contains_key("retriever"),
+        "{:?}",
+        prepared.timings_ms
+    );
+    // The scope went across: another user of the same role and project sees none of it.
+    let other = client
+        .prepare_turn(PrepareRequest {
+            scope: ModelScope {
+                user_id: "erin".into(),
+                ..scope("s2")
+            },
+            message: "我们之前定的前端框架是什么？".into(),
+            ..Default::default()
+        })
+        .await
+        .expect("prepare another user's turn");
+    assert!(!other.context.contains("Next.js"), "{}", other.context);
+
+    let erasure = client
+        .erase_user(Owner::new(thinkus_common::model::DEFAULT_TENANT, "gwc"), String::new())
+        .await
+        .expect("erase the user through the client");
+    assert!(
+        erasure.id.is_some() && erasure.counts.memories > 0 && erasure.counts.artifacts == 1,
+        "{erasure:?}"
+    );
+
+    node.shutdown().await.unwrap();
+}
