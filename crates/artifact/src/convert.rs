@@ -252,14 +252,7 @@ pub fn get_from_response(response: &pb::GetArtifactResponse) -> Result<(Artifact
 pub fn list_to_proto(request: &ListRequest) -> pb::ListArtifactsRequest {
     pb::ListArtifactsRequest {
         scope: Some(scope_to_proto(&request.scope)),
-        page: Some(pbc::PageRequest {
-            page_size: request.limit.min(500) as i32,
-            page_token: if request.offset == 0 {
-                String::new()
-            } else {
-                format!("o{}", request.offset)
-            },
-        }),
+        page: Some(thinkus_common::convert::page_to_proto(request.limit, request.offset)),
     }
 }
 

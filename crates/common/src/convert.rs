@@ -530,6 +530,19 @@ pub fn page_from_proto(page: Option<&pb::PageRequest>, field: &str) -> Result<(u
     Ok((size, offset))
 }
 
+/// A page request for `limit` entries from `offset`, as `page_from_proto` reads it (a client's
+/// side; at most 500 a page).
+pub fn page_to_proto(limit: usize, offset: usize) -> pb::PageRequest {
+    pb::PageRequest {
+        page_size: limit.min(500) as i32,
+        page_token: if offset == 0 {
+            String::new()
+        } else {
+            format!("o{offset}")
+        },
+    }
+}
+
 /// The token of the page after `offset + returned` when the page was full.
 pub fn next_page(size: usize, offset: usize, returned: usize) -> pb::PageResponse {
     pb::PageResponse {
@@ -688,5 +701,11 @@ mod tests {
             page_token: "zzz".into(),
         };
         assert!(page_from_proto(Some(&bad), "page").is_err());
+        for (limit, offset) in [(20, 0), (20, 40), (500, 1)] {
+            assert_eq!(
+                page_from_proto(Some(&page_to_proto(limit, offset)), "page").unwrap(),
+                (limit, offset)
+            );
+        }
     }
 }

@@ -320,14 +320,7 @@ pub fn jobs_request_to_proto(request: &JobsRequest) -> pb::ListJobsRequest {
     pb::ListJobsRequest {
         scope: Some(scope_to_proto(&request.scope)),
         status: request.status.map_or(pb::JobStatus::Unspecified, job_status_to_proto) as i32,
-        page: Some(thinkus_proto::common::PageRequest {
-            page_size: request.limit.min(500) as i32,
-            page_token: if request.offset == 0 {
-                String::new()
-            } else {
-                format!("o{}", request.offset)
-            },
-        }),
+        page: Some(thinkus_common::convert::page_to_proto(request.limit, request.offset)),
     }
 }
 

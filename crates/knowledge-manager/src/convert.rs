@@ -6,9 +6,9 @@ use thinkus_common::ApiError;
 use thinkus_common::convert::{
     ScopeRules, artifact_ref_from_proto, artifact_ref_to_proto, datetime_opt, engine_from_proto,
     engine_to_proto_choice, memory_to_proto, memory_type_to_proto, memory_types, message_to_proto, messages_from_proto,
-    next_page, page_from_proto, required_memory_type, scope_from_proto, scope_to_proto, source_from_proto,
-    source_to_proto, status_from_proto, status_to_proto, timestamp, timestamp_opt, visibility_from_proto,
-    visibility_to_proto,
+    next_page, page_from_proto, page_to_proto, required_memory_type, scope_from_proto, scope_to_proto,
+    source_from_proto, source_to_proto, status_from_proto, status_to_proto, timestamp, timestamp_opt,
+    visibility_from_proto, visibility_to_proto,
 };
 use thinkus_common::model::{EngineChoice, Language, Memory, MemorySource, MemoryType, Owner, Scope, Visibility};
 use thinkus_proto::common as pbc;
@@ -691,17 +691,6 @@ fn owners_scope(owners: &Owners) -> Option<pbc::Scope> {
     match owners {
         Owners::All => None,
         owners => Some(owners_to_proto(owners)),
-    }
-}
-
-fn page_to_proto(limit: usize, offset: usize) -> pbc::PageRequest {
-    pbc::PageRequest {
-        page_size: limit.min(500) as i32,
-        page_token: if offset == 0 {
-            String::new()
-        } else {
-            format!("o{offset}")
-        },
     }
 }
 
