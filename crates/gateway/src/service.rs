@@ -1347,19 +1347,31 @@ fn below_relevance_floor(items: &[TraceItem], entries: &[Entry], floor: f64) -> 
         .collect()
 }
 
-/// The trace indices of the memory entries whose text the last session's summary already
-/// holds word for word (a decision of that session, learned from it as a memory too).
+/// The trace indices of the memory entries the last session's summary already holds (a decision
+/// of that session, learned from it as a memory too; a turn the summary keeps in its own words):
+/// those whose content terms it holds at least [`STAND_IN_COVERAGE`] of, as a turn gives way to
+/// the memories that hold what it says. A summary rewrites what it keeps ("We decided that one
+/// dollar earns one point (why: finance can audit it; user)"), so the same statement is
+/// recognised by its words, not its characters. Short lines ("- yes", fewer than three content
+/// terms) are too common to be the same statement.
 fn repeated_in_last_session(entries: &[Entry]) -> std::collections::HashSet<usize> {
     let Some(last) = entries.iter().find(|e| e.kind == SectionKind::LastSession) else {
         return Default::default();
     };
+    let held = thinkus_common::text::term_set(&last.text);
     entries
         .iter()
         .filter(|e| !matches!(e.kind, SectionKind::LastSession | SectionKind::Artifacts))
         .filter(|e| {
             let said = e.text.trim_start_matches("- ").trim();
-            // Short lines ("- yes") are too common to be the same statement.
-            said.chars().count() >= 12 && last.text.contains(said)
+            // A turn's speaker is not part of what it says.
+            let said = match (&e.line, said.split_once(": ")) {
+                (Some(_), Some((_, what))) => what,
+                _ => said,
+            };
+            let terms = thinkus_common::text::term_set(said);
+            let covered = terms.iter().filter(|term| held.contains(*term)).count();
+            terms.len() >= 3 && covered as f64 >= STAND_IN_COVERAGE * terms.len() as f64
         })
         .map(|e| e.trace)
         .collect()
@@ -1466,6 +1478,50 @@ fn memory_line(speaker: Option<&str>, text: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn what_the_last_session_says_in_its_own_words_is_not_said_again() {
+        let last = Entry {
+            kind: SectionKind::LastSession,
+            text: "📋 Last session summary (1 hour ago)\n**🧭 Decisions**\n- We decided that one dollar spent \
+                   earns one point (why: finance can audit it; user; firm)\n**⏳ Pending**\n- Priya writes the \
+                   ledger migration by Thursday."
+                .into(),
+            trace: 0,
+            ..Default::default()
+        };
+        let turn = |text: &str, trace: usize| Entry {
+            kind: SectionKind::Other,
+            text: text.into(),
+            trace,
+            line: Some(text.trim_start_matches("- ").into()),
+            ..Default::default()
+        };
+        let entries = vec![
+            last,
+            // The decision, as said: the summary rewrote it, and holds its words.
+            turn(
+                "- user: We decided that one dollar spent earns one point, because finance can audit it.",
+                1,
+            ),
+            // A memory the summary holds word for word.
+            Entry {
+                kind: SectionKind::Decisions,
+                text: "- Priya writes the ledger migration by Thursday.".into(),
+                trace: 2,
+                ..Default::default()
+            },
+            // Something else of the same session, and a short reply: both stay.
+            turn(
+                "- user: Points expire after twelve months, to keep the liability small.",
+                3,
+            ),
+            turn("- user: Yes, one point.", 4),
+        ];
+        let mut repeated: Vec<usize> = repeated_in_last_session(&entries).into_iter().collect();
+        repeated.sort();
+        assert_eq!(repeated, vec![1, 2]);
+    }
 
     #[test]
     fn a_turn_gives_way_only_to_memories_that_hold_what_it_says() {
