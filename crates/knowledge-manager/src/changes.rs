@@ -435,12 +435,34 @@ pub fn mentions(text: &str) -> Vec<Mention> {
     found
 }
 
+/// The sentences of `text` with its code ([`code_ranges`]) left out, for the readings that go
+/// sentence by sentence: a fenced block split into sentences no longer shows its fences, so
+/// the code is taken out before the split, as [`mentions`] leaves it out of a whole text.
+fn prose_sentences(text: &str) -> Vec<String> {
+    let code = code_ranges(text);
+    if code.is_empty() {
+        return sentences(text);
+    }
+    let mut prose = String::with_capacity(text.len());
+    let mut at = 0;
+    for (start, end) in code {
+        prose.push_str(&text[at..start]);
+        prose.push(' ');
+        at = end;
+    }
+    prose.push_str(&text[at..]);
+    sentences(&prose)
+}
+
 /// The byte ranges of `text` that are code: fenced blocks (from a line starting with three
 /// backticks to the next such line, or the end) and inline spans between backticks that hold
 /// more than one word (`SELECT * FROM orders`); a span of one word (`gh-ost`, `PostgreSQL`)
 /// names a thing as prose would.
 fn code_ranges(text: &str) -> Vec<(usize, usize)> {
     let mut out = Vec::new();
+    if !text.contains('`') {
+        return out;
+    }
     let mut fence: Option<usize> = None;
     let mut at = 0;
     for line in text.split_inclusive('\n') {
@@ -616,7 +638,7 @@ static ARROW_AFTER: LazyLock<Regex> = LazyLock::new(|| Regex::new(r"^\s*(?:->|�
 /// is $39, not $49", "从客如云换成二维火"), or with the old one alone ("不用客如云了").
 pub fn stated_changes(text: &str) -> Vec<Change> {
     let mut out = Vec::new();
-    for sentence in sentences(text) {
+    for sentence in prose_sentences(text) {
         let sentence_terms: HashSet<String> = terms(&sentence).into_iter().collect();
         let found = mentions(&sentence);
         for pair in found.windows(2) {
@@ -747,7 +769,7 @@ const SELF_CORRECTION: &[&str] = &[
 /// the sentence before it one value of that kind.
 fn self_corrections(text: &str) -> Vec<Change> {
     let mut out = Vec::new();
-    let said = sentences(text);
+    let said = prose_sentences(text);
     for pair in said.windows(2) {
         let (before, after) = (&pair[0], &pair[1]);
         let found = mentions(after);
@@ -868,7 +890,7 @@ impl Earlier {
         let mut said = Vec::new();
         let mut index = 0;
         for text in texts {
-            for sentence in sentences(text) {
+            for sentence in prose_sentences(text) {
                 if sentence.chars().count() > IMPLIED_SENTENCE_CHARS {
                     continue;
                 }
@@ -921,7 +943,7 @@ impl Earlier {
 pub fn implied_changes(text: &str, earlier: &Earlier) -> Vec<Change> {
     let stated = stated_changes(text);
     let mut out: Vec<Change> = Vec::new();
-    for sentence in sentences(text) {
+    for sentence in prose_sentences(text) {
         if sentence.chars().count() > IMPLIED_SENTENCE_CHARS {
             continue;
         }
@@ -942,7 +964,7 @@ pub fn implied_changes(text: &str, earlier: &Earlier) -> Vec<Change> {
             }
         }
     }
-    for sentence in sentences(text) {
+    for sentence in prose_sentences(text) {
         out.extend(switched_names(&sentence, earlier));
     }
     let mut seen: HashSet<Change> = stated.into_iter().collect();
@@ -1042,10 +1064,11 @@ pub fn switched_across(text: &str, chosen: impl Fn(&str) -> bool) -> Vec<Change>
             let key = name.to_lowercase();
             !new_key.starts_with(&key) && !key.starts_with(&new_key) && !thinkus_common::text::is_stopword(&key)
         })
-        .filter(|name| chosen(name))
         .collect();
+    // Each word once before asking `chosen`, which reads the earlier texts.
     old.sort_by_key(|name| name.to_lowercase());
     old.dedup_by(|a, b| a.eq_ignore_ascii_case(b));
+    old.retain(|name| chosen(name));
     // A name of several words and its first word are one name.
     old.dedup_by(|later, first| later.to_lowercase().starts_with(&first.to_lowercase()));
     match old.as_slice() {
@@ -1258,6 +1281,14 @@ mod tests {
                 ("$800".to_string(), ValueKind::Amount),
                 ("Oct 15".to_string(), ValueKind::Date)
             ]
+        );
+        // The readings that go sentence by sentence leave code out too, although a block split
+        // into sentences no longer shows its fences.
+        let pasted = "Here is the seed file.\n```yaml\nplan: pro\nprice: moved from $49 to $39\n```\nThe launch moves from Oct 15 to Oct 20.";
+        assert_eq!(
+            stated_changes(pasted),
+            vec![Change::of("Oct 15", Some("Oct 20"))],
+            "only the prose's change"
         );
         // A span of one word names a thing as prose does.
         assert_eq!(
