@@ -273,11 +273,21 @@ fn heading(kind: SectionKind, language: Language) -> String {
     format!("## {}\n", kind.title(language))
 }
 
+/// What opening a section costs in [`pack`]: its heading and the blank line between sections.
+fn heading_cost(kind: SectionKind, language: Language, tokens: &TokenCounter) -> u32 {
+    tokens.count(&heading(kind, language)) as u32 + 1
+}
+
+/// What an entry's text costs in [`pack`]: its tokens and its line break.
+fn line_cost(text: &str, tokens: &TokenCounter) -> u32 {
+    tokens.count(text) as u32 + 1
+}
+
 /// The tokens an entry's text may take for the entry to fit a section cap of `cap` alone: the
-/// cap less the section's heading, the blank line before it and the entry's line break, as
-/// [`pack`] counts them. A text rendered to this size is never left out for its own size.
+/// cap less the section's heading and the entry's line break, as [`pack`] counts them. A text
+/// rendered to this size is never left out for its own size.
 pub fn room_in_section(kind: SectionKind, cap: u32, language: Language, tokens: &TokenCounter) -> u32 {
-    cap.saturating_sub(tokens.count(&heading(kind, language)) as u32 + 2)
+    cap.saturating_sub(heading_cost(kind, language, tokens) + line_cost("", tokens))
 }
 
 /// Packs `entries` (offered best first) into `budget` tokens, the memory sections together
@@ -288,11 +298,11 @@ pub fn pack(entries: &[Entry], budget: u32, memory_cap: u32, language: Language,
     let costs: Vec<Cost> = entries
         .iter()
         .map(|entry| {
-            let bare = tokens.count(&entry.text) as u32 + 1;
+            let bare = line_cost(&entry.text, tokens);
             let with_context = if entry.context.is_empty() {
                 bare
             } else {
-                tokens.count(&entry.with_context()) as u32 + 1
+                line_cost(&entry.with_context(), tokens)
             };
             Cost { bare, with_context }
         })
@@ -301,8 +311,7 @@ pub fn pack(entries: &[Entry], budget: u32, memory_cap: u32, language: Language,
     for entry in entries {
         headings
             .entry(entry.kind)
-            // A heading and the blank line between sections.
-            .or_insert_with(|| tokens.count(&heading(entry.kind, language)) as u32 + 1);
+            .or_insert_with(|| heading_cost(entry.kind, language, tokens));
     }
     let mut days: BTreeMap<&str, u32> = BTreeMap::new();
     for day in entries.iter().filter_map(|e| e.day.as_ref()) {
@@ -537,8 +546,12 @@ fn render(
     tokens: &TokenCounter,
 ) -> Packed {
     let lines = lines_of(chosen.iter().map(|&i| &entries[i]));
+    let mut is_chosen = vec![false; entries.len()];
+    for &i in chosen {
+        is_chosen[i] = true;
+    }
     // An entry a chosen entry's context line already shows in full is written once, there.
-    let shown_as_context = |i: usize| within.shown(i, entries, |j| chosen.contains(&j), &lines);
+    let shown_as_context = |i: usize| within.shown(i, entries, |j| is_chosen[j], &lines);
     let mut sections: Vec<Section> = Vec::new();
     let mut included = Vec::new();
     // `chosen` is in section order: each section's run is laid out on its own.
