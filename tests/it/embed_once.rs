@@ -7,10 +7,13 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use async_trait::async_trait;
+use thinkus_backends::embed::Embedder;
+use thinkus_backends::vector::{IndexedPoint, MemoryFilter, SparseVector, VectorError, VectorHit, VectorIndex};
 use thinkus_common::ApiError;
-use thinkus_common::model::{ControlDecision, Language, QueryEmbedding, Scope};
+use thinkus_common::model::{ControlDecision, Language, MemoryStatus, MemoryType, Owner, QueryEmbedding, Scope};
 use thinkus_gateway::api::{PrepareRequest, ToolCall};
 use thinkus_gateway::extras::{ArtifactPort, LastSummary, RelevantArtifact, StoredOutput, SummaryPort};
+use thinkus_knowledge_manager::api::{MemoryDraft, RememberRequest};
 use thinkus_memory_controller::ControllerApi;
 use thinkus_memory_controller::api::DecideRequest;
 use thinkus_proto::gateway::PrepareTurnRequest;
@@ -311,5 +314,143 @@ async fn the_retriever_checks_a_given_vector_against_its_model() {
         .unwrap_err();
     assert_eq!(status.code(), tonic::Code::InvalidArgument);
     assert!(status.message().starts_with("query_embedding:"), "{}", status.message());
+    node.shutdown().await.unwrap();
+}
+
+/// A vector index whose keyword searches wait at a gate.
+#[derive(Debug)]
+struct GatedKeywords {
+    inner: Arc<dyn VectorIndex>,
+    gate: Arc<Barrier>,
+}
+
+#[async_trait]
+impl VectorIndex for GatedKeywords {
+    fn name(&self) -> &'static str {
+        self.inner.name()
+    }
+    async fn ensure_ready(&self, dim: usize) -> Result<(), VectorError> {
+        self.inner.ensure_ready(dim).await
+    }
+    async fn upsert(&self, points: Vec<IndexedPoint>) -> Result<(), VectorError> {
+        self.inner.upsert(points).await
+    }
+    async fn set_status(&self, ids: &[String], status: MemoryStatus) -> Result<(), VectorError> {
+        self.inner.set_status(ids, status).await
+    }
+    async fn delete(&self, ids: &[String]) -> Result<(), VectorError> {
+        self.inner.delete(ids).await
+    }
+    async fn replace(&self, points: Vec<IndexedPoint>, stale: &[String]) -> Result<(), VectorError> {
+        self.inner.replace(points, stale).await
+    }
+    async fn delete_user(&self, owner: &Owner) -> Result<(), VectorError> {
+        self.inner.delete_user(owner).await
+    }
+    async fn search_dense(
+        &self,
+        vector: &[f32],
+        filter: &MemoryFilter,
+        limit: usize,
+    ) -> Result<Vec<VectorHit>, VectorError> {
+        self.inner.search_dense(vector, filter, limit).await
+    }
+    async fn search_sparse(
+        &self,
+        vector: &SparseVector,
+        filter: &MemoryFilter,
+        limit: usize,
+    ) -> Result<Vec<VectorHit>, VectorError> {
+        self.gate.wait().await;
+        self.inner.search_sparse(vector, filter, limit).await
+    }
+    async fn count(&self, owner: Option<&Owner>) -> Result<u64, VectorError> {
+        self.inner.count(owner).await
+    }
+    async fn list_ids(&self, owner: &Owner) -> Result<Vec<String>, VectorError> {
+        self.inner.list_ids(owner).await
+    }
+    async fn flush(&self) -> Result<(), VectorError> {
+        self.inner.flush().await
+    }
+}
+
+/// A recall that embeds its query itself searches by keywords (and reads those hits) while the
+/// query is embedded: the embedding and the keyword search wait for each other at one gate, so
+/// the recall is answered only if they run at the same time. With the vector given, nothing
+/// waits for an embedding and the keyword search runs beside the dense one as before.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_recall_searches_by_keywords_while_its_query_is_embedded() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut config = nodes::embedded_config(dir.path());
+    config.embedder.uri = "hash://384".into();
+    let retriever_config = config.retriever.clone();
+    let node = nodes::start(config, &ServiceKind::ALL, None).await;
+    let scope = Scope::new("ivy", "cto").with_project("shop");
+    let knowledge = node.apis.knowledge.clone().expect("the knowledge manager");
+    for content in [
+        "The checkout service moves to PostgreSQL 16 in March",
+        "Design reviews happen on Thursdays",
+    ] {
+        knowledge
+            .remember(RememberRequest {
+                scope: scope.clone(),
+                draft: MemoryDraft::new(MemoryType::ProjectDecision, content),
+                request_id: None,
+                skip_dedup: true,
+                admission_bypassed_by: None,
+            })
+            .await
+            .expect("remember");
+    }
+    let gate = Arc::new(Barrier::new(2));
+    let hash = node.backends.embedder.clone().expect("an embedder");
+    let embedder = Arc::new(CountingEmbedder::gated(hash.clone(), gate.clone()));
+    let vectors = Arc::new(GatedKeywords {
+        inner: node.backends.vectors.clone().expect("the vector index"),
+        gate,
+    });
+    let retriever = thinkus_retriever::Retriever::new(
+        retriever_config,
+        node.backends.store.clone().expect("the database"),
+        vectors,
+        embedder.clone(),
+        node.backends.tokens.clone(),
+    );
+    let request = RecallRequest {
+        scope: scope.clone(),
+        query: "When does checkout move to PostgreSQL?".into(),
+        ..Default::default()
+    };
+    let recalled = tokio::time::timeout(Duration::from_secs(60), retriever.recall(request.clone()))
+        .await
+        .expect("the embedding and the keyword search ran together")
+        .expect("recalled");
+    assert_eq!(embedder.queries(), 1);
+    assert!(
+        recalled.catalog[0].summary.contains("PostgreSQL 16"),
+        "{:?}",
+        recalled.catalog
+    );
+
+    // The same question with its vector: no embedding; the keyword search passes the gate
+    // with the dense search's company only if a second caller comes, so give it one.
+    let given = QueryEmbedding {
+        model: hash.name(),
+        values: hash.embed_query(&request.query).await.unwrap(),
+    };
+    let with_vector = RecallRequest {
+        query_embedding: Some(given),
+        ..request
+    };
+    let (recalled, _) = tokio::time::timeout(
+        Duration::from_secs(60),
+        futures::future::join(retriever.recall(with_vector), embedder.embed_query("a second caller")),
+    )
+    .await
+    .expect("answered");
+    let recalled = recalled.expect("recalled with the given vector");
+    assert!(recalled.catalog[0].summary.contains("PostgreSQL 16"));
+    assert_eq!(embedder.queries(), 2, "only the second caller embedded");
     node.shutdown().await.unwrap();
 }

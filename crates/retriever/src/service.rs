@@ -183,6 +183,10 @@ impl Retriever {
     }
 
     /// Hybrid search: both rankings, fused, joined with the stored memories, scored.
+    ///
+    /// A query embedded here spends most of the recall in the embedding: the keyword search and
+    /// the read of its hits run meanwhile, and only what the dense search alone found is read
+    /// after it. A query that comes with its vector (the gateway's) is read in one go.
     async fn search(
         &self,
         query: &str,
@@ -190,37 +194,64 @@ impl Retriever {
         filter: &MemoryFilter,
     ) -> Result<(Vec<Ranked>, u32), ApiError> {
         let k = self.config.candidates.max(1);
+        let owner = filter.owner();
+        let embeds_here = embedding.is_none_or(|given| given.model != self.embedder.name());
         let sparse = self.bm25.query(query);
-        let dense = self.query_vector(query, embedding).await?;
-        let dense_search = self
-            .vectors
-            .search_dense(&dense, filter, k)
-            .instrument(tracing::info_span!(
-                "vector.search",
-                kind = "dense",
-                index = self.vectors.name()
-            ));
+        let dense_search = async {
+            let dense = self.query_vector(query, embedding).await?;
+            let hits = self
+                .vectors
+                .search_dense(&dense, filter, k)
+                .instrument(tracing::info_span!(
+                    "vector.search",
+                    kind = "dense",
+                    index = self.vectors.name()
+                ))
+                .await?;
+            Ok::<_, ApiError>(hits)
+        };
         let keyword_search = async {
             if sparse.is_empty() {
-                Ok(Vec::new())
-            } else {
-                self.vectors
-                    .search_sparse(&sparse, filter, k)
-                    .instrument(tracing::info_span!(
-                        "vector.search",
-                        kind = "bm25",
-                        index = self.vectors.name()
-                    ))
-                    .await
+                return Ok((Vec::new(), Vec::new()));
             }
+            let hits = self
+                .vectors
+                .search_sparse(&sparse, filter, k)
+                .instrument(tracing::info_span!(
+                    "vector.search",
+                    kind = "bm25",
+                    index = self.vectors.name()
+                ))
+                .await?;
+            let read = if embeds_here {
+                let ids: Vec<String> = hits.iter().map(|h| h.id.clone()).collect();
+                self.store.get_memories(&owner, &ids).await?
+            } else {
+                Vec::new()
+            };
+            Ok::<_, ApiError>((hits, read))
         };
-        let (dense_hits, keyword_hits) = futures::try_join!(dense_search, keyword_search)?;
+        let (dense_hits, (keyword_hits, read)) = futures::try_join!(dense_search, keyword_search)?;
         let evidence = fuse(&dense_hits, &keyword_hits, &self.config.ranking.for_query(query));
         let candidates = evidence.len() as u32;
         let ids = ordered_ids(&dense_hits, &keyword_hits);
-        let memories = self.store.get_memories(&filter.owner(), &ids).await?;
+        let memories = self.read_candidates(&owner, &ids, read).await?;
         let ranked = self.score(memories, &evidence, filter, query);
         Ok((ranked, candidates))
+    }
+
+    /// The stored memories of `ids`, in their order; those in `read` are not read again.
+    async fn read_candidates(&self, owner: &Owner, ids: &[String], read: Vec<Memory>) -> Result<Vec<Memory>, ApiError> {
+        let mut found: HashMap<String, Memory> = read.into_iter().map(|m| (m.id.clone(), m)).collect();
+        let missing: Vec<String> = ids.iter().filter(|id| !found.contains_key(*id)).cloned().collect();
+        found.extend(
+            self.store
+                .get_memories(owner, &missing)
+                .await?
+                .into_iter()
+                .map(|m| (m.id.clone(), m)),
+        );
+        Ok(ids.iter().filter_map(|id| found.remove(id)).collect())
     }
 
     /// Without a query: the newest memories that pass the filters, by importance and freshness.
