@@ -856,6 +856,71 @@ async fn a_session_an_hour_later_continues_the_last_one() {
     node.shutdown().await.unwrap();
 }
 
+/// Issue 16: a role's first session in a project starts from the project's last session of
+/// another role, but only from what that session gave the project (its decisions): what the user
+/// told the other role privately (a preference) is in that role's last-session section, never in
+/// the other role's, as the memories learned from it stay with that role.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn another_roles_last_session_shows_no_private_matter() {
+    let dir = tempfile::tempdir().unwrap();
+    let node = nodes::start(config(dir.path()), &ServiceKind::ALL, None).await;
+    let mut client = GatewayServiceClient::new(nodes::channel(&node).await);
+    let role = |role: &str, session: &str| Scope {
+        role_id: role.into(),
+        ..scope("mei", session)
+    };
+    for (n, (user, assistant)) in [
+        (
+            "我不喜欢长邮件，希望你以后都用中文回复。",
+            "好的，我会用中文回复，每次都很简短。",
+        ),
+        (
+            "We decided to move the shop's orders to PostgreSQL, because the team knows it well.",
+            "Noted, I will plan the migration to PostgreSQL.",
+        ),
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        client
+            .complete_turn(CompleteTurnRequest {
+                scope: Some(role("cto", "s1")),
+                user_message: user.into(),
+                assistant_message: assistant.into(),
+                request_id: format!("mei-{n}"),
+                occurred_at: at(&format!("2026-11-03T10:0{n}:00Z")),
+                ..Default::default()
+            })
+            .await
+            .unwrap();
+    }
+    drained(&mut client, "mei").await;
+    let private = ["中文", "长邮件", "简短"];
+    let prepare = |role_id: &str, session: &str| PrepareTurnRequest {
+        scope: Some(role(role_id, session)),
+        message: "我们上次聊到哪了？ Where did we leave off?".into(),
+        now: at("2026-11-03T11:05:00Z"),
+        budget_tokens: 1200,
+        ..Default::default()
+    };
+    // The role the user told continues its own session with all of it.
+    let own = client.prepare_turn(prepare("cto", "s2")).await.unwrap().into_inner();
+    let own_last = last_session(&own).unwrap_or_else(|| panic!("no last-session section in {}", own.context));
+    assert!(
+        private.iter().any(|p| own_last.text.contains(p)) && own_last.text.contains("PostgreSQL"),
+        "the test needs the private matter in the summary: {}",
+        own_last.text
+    );
+    // Another role, in its first session of the project, gets the decision and nothing private.
+    let other = client.prepare_turn(prepare("cfo", "t1")).await.unwrap().into_inner();
+    let last = last_session(&other).unwrap_or_else(|| panic!("no last-session section in {}", other.context));
+    for said in private {
+        assert!(!last.text.contains(said), "{said:?} reached the cfo: {}", last.text);
+    }
+    assert!(last.text.contains("PostgreSQL"), "{}", last.text);
+    node.shutdown().await.unwrap();
+}
+
 /// Issue 16: the last session's section is rendered to what its cap leaves once headed (the
 /// changes said in that session and the values struck in it included), so a small budget gets
 /// a shorter summary, never none.

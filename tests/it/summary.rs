@@ -308,15 +308,15 @@ async fn scenario(store: Arc<SqlStore>) {
     assert_eq!(current.messages_read, 0, "nothing new to read");
 
     // Rendering in the user's language, within a budget.
-    let rendered = service
-        .render(RenderRequest {
-            scope: Scope::new(&user, "designer").with_project("p1"),
+    let render_for = |role: &str| {
+        service.render(RenderRequest {
+            scope: Scope::new(&user, role).with_project("p1"),
             session_id: "s1".into(),
             budget_tokens: Some(400),
             ..Default::default()
         })
-        .await
-        .unwrap();
+    };
+    let rendered = render_for("cto").await.unwrap();
     assert!(
         rendered.markdown.contains("上次会话摘要")
             && rendered.markdown.contains("Stripe")
@@ -326,6 +326,17 @@ async fn scenario(store: Arc<SqlStore>) {
         rendered.markdown
     );
     assert!(rendered.tokens <= 400);
+    // Another role of the project reads only what the session gave the project, its decisions:
+    // the rest is written from every message, what the user told the cto alone included.
+    let shared = render_for("designer").await.unwrap();
+    assert!(
+        shared.markdown.contains("Stripe")
+            && !shared.markdown.contains("$800")
+            && !shared.markdown.contains("版权")
+            && !shared.markdown.contains("骨架"),
+        "{}",
+        shared.markdown
+    );
     let small = service
         .render(RenderRequest {
             scope: Scope::new(&user, "designer"),
@@ -383,6 +394,19 @@ async fn scenario(store: Arc<SqlStore>) {
         .await
         .unwrap();
     assert_eq!(picked.scope.role_id, "cto");
+    assert!(
+        picked.constraints.is_empty() && picked.risks.is_empty() && !picked.decisions.is_empty(),
+        "{picked:?}"
+    );
+    assert!(!others[0].decisions.is_empty() && others[0].constraints.is_empty());
+    // The role that held it, and the person's view (no role), read all of it.
+    for reader in ["cto", ""] {
+        let whole = service
+            .get(Scope::new(&user, reader).with_project("p1"), "s1".into())
+            .await
+            .unwrap();
+        assert!(!whole.constraints.is_empty() && !whole.risks.is_empty(), "{whole:?}");
+    }
     assert_code(
         service
             .get(Scope::new(&user, "designer").with_project("p2"), "s1".into())
@@ -591,13 +615,22 @@ async fn scenario(store: Arc<SqlStore>) {
     assert_eq!(previous.scope.session_id.as_deref(), Some("d1"));
     assert_eq!(previous.trajectory_end, 1, "brought up to date");
     assert_eq!(previous.updated_at.timestamp_millis(), said.timestamp_millis());
-    // Another role of the project, without a session of its own there, continues it too.
+    assert!(
+        !previous.goal.is_empty(),
+        "the role that held it reads its goal: {previous:?}"
+    );
+    // Another role of the project, without a session of its own there, continues it too, from
+    // what it gave the project (its decisions) and nothing else.
     let cto_in_p2 = service
         .previous(scope(&user, "cto", "p2", "c1"), Utc::now())
         .await
         .unwrap()
         .expect("the project's last session");
     assert_eq!(cto_in_p2.scope.session_id.as_deref(), Some("d1"));
+    assert!(
+        !cto_in_p2.decisions.is_empty() && cto_in_p2.goal.is_empty() && cto_in_p2.progress.is_empty(),
+        "{cto_in_p2:?}"
+    );
     // Not before it was held, not from another project, not for another user, not itself.
     let before = said - chrono::Duration::minutes(10);
     assert!(service.previous(next.clone(), before).await.unwrap().is_none());

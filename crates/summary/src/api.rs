@@ -89,6 +89,31 @@ impl SessionSummary {
         }
     }
 
+    /// The summary as `reader_role` may read it. The role that held the session, and the
+    /// person's view (no role), read all of it. Another role reads only what the session gave
+    /// its project: the decisions, which the summary offers the knowledge manager as project
+    /// decisions visible to every role of the project, and the artifacts, which the artifact
+    /// service finds for every role of the project. The rest (goal, constraints, progress, next
+    /// steps, risks, open questions) is written from every message, a preference or feedback told
+    /// to that role alone included, and stays with it, as the memories and turns learned from
+    /// such an exchange do. Outside any project nothing is shared: `None`, as every memory and
+    /// turn learned there is private to its role.
+    pub fn seen_by(self, reader_role: &str) -> Option<Self> {
+        if reader_role.is_empty() || reader_role == self.scope.role_id {
+            return Some(self);
+        }
+        self.scope.project_id.as_ref()?;
+        Some(Self {
+            goal: String::new(),
+            constraints: Vec::new(),
+            progress: Vec::new(),
+            next_actions: Vec::new(),
+            risks: Vec::new(),
+            open_questions: Vec::new(),
+            ..self
+        })
+    }
+
     /// The content of the summary without its bookkeeping, as the engines read and write it.
     pub fn content(&self) -> SummaryContent {
         SummaryContent {

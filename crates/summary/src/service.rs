@@ -604,7 +604,9 @@ impl Summarizer {
         {
             return Err(summary_not_found(session_id));
         }
-        Ok(SessionSummary::from_record(record))
+        SessionSummary::from_record(record)
+            .seen_by(&scope.role_id)
+            .ok_or_else(|| summary_not_found(session_id))
     }
 }
 
@@ -701,7 +703,10 @@ impl SummaryApi for Summarizer {
                 request.limit,
             )
             .await?;
-        Ok(records.into_iter().map(SessionSummary::from_record).collect())
+        Ok(records
+            .into_iter()
+            .filter_map(|record| SessionSummary::from_record(record).seen_by(&request.scope.role_id))
+            .collect())
     }
 
     async fn render(&self, request: RenderRequest) -> Result<Rendered, ApiError> {
@@ -756,7 +761,7 @@ impl SummaryApi for Summarizer {
         // A session that ended a minute ago has no summary yet, or one that stops before its
         // last messages: the new session starts from all of it.
         let behind = i64::from(session.message_count) - 1 > i64::from(session.summarized_until);
-        if behind {
+        let summary = if behind {
             let updated = self
                 .update(
                     &session.owner(),
@@ -766,12 +771,21 @@ impl SummaryApi for Summarizer {
                     EngineChoice::Configured,
                 )
                 .await?;
-            return Ok(Some(updated.summary));
-        }
-        Ok(store
-            .get_summary(&session.owner(), &session.session_id)
-            .await?
-            .map(SessionSummary::from_record))
+            Some(updated.summary)
+        } else {
+            store
+                .get_summary(&session.owner(), &session.session_id)
+                .await?
+                .map(SessionSummary::from_record)
+        };
+        // Another role's session gives only what it shared with the project, and nothing when
+        // it shared nothing.
+        Ok(summary.and_then(|summary| {
+            let own = summary.scope.role_id == scope.role_id;
+            summary
+                .seen_by(&scope.role_id)
+                .filter(|shown| own || !shown.content().is_empty())
+        }))
     }
 
     async fn end_session(&self, scope: Scope) -> Result<bool, ApiError> {
