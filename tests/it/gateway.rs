@@ -858,8 +858,9 @@ async fn a_session_an_hour_later_continues_the_last_one() {
 
 /// Issue 16: a role's first session in a project starts from the project's last session of
 /// another role, but only from what that session gave the project (its decisions): what the user
-/// told the other role privately (a preference) is in that role's last-session section, never in
-/// the other role's, as the memories learned from it stay with that role.
+/// told the other role privately (a preference) is in that role's last-session section, and
+/// nowhere in the other role's context: not in its last session, nor as the line said before a
+/// shared turn of that session, as the memories learned from it stay with that role.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn another_roles_last_session_shows_no_private_matter() {
     let dir = tempfile::tempdir().unwrap();
@@ -913,10 +914,14 @@ async fn another_roles_last_session_shows_no_private_matter() {
     );
     // Another role, in its first session of the project, gets the decision and nothing private.
     let other = client.prepare_turn(prepare("cfo", "t1")).await.unwrap().into_inner();
-    let last = last_session(&other).unwrap_or_else(|| panic!("no last-session section in {}", other.context));
     for said in private {
-        assert!(!last.text.contains(said), "{said:?} reached the cfo: {}", last.text);
+        assert!(
+            !other.context.contains(said),
+            "{said:?} reached the cfo: {}",
+            other.context
+        );
     }
+    let last = last_session(&other).unwrap_or_else(|| panic!("no last-session section in {}", other.context));
     assert!(last.text.contains("PostgreSQL"), "{}", last.text);
     node.shutdown().await.unwrap();
 }

@@ -8,7 +8,7 @@ use thinkus_backends::sql::{Change, ChangeKind, MemoryOrder, MemoryQuery, WriteB
 use thinkus_backends::vector::{Layers, Reader};
 use thinkus_common::ApiError;
 use thinkus_common::ids::{IdKind, new_id};
-use thinkus_common::model::{Language, Memory, MemoryStatus, MemoryType, Scope};
+use thinkus_common::model::{Language, Memory, MemoryStatus, MemoryType, Scope, Visibility};
 use thinkus_common::text::{char_count, detect_language};
 use tracing::Instrument;
 
@@ -265,6 +265,25 @@ fn replaced_values(old: &str, new: &str) -> Vec<(String, Option<String>)> {
     out
 }
 
+/// The line of the turn before, stored as a turn's context and shown with it, when whoever may
+/// read the turn may read that one too; none otherwise. A turn private to its role (its exchange
+/// taught something private) is no context for the next turn shared with the project: the other
+/// roles would read under it what the user told that role alone.
+fn context_from(before: &Memory, scope: &Scope, visibility: Visibility) -> String {
+    let reach = |v: Visibility| match v {
+        Visibility::Private => 0,
+        Visibility::Project => 1,
+        Visibility::Global => 2,
+    };
+    let same_readers = before.scope.project_id == scope.project_id
+        && (before.visibility != Visibility::Private || before.scope.role_id == scope.role_id);
+    if same_readers && reach(before.visibility) >= reach(visibility) {
+        before.turn_line()
+    } else {
+        String::new()
+    }
+}
+
 /// Stores turns; a repeated external id returns the stored turn instead.
 pub(crate) async fn ingest(km: &KnowledgeManager, request: IngestTurnsRequest) -> Result<IngestResult, ApiError> {
     validate(&request.turns, km.config.max_turn_chars)?;
@@ -338,7 +357,10 @@ pub(crate) async fn ingest(km: &KnowledgeManager, request: IngestTurnsRequest) -
             scope.clone(),
             &turn.speaker,
             content,
-            previous.as_ref().map(Memory::turn_line).unwrap_or_default(),
+            previous
+                .as_ref()
+                .map(|before| context_from(before, scope, request.visibility))
+                .unwrap_or_default(),
             occurred_at,
             now,
         );
@@ -417,6 +439,48 @@ pub(crate) async fn ingest(km: &KnowledgeManager, request: IngestTurnsRequest) -
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_turn_shows_no_line_its_readers_may_not_read() {
+        let cto = Scope::new("mei", "cto").with_project("shop").with_session("s1");
+        let turn = |visibility: Visibility| {
+            let mut memory = Memory::conversation_turn(
+                cto.clone(),
+                "assistant",
+                "好的，我会用中文回复。".into(),
+                String::new(),
+                Utc::now(),
+                Utc::now(),
+            );
+            memory.visibility = visibility;
+            memory
+        };
+        let line = turn(Visibility::Private).turn_line();
+        // What the user told the cto alone is no context for a turn the project reads...
+        assert_eq!(context_from(&turn(Visibility::Private), &cto, Visibility::Project), "");
+        assert_eq!(context_from(&turn(Visibility::Project), &cto, Visibility::Global), "");
+        // ...nor for another role's private turn, nor in another project.
+        let cfo = Scope::new("mei", "cfo").with_project("shop").with_session("s1");
+        assert_eq!(context_from(&turn(Visibility::Private), &cfo, Visibility::Private), "");
+        let elsewhere = Scope::new("mei", "cto").with_project("cafe").with_session("s1");
+        assert_eq!(
+            context_from(&turn(Visibility::Project), &elsewhere, Visibility::Project),
+            ""
+        );
+        // The same readers or fewer: the line before is the turn's context.
+        assert_eq!(
+            context_from(&turn(Visibility::Private), &cto, Visibility::Private),
+            line
+        );
+        assert_eq!(
+            context_from(&turn(Visibility::Project), &cto, Visibility::Project),
+            line
+        );
+        assert_eq!(
+            context_from(&turn(Visibility::Project), &cto, Visibility::Private),
+            line
+        );
+    }
 
     #[test]
     fn a_switch_leaves_the_choice_named_in_another_sentence() {
