@@ -858,9 +858,10 @@ async fn a_session_an_hour_later_continues_the_last_one() {
 
 /// Issue 16: a role's first session in a project starts from the project's last session of
 /// another role, but only from what that session gave the project (its decisions): what the user
-/// told the other role privately (a preference) is in that role's last-session section, and
-/// nowhere in the other role's context: not in its last session, nor as the line said before a
-/// shared turn of that session, as the memories learned from it stay with that role.
+/// told the other role privately (a preference, in either language) is in that role's
+/// last-session section, and nowhere in the other role's context: not in its last session, nor
+/// as the line said before a shared turn of that session, as the memories learned from it stay
+/// with that role.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn another_roles_last_session_shows_no_private_matter() {
     let dir = tempfile::tempdir().unwrap();
@@ -874,6 +875,10 @@ async fn another_roles_last_session_shows_no_private_matter() {
         (
             "我不喜欢长邮件，希望你以后都用中文回复。",
             "好的，我会用中文回复，每次都很简短。",
+        ),
+        (
+            "I hate long emails, so please always keep your replies to me under three lines.",
+            "Understood, I'll keep every reply to three lines from now on.",
         ),
         (
             "We decided to move the shop's orders to PostgreSQL, because the team knows it well.",
@@ -896,7 +901,7 @@ async fn another_roles_last_session_shows_no_private_matter() {
             .unwrap();
     }
     drained(&mut client, "mei").await;
-    let private = ["中文", "长邮件", "简短"];
+    let private = ["中文", "长邮件", "简短", "long email", "three lines"];
     let prepare = |role_id: &str, session: &str| PrepareTurnRequest {
         scope: Some(role(role_id, session)),
         message: "我们上次聊到哪了？ Where did we leave off?".into(),
