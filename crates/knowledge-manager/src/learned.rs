@@ -2,15 +2,18 @@
 //! says which memory type the clause states, or that it is not a memory. Trained by
 //! `thinkus train extract`.
 //!
-//! The rules keep their answers and their precision: they cut a message into clauses
-//! (sentences, and within a sentence the clauses that each state their own thing), find a
-//! confirmation of the assistant's proposal, keep a correction that names a value, and give a
-//! clause their candidate where one of their families fires. The head brings recall: a clause
-//! the rules leave without a memory gets the head's most likely type when that type's
-//! probability reaches the threshold cross-validation chose (`add`). It never turns a rule's
-//! candidate away: a veto that cross-validation favoured also dropped plain rule hits such as
-//! "我喜欢简约的设计风格". When the weight file says so (`stacked`), the head also reads what
-//! the rules saw in the clause (family, question, hypothetical, hedge, correction, figure).
+//! The rules cut a message into clauses (sentences, and within a sentence the clauses that each
+//! state their own thing), find a confirmation of the assistant's proposal, keep a correction
+//! that names a value, and give a clause their candidate where one of their families fires.
+//! The head brings recall: a clause the rules leave without a memory gets the head's most
+//! likely type when that type's probability reaches the threshold cross-validation chose
+//! (`add`). Where the weight file sets them, it also checks the rules' candidates: one is
+//! dropped when the head's "not a memory" reaches `veto`, and takes the head's type when the
+//! head gives another type at least `retype` (both chosen by nested cross-validation for
+//! precision at the adding-only head's recall). A correction that names a value and a
+//! confirmed proposal stay the rules' whatever the head says. When the weight file says so
+//! (`stacked`), the head also reads what the rules saw in the clause (family, question,
+//! hypothetical, hedge, correction, figure).
 
 use serde_json::Value;
 use thinkus_backends::embed::{EmbedError, Embedder};
@@ -69,30 +72,108 @@ pub struct Policy {
     /// A clause without a rule candidate gets the head's most likely type when that type's
     /// probability reaches this.
     pub add: f32,
+    /// A rule's candidate is dropped when the head's "not a memory" reaches this ([`OFF`]:
+    /// never). A correction that names a value is the rules' alone.
+    pub veto: f32,
+    /// A rule's candidate takes the head's most likely type when it differs from the rules'
+    /// and its probability reaches this ([`OFF`]: never). Not for a correction.
+    pub retype: f32,
+}
+
+/// A threshold no probability reaches.
+pub const OFF: f32 = 1.01;
+
+/// What a policy does with one clause.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum Choice {
+    /// The rules' candidate.
+    Rules,
+    /// A candidate of the head's most likely type (an index into [`TYPES`]) with its probability.
+    Head(usize, f32),
+    /// No candidate.
+    Nothing,
+}
+
+/// The head's most likely memory type and its probability.
+pub fn best_type(probabilities: &[f32]) -> Option<(usize, f32)> {
+    probabilities
+        .get(..TYPES.len())?
+        .iter()
+        .copied()
+        .enumerate()
+        .max_by(|a, b| a.1.total_cmp(&b.1).then(b.0.cmp(&a.0)))
+}
+
+/// The probability of "not a memory" (the label after [`TYPES`]).
+pub fn not_a_memory(probabilities: &[f32]) -> f32 {
+    probabilities.get(TYPES.len()).copied().unwrap_or(0.0)
 }
 
 impl Policy {
-    /// The candidate for one clause, given the head's probabilities (one per [`TYPES`], then
-    /// not a memory): the rules' where they give one, else the head's most likely type when
-    /// it is likely enough, with that probability as its confidence.
-    pub fn candidate(&self, text: &str, reading: &Reading, probabilities: &[f32], role: &str) -> Option<Value> {
-        if let Some(candidate) = &reading.candidate {
-            return Some(candidate.clone());
+    /// The head adds clauses at `add` and leaves the rules' candidates alone.
+    pub const fn adding(add: f32) -> Self {
+        Self {
+            add,
+            veto: OFF,
+            retype: OFF,
         }
-        if !reading.long_enough {
-            return None;
-        }
-        let (best, probability) = probabilities[..TYPES.len()]
-            .iter()
-            .enumerate()
-            .max_by(|a, b| a.1.total_cmp(b.1).then(b.0.cmp(&a.0)))?;
-        (*probability >= self.add).then(|| rules::candidate_for(TYPES[best], text, f64::from(*probability), role))
     }
 
-    /// Records the policy in a weight file.
+    /// What to do with one clause, given the head's probabilities (one per [`TYPES`], then not
+    /// a memory).
+    pub fn choose(&self, reading: &Reading, probabilities: &[f32]) -> Choice {
+        let best = best_type(probabilities);
+        if let Some(candidate) = &reading.candidate {
+            if reading.correction {
+                return Choice::Rules;
+            }
+            if not_a_memory(probabilities) >= self.veto {
+                return Choice::Nothing;
+            }
+            return match best {
+                Some((t, p)) if p >= self.retype && candidate["type"].as_str() != Some(TYPES[t].as_str()) => {
+                    Choice::Head(t, p)
+                }
+                _ => Choice::Rules,
+            };
+        }
+        match best {
+            Some((t, p)) if reading.long_enough && p >= self.add => Choice::Head(t, p),
+            _ => Choice::Nothing,
+        }
+    }
+
+    /// The candidate for one clause: the rules' where they give one (unless the head turns it
+    /// away or re-types it), else the head's most likely type when it is likely enough, with
+    /// that probability as its confidence.
+    pub fn candidate(&self, text: &str, reading: &Reading, probabilities: &[f32], role: &str) -> Option<Value> {
+        match self.choose(reading, probabilities) {
+            Choice::Rules => reading.candidate.clone(),
+            Choice::Head(t, p) => Some(rules::candidate_for(TYPES[t], text, f64::from(p), role)),
+            Choice::Nothing => None,
+        }
+    }
+
+    /// Records the policy in a weight file (a threshold that is off is left out).
     pub fn record(&self, file: &mut HeadFile, stacked: bool) {
         file.thresholds.insert("add".into(), self.add);
+        for (name, value) in [("veto", self.veto), ("retype", self.retype)] {
+            if value < OFF {
+                file.thresholds.insert(name.into(), value);
+            }
+        }
         file.flags.insert("stacked".into(), stacked);
+    }
+
+    /// Reads the policy a weight file records.
+    pub fn of_file(file: &HeadFile) -> Result<Self, HeadError> {
+        Ok(Self {
+            add: file
+                .threshold("add")
+                .ok_or_else(|| HeadError::Unreadable("no \"add\" threshold".into()))?,
+            veto: file.threshold("veto").unwrap_or(OFF),
+            retype: file.threshold("retype").unwrap_or(OFF),
+        })
     }
 }
 
@@ -127,11 +208,7 @@ impl LearnedExtraction {
             dim: file.dim,
             head,
             stacked: file.flag("stacked"),
-            policy: Policy {
-                add: file
-                    .threshold("add")
-                    .ok_or_else(|| HeadError::Unreadable("no \"add\" threshold".into()))?,
-            },
+            policy: Policy::of_file(file)?,
         })
     }
 
@@ -198,7 +275,7 @@ impl LearnedExtraction {
 mod tests {
     use super::*;
 
-    const POLICY: Policy = Policy { add: 0.35 };
+    const POLICY: Policy = Policy::adding(0.35);
 
     /// The head's answer: `p` for the type at `best`, `none` for not a memory.
     fn answer(best: usize, p: f32, none: f32) -> Vec<f32> {
@@ -217,7 +294,7 @@ mod tests {
     }
 
     #[test]
-    fn the_rules_keep_their_candidates_whatever_the_head_says() {
+    fn an_adding_policy_keeps_the_rules_candidates_whatever_the_head_says() {
         let rules = reading(Some(MemoryType::ProjectDecision));
         let kept = POLICY.candidate("We use Stripe for payments", &rules, &answer(3, 0.9, 0.1), "pm");
         assert_eq!(
@@ -245,5 +322,68 @@ mod tests {
             ..missed
         };
         assert_eq!(POLICY.candidate("ok", &short, &answer(3, 0.99, 0.0), "pm"), None);
+    }
+
+    /// The same reading, worded as a correction ("actually", "改成").
+    fn as_correction(reading: &Reading) -> Reading {
+        Reading {
+            correction: true,
+            ..reading.clone()
+        }
+    }
+
+    /// Whether `policy` keeps the rules' candidate of `reading` as it is.
+    fn keeps(policy: Policy, reading: &Reading, probabilities: &[f32]) -> bool {
+        policy.candidate("We use Stripe for payments", reading, probabilities, "pm") == reading.candidate
+    }
+
+    #[test]
+    fn a_veto_turns_a_rule_candidate_away_but_not_a_correction() {
+        let policy = Policy { veto: 0.8, ..POLICY };
+        let rules = reading(Some(MemoryType::ProjectDecision));
+        let text = "We use Stripe for payments";
+        assert_eq!(policy.candidate(text, &rules, &answer(0, 0.1, 0.8), "pm"), None);
+        assert!(keeps(policy, &rules, &answer(0, 0.2, 0.79)), "below the veto");
+        assert!(
+            keeps(policy, &as_correction(&rules), &answer(0, 0.0, 1.0)),
+            "a correction that names a value is the rules'"
+        );
+        assert!(keeps(POLICY, &rules, &answer(0, 0.0, 1.0)), "no veto: off");
+    }
+
+    #[test]
+    fn re_typing_gives_a_rule_candidate_the_heads_type_when_it_is_sure() {
+        let policy = Policy { retype: 0.7, ..POLICY };
+        let rules = reading(Some(MemoryType::ProjectDecision));
+        let retyped = policy
+            .candidate("We use Stripe for payments", &rules, &answer(4, 0.7, 0.1), "pm")
+            .expect("a candidate");
+        assert_eq!(retyped["type"], TYPES[4].as_str());
+        assert_eq!(
+            retyped["content"],
+            rules.candidate.as_ref().expect("the rules'")["content"]
+        );
+        assert!(keeps(policy, &rules, &answer(4, 0.69, 0.1)), "below the threshold");
+        assert!(
+            keeps(policy, &as_correction(&rules), &answer(4, 0.99, 0.0)),
+            "a correction keeps the rules' type"
+        );
+    }
+
+    #[test]
+    fn a_weight_file_without_veto_or_retype_turns_them_off() {
+        let mut file = HeadFile::new("extract", "e", "passage", 4);
+        Policy::adding(0.4).record(&mut file, true);
+        assert!(file.threshold("veto").is_none() && file.threshold("retype").is_none());
+        assert_eq!(Policy::of_file(&file).expect("reads"), Policy::adding(0.4));
+        let policy = Policy {
+            add: 0.4,
+            veto: 0.9,
+            retype: 0.8,
+        };
+        policy.record(&mut file, true);
+        assert_eq!(Policy::of_file(&file).expect("reads"), policy);
+        file.thresholds.remove("add");
+        assert!(Policy::of_file(&file).is_err(), "the add threshold is required");
     }
 }

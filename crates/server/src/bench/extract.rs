@@ -114,7 +114,7 @@ impl Expected {
         self.keywords.iter().all(|k| text.contains(&k.to_lowercase()))
     }
 
-    fn matches(&self, stored: &Extracted) -> bool {
+    pub fn matches(&self, stored: &Extracted) -> bool {
         stored.memory_type.as_str() == self.memory_type && self.held_in(&stored.content)
     }
 }
