@@ -415,7 +415,7 @@ async fn a_recall_searches_by_keywords_while_its_query_is_embedded() {
         node.backends.store.clone().expect("the database"),
         vectors,
         embedder.clone(),
-        node.backends.tokens.clone(),
+        node.backends.tokens,
     );
     let request = RecallRequest {
         scope: scope.clone(),
