@@ -109,6 +109,86 @@ pub fn groups(vectors: &[Vec<f32>], keys: &[String], languages: &[String], group
     (0..n).map(|i| sets.find(i)).collect()
 }
 
+/// Topics: spherical k-means over unit `vectors` into `k` clusters (k-means++ start drawn from
+/// the seed, then `rounds` rounds of assigning each sample to its nearest centre by cosine and
+/// renormalising the centres). A topic in `0..k` per sample, the same for the same inputs.
+/// Folds over topics (see [`by_topic`]) hold out whole subjects, not only near-duplicates.
+pub fn topics(vectors: &[Vec<f32>], k: usize, seed: u64, rounds: usize) -> Vec<usize> {
+    let n = vectors.len();
+    if n == 0 {
+        return Vec::new();
+    }
+    let k = k.clamp(1, n);
+    let dot = |a: &[f32], b: &[f32]| -> f32 { a.iter().zip(b).map(|(x, y)| x * y).sum() };
+    let mut rng = SplitMix::new(seed);
+    let mut centres: Vec<Vec<f32>> = vec![vectors[rng.below(n)].clone()];
+    // Each sample's squared distance to its nearest centre so far (2 - 2 cos on unit vectors).
+    let mut distance: Vec<f32> = vectors
+        .iter()
+        .map(|v| (2.0 - 2.0 * dot(v, &centres[0])).max(0.0))
+        .collect();
+    while centres.len() < k {
+        let total: f32 = distance.iter().sum();
+        let next = if total <= 0.0 {
+            rng.below(n)
+        } else {
+            let mut target = rng.unit() * total;
+            let mut chosen = n - 1;
+            for (i, d) in distance.iter().enumerate() {
+                if target < *d {
+                    chosen = i;
+                    break;
+                }
+                target -= d;
+            }
+            chosen
+        };
+        centres.push(vectors[next].clone());
+        for (i, v) in vectors.iter().enumerate() {
+            distance[i] = distance[i].min((2.0 - 2.0 * dot(v, &vectors[next])).max(0.0));
+        }
+    }
+    let nearest = |centres: &[Vec<f32>], v: &[f32]| -> usize {
+        let mut best = (f32::MIN, 0);
+        for (c, centre) in centres.iter().enumerate() {
+            let cosine = dot(v, centre);
+            if cosine > best.0 {
+                best = (cosine, c);
+            }
+        }
+        best.1
+    };
+    let mut topic: Vec<usize> = vectors.iter().map(|v| nearest(&centres, v)).collect();
+    for _ in 0..rounds {
+        let dim = vectors[0].len();
+        let mut sums = vec![vec![0.0f32; dim]; k];
+        for (v, t) in vectors.iter().zip(&topic) {
+            for (s, x) in sums[*t].iter_mut().zip(v) {
+                *s += x;
+            }
+        }
+        for (centre, sum) in centres.iter_mut().zip(sums) {
+            let norm = sum.iter().map(|x| x * x).sum::<f32>().sqrt();
+            // An emptied cluster keeps its centre.
+            if norm > 0.0 {
+                *centre = sum.iter().map(|x| x / norm).collect();
+            }
+        }
+        let next: Vec<usize> = vectors.iter().map(|v| nearest(&centres, v)).collect();
+        if next == topic {
+            break;
+        }
+        topic = next;
+    }
+    topic
+}
+
+/// Groups joined by topic: each group (see [`groups`]) goes whole to the topic of its first
+/// sample, so a paraphrase or translation never sits in another topic than its group.
+pub fn by_topic(groups: &[usize], topics: &[usize]) -> Vec<usize> {
+    groups.iter().map(|g| topics[*g]).collect()
+}
+
 /// A fold in `0..k` per sample, whole groups at a time: groups in an order drawn from the seed,
 /// the largest first, each to the fold with the fewest samples so far.
 pub fn assign(groups: &[usize], k: usize, seed: u64) -> Vec<usize> {
@@ -193,5 +273,38 @@ mod tests {
         let one: Vec<String> = vec!["en".into(); 5];
         let alone = super::groups(&vectors, &keys, &one, grouping);
         assert_ne!(alone[0], alone[1]);
+    }
+
+    #[test]
+    fn topics_hold_out_whole_subjects() {
+        let v = |x: f32, y: f32, z: f32| {
+            let n = (x * x + y * y + z * z).sqrt();
+            vec![x / n, y / n, z / n]
+        };
+        // Three subjects, three samples each, no two of them near-duplicates.
+        let vectors = vec![
+            v(1.0, 0.1, 0.0),
+            v(1.0, -0.1, 0.1),
+            v(1.0, 0.0, -0.1),
+            v(0.1, 1.0, 0.0),
+            v(-0.1, 1.0, 0.1),
+            v(0.0, 1.0, -0.1),
+            v(0.0, 0.1, 1.0),
+            v(0.1, -0.1, 1.0),
+            v(-0.1, 0.0, 1.0),
+        ];
+        let found = topics(&vectors, 3, 7, 10);
+        for subject in found.chunks(3) {
+            assert!(subject.iter().all(|t| *t == subject[0]), "{found:?}");
+        }
+        assert_ne!(found[0], found[3]);
+        assert_ne!(found[0], found[6]);
+        assert_ne!(found[3], found[6]);
+        assert_eq!(found, topics(&vectors, 3, 7, 10), "deterministic");
+        // A group goes whole to its first sample's topic.
+        let groups = vec![0, 0, 2, 3, 4, 5, 6, 7, 0];
+        let joined = by_topic(&groups, &found);
+        assert_eq!(joined[8], found[0]);
+        assert!(topics(&[], 3, 7, 10).is_empty());
     }
 }

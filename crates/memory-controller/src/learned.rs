@@ -87,9 +87,11 @@ pub struct Learned {
     pub embedder: String,
     pub prefix: String,
     pub dim: usize,
-    pub need: Network,
-    pub mode: Network,
-    pub types: Network,
+    /// Each head's networks, their outputs averaged: one per seed the trainer averaged (the
+    /// file's "need", "need.2", "need.3", ...).
+    pub need: Vec<Network>,
+    pub mode: Vec<Network>,
+    pub types: Vec<Network>,
     /// The heads read the rules' signal too.
     pub stacked: bool,
     pub policy: Policy,
@@ -102,9 +104,15 @@ impl Learned {
     /// The heads of a weight file.
     pub fn from_file(file: &HeadFile) -> Result<Self, HeadError> {
         let head = |name: &str| {
-            file.head(name)
+            let first = file
+                .head(name)
                 .cloned()
-                .ok_or_else(|| HeadError::Unreadable(format!("no {name:?} head")))
+                .ok_or_else(|| HeadError::Unreadable(format!("no {name:?} head")))?;
+            let mut members = vec![first];
+            while let Some(next) = file.head(&format!("{name}.{}", members.len() + 1)) {
+                members.push(next.clone());
+            }
+            Ok::<_, HeadError>(members)
         };
         let threshold = |name: &str| {
             file.threshold(name)
@@ -126,10 +134,12 @@ impl Learned {
                 rule_types: file.flag("rule_types"),
             },
         };
-        if learned.need.labels != ["yes", "no", "maybe"] || learned.mode.labels != ["details"] {
+        if learned.need.iter().any(|n| n.labels != ["yes", "no", "maybe"])
+            || learned.mode.iter().any(|n| n.labels != ["details"])
+        {
             return Err(HeadError::Unreadable("unexpected need or mode labels".into()));
         }
-        if learned.types.labels.len() != TYPES.len() {
+        if learned.types.iter().any(|n| n.labels.len() != TYPES.len()) {
             return Err(HeadError::Unreadable("unexpected type labels".into()));
         }
         Ok(learned)
@@ -148,13 +158,13 @@ impl Learned {
     /// The heads' probabilities for a message whose rule decision is `rule`.
     pub fn probabilities(&self, embedding: &[f32], rule: &ControlDecision) -> Probabilities {
         let x = inputs(embedding, rule, self.stacked);
-        let need = self.need.predict(&x);
+        let need = average(&self.need, &x);
         Probabilities {
             yes: need[0],
             no: need[1],
             maybe: need[2],
-            details: self.mode.predict(&x)[0],
-            types: self.types.predict(&x),
+            details: average(&self.mode, &x)[0],
+            types: average(&self.types, &x),
         }
     }
 
@@ -251,6 +261,23 @@ impl Policy {
         file.flags.insert("stacked".into(), stacked);
         file.flags.insert("rule_types".into(), self.rule_types);
     }
+}
+
+/// The mean of some networks' outputs on `x`.
+pub fn average(networks: &[Network], x: &[f32]) -> Vec<f32> {
+    let mut sum: Vec<f32> = Vec::new();
+    for network in networks {
+        let out = network.predict(x);
+        if sum.is_empty() {
+            sum = out;
+        } else {
+            for (s, v) in sum.iter_mut().zip(out) {
+                *s += v;
+            }
+        }
+    }
+    let n = networks.len().max(1) as f32;
+    sum.iter().map(|s| s / n).collect()
 }
 
 fn need_name(need: NeedMemory) -> &'static str {
@@ -365,5 +392,43 @@ mod tests {
             &input("what is a p99"),
         );
         assert_eq!(decision.need_memory, NeedMemory::No);
+    }
+
+    #[test]
+    fn a_head_of_several_seeds_averages_their_outputs() {
+        let mut file = HeadFile::parse(BUILTIN).expect("the built-in weight file reads");
+        // One network per head, then a second need network.
+        file.heads.retain(|name, _| !name.contains('.'));
+        let one = Learned::from_file(&file).expect("the heads read");
+        assert_eq!(one.need.len(), 1);
+        let mut other = file.head("need").expect("a need head").clone();
+        let last = other.layers.last_mut().expect("a layer");
+        last.bias[1] -= 40.0;
+        file.heads.insert("need.2".into(), other.clone());
+        let two = Learned::from_file(&file).expect("the heads read");
+        assert_eq!(two.need.len(), 2, "need and need.2");
+        assert_eq!(two.mode.len(), 1);
+        let embedding: Vec<f32> = (0..384).map(|i| ((i * 7 % 13) as f32 - 6.0) / 40.0).collect();
+        let rule = rules::decide(&RuleInput {
+            message: "what did we decide about the vendor",
+            message_count: 5,
+            ..Default::default()
+        });
+        let x = inputs(&embedding, &rule, one.stacked);
+        let alone = one.probabilities(&embedding, &rule);
+        let averaged = two.probabilities(&embedding, &rule);
+        let expected = (alone.no + other.predict(&x)[1]) / 2.0;
+        assert!((averaged.no - expected).abs() < 1e-6, "{} vs {expected}", averaged.no);
+        assert!(
+            averaged.no < alone.no - 0.01,
+            "the second network says no less often: {} vs {}",
+            averaged.no,
+            alone.no
+        );
+        assert_eq!(averaged.details, alone.details);
+        // A member whose labels differ is refused.
+        other.labels = vec!["a".into(), "b".into(), "c".into()];
+        file.heads.insert("need.2".into(), other);
+        assert!(Learned::from_file(&file).is_err());
     }
 }
