@@ -22,6 +22,7 @@ use thinkus_server::ServiceKind;
 use thinkus_server::node::NodeHandle;
 
 use crate::nodes;
+use crate::support::remember_decision;
 
 /// A controller that says "no memory needed" to everything, or fails while `down`.
 struct Controller {
@@ -155,21 +156,8 @@ async fn setup(dir: &std::path::Path, down: bool) -> Setup {
 }
 
 async fn remember(setup: &Setup, scope: &Scope, content: &str) {
-    setup
-        .node
-        .apis
-        .knowledge
-        .clone()
-        .unwrap()
-        .remember(RememberRequest {
-            scope: scope.clone(),
-            draft: MemoryDraft::new(MemoryType::ProjectDecision, content),
-            request_id: None,
-            skip_dedup: true,
-            admission_bypassed_by: None,
-        })
-        .await
-        .expect("remember");
+    let knowledge = setup.node.apis.knowledge.clone().expect("the knowledge manager");
+    remember_decision(knowledge.as_ref(), scope, content).await;
 }
 
 fn ask(scope: &Scope, message: &str) -> PrepareRequest {

@@ -10,10 +10,9 @@ use async_trait::async_trait;
 use thinkus_backends::embed::Embedder;
 use thinkus_backends::vector::{IndexedPoint, MemoryFilter, SparseVector, VectorError, VectorHit, VectorIndex};
 use thinkus_common::ApiError;
-use thinkus_common::model::{ControlDecision, Language, MemoryStatus, MemoryType, Owner, QueryEmbedding, Scope};
+use thinkus_common::model::{ControlDecision, Language, MemoryStatus, Owner, QueryEmbedding, Scope};
 use thinkus_gateway::api::{PrepareRequest, ToolCall};
 use thinkus_gateway::extras::{ArtifactPort, LastSummary, RelevantArtifact, StoredOutput, SummaryPort};
-use thinkus_knowledge_manager::api::{MemoryDraft, RememberRequest};
 use thinkus_memory_controller::ControllerApi;
 use thinkus_memory_controller::api::DecideRequest;
 use thinkus_proto::gateway::PrepareTurnRequest;
@@ -24,7 +23,7 @@ use thinkus_server::ServiceKind;
 use tokio::sync::Barrier;
 
 use crate::nodes;
-use crate::support::CountingEmbedder;
+use crate::support::{CountingEmbedder, remember_decision};
 
 fn scope(user: &str) -> thinkus_proto::common::Scope {
     thinkus_proto::common::Scope {
@@ -392,16 +391,7 @@ async fn a_recall_searches_by_keywords_while_its_query_is_embedded() {
         "The checkout service moves to PostgreSQL 16 in March",
         "Design reviews happen on Thursdays",
     ] {
-        knowledge
-            .remember(RememberRequest {
-                scope: scope.clone(),
-                draft: MemoryDraft::new(MemoryType::ProjectDecision, content),
-                request_id: None,
-                skip_dedup: true,
-                admission_bypassed_by: None,
-            })
-            .await
-            .expect("remember");
+        remember_decision(knowledge.as_ref(), &scope, content).await;
     }
     let gate = Arc::new(Barrier::new(2));
     let hash = node.backends.embedder.clone().expect("an embedder");

@@ -242,3 +242,25 @@ impl tonic::service::Interceptor for KeyInterceptor {
         Ok(request)
     }
 }
+
+/// Stores `content` as a project decision of `scope` through the knowledge manager's API,
+/// without the near-duplicate check.
+pub(crate) async fn remember_decision(
+    knowledge: &dyn thinkus_knowledge_manager::KnowledgeApi,
+    scope: &thinkus_common::model::Scope,
+    content: &str,
+) {
+    knowledge
+        .remember(thinkus_knowledge_manager::api::RememberRequest {
+            scope: scope.clone(),
+            draft: thinkus_knowledge_manager::api::MemoryDraft::new(
+                thinkus_common::model::MemoryType::ProjectDecision,
+                content,
+            ),
+            request_id: None,
+            skip_dedup: true,
+            admission_bypassed_by: None,
+        })
+        .await
+        .expect("remember");
+}

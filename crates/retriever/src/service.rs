@@ -202,11 +202,7 @@ impl Retriever {
             let hits = self
                 .vectors
                 .search_dense(&dense, filter, k)
-                .instrument(tracing::info_span!(
-                    "vector.search",
-                    kind = "dense",
-                    index = self.vectors.name()
-                ))
+                .instrument(self.search_span("dense"))
                 .await?;
             Ok::<_, ApiError>(hits)
         };
@@ -217,11 +213,7 @@ impl Retriever {
             let hits = self
                 .vectors
                 .search_sparse(&sparse, filter, k)
-                .instrument(tracing::info_span!(
-                    "vector.search",
-                    kind = "bm25",
-                    index = self.vectors.name()
-                ))
+                .instrument(self.search_span("bm25"))
                 .await?;
             let read = if embeds_here {
                 let ids: Vec<String> = hits.iter().map(|h| h.id.clone()).collect();
@@ -238,6 +230,11 @@ impl Retriever {
         let memories = self.read_candidates(&owner, &ids, read).await?;
         let ranked = self.score(memories, &evidence, filter, query);
         Ok((ranked, candidates))
+    }
+
+    /// The span of one ranking's search of the index.
+    fn search_span(&self, kind: &'static str) -> tracing::Span {
+        tracing::info_span!("vector.search", kind, index = self.vectors.name())
     }
 
     /// The stored memories of `ids`, in their order; those in `read` are not read again.
