@@ -87,6 +87,14 @@ impl TokenCounter {
         chunks(text).map(|chunk| self.bpe.encode_ordinary(chunk).len()).sum()
     }
 
+    /// A floor under [`TokenCounter::count`] that costs no encoding: the number of runs of
+    /// non-whitespace characters. Both encodings' pre-tokenizers cut a text into pieces that
+    /// never hold characters of two such runs (whitespace is a piece of its own, or leads one
+    /// piece), each piece is at least one token, and [`chunks`] only adds cuts.
+    pub fn at_least(text: &str) -> usize {
+        text.split_whitespace().count()
+    }
+
     /// Whether `text` has more than `limit` tokens, counting no further than needed.
     pub fn exceeds(&self, text: &str, limit: usize) -> bool {
         let mut counted = 0;
@@ -233,6 +241,37 @@ mod tests {
                 started.elapsed()
             );
         }
+    }
+
+    /// The floor holds for both encodings on text of every kind the packers meet: prose in
+    /// both languages, figures, punctuation glued to words, markup, emoji, runs of spaces and
+    /// newlines. A floor that counted characters, or words split at punctuation, fails here.
+    #[test]
+    fn at_least_is_never_above_the_count() {
+        let texts = [
+            "- [12] we go with Next.js and MongoDB (decision, 3 days ago)",
+            "预算从$500调整到$800，下周一前由小王确认。",
+            "Q3 revenue: $1,234,567.89 (+12.5% YoY); churn 3.2%",
+            "他说：“先上线再说”——然后就没有然后了……",
+            "mixed 中英文 text with PR/SLA/OKR and 🚀 emoji 👍",
+            "  leading   and trailing   spaces \n\n\t tabs\r\n",
+            "a.b,c;d:e!f?g(h)[i]{j}<k>",
+            "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa",
+            "https://example.com/a/b?c=d&e=f#g",
+            "",
+        ];
+        for name in ["cl100k_base", "o200k_base"] {
+            let counter = TokenCounter::for_name(name).expect("a known encoding");
+            for text in texts {
+                assert!(
+                    TokenCounter::at_least(text) <= counter.count(text),
+                    "{name}: {text:?} has {} tokens, floor {}",
+                    counter.count(text),
+                    TokenCounter::at_least(text)
+                );
+            }
+        }
+        assert_eq!(TokenCounter::at_least("one two  three\nfour"), 4);
     }
 
     #[test]

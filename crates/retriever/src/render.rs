@@ -133,26 +133,40 @@ impl<'a> Packer<'a> {
         self.counter.count(part) + 1
     }
 
-    /// Appends `part` if it fits; returns its cost when it did.
+    /// Appends `part` if it fits; returns its cost when it did. A part that could not fit even
+    /// at its fewest possible tokens is turned away without being counted: a recall tries every
+    /// candidate's line, and most of them come after the budget is nearly spent.
     pub fn try_push(&mut self, part: &str) -> Option<usize> {
+        if self.used + TokenCounter::at_least(part) + 1 > self.budget {
+            return None;
+        }
         let cost = self.cost(part);
         if self.used + cost > self.budget {
             return None;
         }
-        self.text.push_str(part);
-        self.text.push('\n');
-        self.used += cost;
+        self.push(part, cost);
         Some(cost)
     }
 
     /// Appends a heading together with the first part under it, or neither.
     pub fn try_push_with_heading(&mut self, heading: &str, part: &str) -> Option<usize> {
-        let cost = self.cost(heading) + self.cost(part);
-        if self.used + cost > self.budget {
+        if self.used + TokenCounter::at_least(heading) + TokenCounter::at_least(part) + 2 > self.budget {
             return None;
         }
-        self.try_push(heading)?;
-        self.try_push(part)
+        let heading_cost = self.cost(heading);
+        let cost = self.cost(part);
+        if self.used + heading_cost + cost > self.budget {
+            return None;
+        }
+        self.push(heading, heading_cost);
+        self.push(part, cost);
+        Some(cost)
+    }
+
+    fn push(&mut self, part: &str, cost: usize) {
+        self.text.push_str(part);
+        self.text.push('\n');
+        self.used += cost;
     }
 
     pub fn used(&self) -> usize {
