@@ -33,6 +33,34 @@ fn config(dir: &std::path::Path) -> Config {
     config
 }
 
+/// Completes `exchanges` (what the user said, what the assistant answered) one after the other
+/// in `scope`, the n-th with request id `{user}-{n}` and, when `dated`, said at 10:0n on
+/// 2026-11-03.
+async fn complete_exchanges(
+    client: &mut GatewayServiceClient<Channel>,
+    scope: Scope,
+    exchanges: &[(&str, &str)],
+    dated: bool,
+) {
+    for (n, (user, assistant)) in exchanges.iter().enumerate() {
+        client
+            .complete_turn(CompleteTurnRequest {
+                request_id: format!("{}-{n}", scope.user_id),
+                scope: Some(scope.clone()),
+                user_message: (*user).into(),
+                assistant_message: (*assistant).into(),
+                occurred_at: if dated {
+                    at(&format!("2026-11-03T10:0{n}:00Z"))
+                } else {
+                    None
+                },
+                ..Default::default()
+            })
+            .await
+            .unwrap();
+    }
+}
+
 /// Waits until every job of `user` has left the queue; returns them.
 async fn drained(client: &mut GatewayServiceClient<Channel>, user: &str) -> Vec<thinkus_proto::gateway::Job> {
     for _ in 0..600 {
@@ -534,28 +562,20 @@ async fn a_new_session_starts_from_the_last_summary() {
     let node = nodes::start(config(dir.path()), &ServiceKind::ALL, None).await;
     let channel = nodes::channel(&node).await;
     let mut client = GatewayServiceClient::new(channel.clone());
-    for (n, (user, assistant)) in [
-        ("这次的目标是两周内上线会员积分功能。", "好的，我们先梳理需求。"),
-        (
-            "我们决定积分规则用消费1元得1分，因为财务算得清楚。",
-            "明白，已按这个规则设计。",
-        ),
-        ("下一步需要设计师出积分页面的设计稿。", "我会跟进设计稿。"),
-    ]
-    .into_iter()
-    .enumerate()
-    {
-        client
-            .complete_turn(CompleteTurnRequest {
-                scope: Some(scope("ivan", "s1")),
-                user_message: user.into(),
-                assistant_message: assistant.into(),
-                request_id: format!("ivan-{n}"),
-                ..Default::default()
-            })
-            .await
-            .unwrap();
-    }
+    complete_exchanges(
+        &mut client,
+        scope("ivan", "s1"),
+        &[
+            ("这次的目标是两周内上线会员积分功能。", "好的，我们先梳理需求。"),
+            (
+                "我们决定积分规则用消费1元得1分，因为财务算得清楚。",
+                "明白，已按这个规则设计。",
+            ),
+            ("下一步需要设计师出积分页面的设计稿。", "我会跟进设计稿。"),
+        ],
+        false,
+    )
+    .await;
     drained(&mut client, "ivan").await;
     SummaryServiceClient::new(channel)
         .generate_summary(GenerateSummaryRequest {
@@ -802,31 +822,22 @@ async fn a_session_an_hour_later_continues_the_last_one() {
     let dir = tempfile::tempdir().unwrap();
     let node = nodes::start(config(dir.path()), &ServiceKind::ALL, None).await;
     let mut client = GatewayServiceClient::new(nodes::channel(&node).await);
-    for (n, (user, assistant)) in [
-        (
-            "The goal this week is to ship the loyalty points feature.",
-            "Understood, let's list the requirements first.",
-        ),
-        (
-            "We decided that one dollar spent earns one point, because finance can audit it.",
-            "Noted, I designed the rules that way.",
-        ),
-    ]
-    .into_iter()
-    .enumerate()
-    {
-        client
-            .complete_turn(CompleteTurnRequest {
-                scope: Some(scope("hana", "s1")),
-                user_message: user.into(),
-                assistant_message: assistant.into(),
-                request_id: format!("hana-{n}"),
-                occurred_at: at(&format!("2026-11-03T10:0{n}:00Z")),
-                ..Default::default()
-            })
-            .await
-            .unwrap();
-    }
+    complete_exchanges(
+        &mut client,
+        scope("hana", "s1"),
+        &[
+            (
+                "The goal this week is to ship the loyalty points feature.",
+                "Understood, let's list the requirements first.",
+            ),
+            (
+                "We decided that one dollar spent earns one point, because finance can audit it.",
+                "Noted, I designed the rules that way.",
+            ),
+        ],
+        true,
+    )
+    .await;
     drained(&mut client, "hana").await;
     let prepared = client
         .prepare_turn(PrepareTurnRequest {
@@ -871,35 +882,26 @@ async fn another_roles_last_session_shows_no_private_matter() {
         role_id: role.into(),
         ..scope("mei", session)
     };
-    for (n, (user, assistant)) in [
-        (
-            "我不喜欢长邮件，希望你以后都用中文回复。",
-            "好的，我会用中文回复，每次都很简短。",
-        ),
-        (
-            "I hate long emails, so please always keep your replies to me under three lines.",
-            "Understood, I'll keep every reply to three lines from now on.",
-        ),
-        (
-            "We decided to move the shop's orders to PostgreSQL, because the team knows it well.",
-            "Noted, I will plan the migration to PostgreSQL.",
-        ),
-    ]
-    .into_iter()
-    .enumerate()
-    {
-        client
-            .complete_turn(CompleteTurnRequest {
-                scope: Some(role("cto", "s1")),
-                user_message: user.into(),
-                assistant_message: assistant.into(),
-                request_id: format!("mei-{n}"),
-                occurred_at: at(&format!("2026-11-03T10:0{n}:00Z")),
-                ..Default::default()
-            })
-            .await
-            .unwrap();
-    }
+    complete_exchanges(
+        &mut client,
+        role("cto", "s1"),
+        &[
+            (
+                "我不喜欢长邮件，希望你以后都用中文回复。",
+                "好的，我会用中文回复，每次都很简短。",
+            ),
+            (
+                "I hate long emails, so please always keep your replies to me under three lines.",
+                "Understood, I'll keep every reply to three lines from now on.",
+            ),
+            (
+                "We decided to move the shop's orders to PostgreSQL, because the team knows it well.",
+                "Noted, I will plan the migration to PostgreSQL.",
+            ),
+        ],
+        true,
+    )
+    .await;
     drained(&mut client, "mei").await;
     let private = ["中文", "长邮件", "简短", "long email", "three lines"];
     let prepare = |role_id: &str, session: &str| PrepareTurnRequest {
@@ -949,19 +951,11 @@ async fn a_small_budget_still_gets_the_last_session() {
         "The risk is that the POS vendor's API rate limit slows the nightly sync.",
         "We concluded that the mobile app shows the balance, not the history, at launch.",
     ];
-    for (n, user) in said.iter().enumerate() {
-        client
-            .complete_turn(CompleteTurnRequest {
-                scope: Some(scope("ines", "s1")),
-                user_message: (*user).into(),
-                assistant_message: "Noted, I will keep that in the plan and follow up on it.".into(),
-                request_id: format!("ines-{n}"),
-                occurred_at: at(&format!("2026-11-03T10:0{n}:00Z")),
-                ..Default::default()
-            })
-            .await
-            .unwrap();
-    }
+    let exchanges: Vec<(&str, &str)> = said
+        .iter()
+        .map(|user| (*user, "Noted, I will keep that in the plan and follow up on it."))
+        .collect();
+    complete_exchanges(&mut client, scope("ines", "s1"), &exchanges, true).await;
     drained(&mut client, "ines").await;
     let mut sizes = Vec::new();
     for budget in (160..=600).step_by(8) {
