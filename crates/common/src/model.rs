@@ -162,6 +162,18 @@ string_enum!(
     }
 );
 
+impl Visibility {
+    /// How far a memory of this visibility reaches: its role alone, every role of its project,
+    /// every role of the user. A wider visibility ranks higher.
+    pub fn reach(self) -> u8 {
+        match self {
+            Visibility::Private => 0,
+            Visibility::Project => 1,
+            Visibility::Global => 2,
+        }
+    }
+}
+
 string_enum!(
     /// Where a memory is in its life.
     MemoryStatus {

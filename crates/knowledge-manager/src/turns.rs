@@ -270,14 +270,9 @@ fn replaced_values(old: &str, new: &str) -> Vec<(String, Option<String>)> {
 /// taught something private) is no context for the next turn shared with the project: the other
 /// roles would read under it what the user told that role alone.
 fn context_from(before: &Memory, scope: &Scope, visibility: Visibility) -> String {
-    let reach = |v: Visibility| match v {
-        Visibility::Private => 0,
-        Visibility::Project => 1,
-        Visibility::Global => 2,
-    };
     let same_readers = before.scope.project_id == scope.project_id
         && (before.visibility != Visibility::Private || before.scope.role_id == scope.role_id);
-    if same_readers && reach(before.visibility) >= reach(visibility) {
+    if same_readers && before.visibility.reach() >= visibility.reach() {
         before.turn_line()
     } else {
         String::new()

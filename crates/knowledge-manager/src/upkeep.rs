@@ -291,11 +291,7 @@ pub(crate) async fn merge(
     let visibility = memories
         .iter()
         .map(|m| m.visibility)
-        .max_by_key(|v| match v {
-            Visibility::Private => 0,
-            Visibility::Project => 1,
-            Visibility::Global => 2,
-        })
+        .max_by_key(|v| v.reach())
         .unwrap_or(Visibility::Private);
     let draft = MemoryDraft {
         summary: str_field(&answer, "mergedSummary").map(str::to_string),
