@@ -1159,6 +1159,13 @@ pub(crate) fn turn_visibility(scope: &Scope, learned: impl IntoIterator<Item = V
 /// margin under 1 is for what extraction words differently (a speaker's name, a pronoun).
 pub(crate) const STAND_IN_COVERAGE: f64 = 0.8;
 
+/// Whether `held` holds at least [`STAND_IN_COVERAGE`] of the content terms `said` (nothing
+/// said is held).
+fn holds_what_is_said(held: &std::collections::HashSet<String>, said: &std::collections::HashSet<String>) -> bool {
+    let covered = said.iter().filter(|term| held.contains(*term)).count();
+    covered as f64 >= STAND_IN_COVERAGE * said.len() as f64
+}
+
 /// The memories a turn gives way to in a context: those learned from its exchange, when
 /// together they hold at least [`STAND_IN_COVERAGE`] of what the turn says (its content
 /// terms); none otherwise, so the turn stays recallable beside them.
@@ -1175,8 +1182,7 @@ pub(crate) fn stand_ins(text: &str, learned: &[&thinkus_common::model::Memory]) 
                 .chain(thinkus_common::text::term_set(&m.summary))
         })
         .collect();
-    let covered = said.iter().filter(|term| held.contains(*term)).count();
-    if said.is_empty() || covered as f64 >= STAND_IN_COVERAGE * said.len() as f64 {
+    if holds_what_is_said(&held, &said) {
         learned.iter().map(|m| m.id.clone()).collect()
     } else {
         Vec::new()
@@ -1370,8 +1376,7 @@ fn repeated_in_last_session(entries: &[Entry]) -> std::collections::HashSet<usiz
                 _ => said,
             };
             let terms = thinkus_common::text::term_set(said);
-            let covered = terms.iter().filter(|term| held.contains(*term)).count();
-            terms.len() >= 3 && covered as f64 >= STAND_IN_COVERAGE * terms.len() as f64
+            terms.len() >= 3 && holds_what_is_said(&held, &terms)
         })
         .map(|e| e.trace)
         .collect()
