@@ -154,13 +154,20 @@ impl Training {
             .collect()
     }
 
-    /// The settings of each seed's network.
-    fn settings(self, model: Model) -> Vec<thinkus_learn::Settings> {
+    /// One network per seed, trained with `model`'s settings (seed + 0, 1, ...).
+    fn networks(
+        self,
+        model: Model,
+        rows: &[Vec<f32>],
+        targets: Targets<'_>,
+        weights: &[f32],
+        labels: Vec<String>,
+    ) -> Vec<Network> {
         (0..self.seeds)
             .map(|k| {
                 let mut settings = model.settings();
                 settings.seed += k;
-                settings
+                train(rows, targets, weights, labels.clone(), &settings)
             })
             .collect()
     }
@@ -179,19 +186,13 @@ fn fit(lines: &[Line], x: &[Vec<f32>], train_on: &[usize], models: [Model; 3], t
     let rows: Vec<Vec<f32>> = train_on.iter().map(|i| x[*i].clone()).collect();
     let classes: Vec<usize> = train_on.iter().map(|i| need_class(lines[*i].need)).collect();
     let weights = training.weights(&classes, 3);
-    let need = training
-        .settings(models[0])
-        .iter()
-        .map(|settings| {
-            train(
-                &rows,
-                Targets::Classes(&classes),
-                &weights,
-                NEED_LABELS.iter().map(|s| s.to_string()).collect(),
-                settings,
-            )
-        })
-        .collect();
+    let need = training.networks(
+        models[0],
+        &rows,
+        Targets::Classes(&classes),
+        &weights,
+        NEED_LABELS.iter().map(|s| s.to_string()).collect(),
+    );
     let needing: Vec<usize> = train_on
         .iter()
         .copied()
@@ -204,36 +205,24 @@ fn fit(lines: &[Line], x: &[Vec<f32>], train_on: &[usize], models: [Model; 3], t
         .collect();
     let detail_classes: Vec<usize> = details.iter().map(|d| usize::from(d[0])).collect();
     let weights = training.weights(&detail_classes, 2);
-    let mode = training
-        .settings(models[1])
-        .iter()
-        .map(|settings| {
-            train(
-                &rows,
-                Targets::Labels(&details),
-                &weights,
-                vec!["details".into()],
-                settings,
-            )
-        })
-        .collect();
+    let mode = training.networks(
+        models[1],
+        &rows,
+        Targets::Labels(&details),
+        &weights,
+        vec!["details".into()],
+    );
     let types: Vec<Vec<bool>> = needing
         .iter()
         .map(|i| TYPES.iter().map(|t| lines[*i].types.contains(t)).collect())
         .collect();
-    let types = training
-        .settings(models[2])
-        .iter()
-        .map(|settings| {
-            train(
-                &rows,
-                Targets::Labels(&types),
-                &vec![1.0; rows.len()],
-                TYPES.iter().map(|t| t.as_str().to_string()).collect(),
-                settings,
-            )
-        })
-        .collect();
+    let types = training.networks(
+        models[2],
+        &rows,
+        Targets::Labels(&types),
+        &vec![1.0; rows.len()],
+        TYPES.iter().map(|t| t.as_str().to_string()).collect(),
+    );
     Heads { need, mode, types }
 }
 
