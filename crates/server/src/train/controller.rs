@@ -346,6 +346,23 @@ fn figures(lines: &[Line], decisions: &[ControlDecision]) -> BTreeMap<String, Fi
     by
 }
 
+/// The kept signals of each of `k` folds (see [`kept_signals`]), from its training part; none
+/// without a `share`.
+fn kept_by_fold(
+    lines: &[Line],
+    rule: &[ControlDecision],
+    fold_of: &[usize],
+    k: usize,
+    share: Option<f64>,
+) -> Vec<Vec<String>> {
+    (0..k)
+        .map(|f| {
+            let on: Vec<usize> = (0..lines.len()).filter(|i| fold_of[*i] != f).collect();
+            share.map(|s| kept_signals(lines, rule, &on, s)).unwrap_or_default()
+        })
+        .collect()
+}
+
 /// Rule signals whose retrieve-or-not is right on at least `share` of `on` (and on 10 lines).
 fn kept_signals(lines: &[Line], rule: &[ControlDecision], on: &[usize], share: f64) -> Vec<String> {
     let mut counts: BTreeMap<&str, (usize, usize)> = BTreeMap::new();
@@ -769,17 +786,11 @@ pub fn run(args: &TrainArgs, config: &crate::config::Config) -> anyhow::Result<(
     let mut best: Option<Candidate> = None;
     for share in [None, Some(0.90), Some(0.95), Some(0.98)] {
         for rule_types in [false, true] {
-            let kept_by_fold: Vec<Vec<String>> = (0..args.folds)
-                .map(|f| {
-                    let on: Vec<usize> = everyone.iter().copied().filter(|i| fold_of[*i] != f).collect();
-                    share.map(|s| kept_signals(&lines, &rule, &on, s)).unwrap_or_default()
-                })
-                .collect();
             let combination = Combination {
                 lines: &lines,
                 rule: &rule,
                 oof: &oof,
-                kept_by_fold,
+                kept_by_fold: kept_by_fold(&lines, &rule, &fold_of, args.folds, share),
                 folds: &fold_of,
             };
             let (policy, _) = combination.tune(Policy {
@@ -820,15 +831,6 @@ pub fn run(args: &TrainArgs, config: &crate::config::Config) -> anyhow::Result<(
         "chosen policy on the near-duplicate folds: kept signals {kept:?}, rule types {}, no >= {:.3}, details >= {:.2}, types >= {:.2} (thresholds on all folds)",
         chosen.rule_types, chosen.no_threshold, chosen.details_threshold, chosen.type_threshold
     ));
-    // The kept signals of each fold, from its training part.
-    let kept_in = |fold_of: &[usize]| -> Vec<Vec<String>> {
-        (0..args.folds)
-            .map(|f| {
-                let on: Vec<usize> = everyone.iter().copied().filter(|i| fold_of[*i] != f).collect();
-                share.map(|s| kept_signals(&lines, &rule, &on, s)).unwrap_or_default()
-            })
-            .collect()
-    };
     let start = Policy {
         rule_types: chosen.rule_types,
         ..default_policy()
@@ -856,7 +858,7 @@ pub fn run(args: &TrainArgs, config: &crate::config::Config) -> anyhow::Result<(
             lines: &lines,
             rule: &rule,
             oof: &oof,
-            kept_by_fold: kept_in(&fold_of),
+            kept_by_fold: kept_by_fold(&lines, &rule, &fold_of, args.folds, share),
             folds: &fold_of,
         }
         .nested(&start, args.folds),
@@ -877,6 +879,7 @@ pub fn run(args: &TrainArgs, config: &crate::config::Config) -> anyhow::Result<(
         t.dedup();
         t.len()
     };
+    let topic_kept = kept_by_fold(&lines, &rule, &topic_fold_of, args.folds, share);
     say(format!(
         "topic folds: {topic_count} topics (k-means over the query vectors, each near-duplicate group whole), fold sizes {:?}",
         (0..args.folds)
@@ -910,7 +913,7 @@ pub fn run(args: &TrainArgs, config: &crate::config::Config) -> anyhow::Result<(
             lines: &lines,
             rule: &rule,
             oof: &oof,
-            kept_by_fold: kept_in(&topic_fold_of),
+            kept_by_fold: topic_kept.clone(),
             folds: &topic_fold_of,
         }
         .nested(&start, args.folds);
@@ -954,7 +957,7 @@ pub fn run(args: &TrainArgs, config: &crate::config::Config) -> anyhow::Result<(
         lines: &lines,
         rule: &rule,
         oof: &landed.oof,
-        kept_by_fold: kept_in(&topic_fold_of),
+        kept_by_fold: topic_kept.clone(),
         folds: &topic_fold_of,
     }
     .tune(start.clone());
