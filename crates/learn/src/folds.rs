@@ -67,7 +67,6 @@ impl Grouping {
 /// the smallest index of the group.
 pub fn groups(vectors: &[Vec<f32>], keys: &[String], languages: &[String], grouping: Grouping) -> Vec<usize> {
     let n = vectors.len();
-    let dot = |i: usize, j: usize| -> f32 { vectors[i].iter().zip(&vectors[j]).map(|(a, b)| a * b).sum() };
     let mut sets = Sets((0..n).collect());
     let mut first_of_key = std::collections::HashMap::new();
     for (i, key) in keys.iter().enumerate() {
@@ -81,7 +80,7 @@ pub fn groups(vectors: &[Vec<f32>], keys: &[String], languages: &[String], group
     let mut nearest: Vec<Option<(usize, f32)>> = vec![None; n];
     for i in 0..n {
         for j in i + 1..n {
-            let cosine = dot(i, j);
+            let cosine = dot(&vectors[i], &vectors[j]);
             if languages[i] == languages[j] {
                 if cosine >= grouping.same_language {
                     sets.join(i, j);
@@ -109,6 +108,11 @@ pub fn groups(vectors: &[Vec<f32>], keys: &[String], languages: &[String], group
     (0..n).map(|i| sets.find(i)).collect()
 }
 
+/// The dot product: the cosine of two unit vectors.
+fn dot(a: &[f32], b: &[f32]) -> f32 {
+    a.iter().zip(b).map(|(x, y)| x * y).sum()
+}
+
 /// Topics: spherical k-means over unit `vectors` into `k` clusters (k-means++ start drawn from
 /// the seed, then `rounds` rounds of assigning each sample to its nearest centre by cosine and
 /// renormalising the centres). A topic in `0..k` per sample, the same for the same inputs.
@@ -119,7 +123,6 @@ pub fn topics(vectors: &[Vec<f32>], k: usize, seed: u64, rounds: usize) -> Vec<u
         return Vec::new();
     }
     let k = k.clamp(1, n);
-    let dot = |a: &[f32], b: &[f32]| -> f32 { a.iter().zip(b).map(|(x, y)| x * y).sum() };
     let mut rng = SplitMix::new(seed);
     let mut centres: Vec<Vec<f32>> = vec![vectors[rng.below(n)].clone()];
     // Each sample's squared distance to its nearest centre so far (2 - 2 cos on unit vectors).
