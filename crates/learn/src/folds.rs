@@ -228,12 +228,15 @@ pub fn text_key(text: &str) -> String {
 mod tests {
     use super::*;
 
+    /// `xs` scaled to unit length.
+    fn unit(xs: &[f32]) -> Vec<f32> {
+        let n = xs.iter().map(|x| x * x).sum::<f32>().sqrt();
+        xs.iter().map(|x| x / n).collect()
+    }
+
     #[test]
     fn near_duplicates_share_a_fold() {
-        let v = |x: f32, y: f32| {
-            let n = (x * x + y * y).sqrt();
-            vec![x / n, y / n]
-        };
+        let v = |x: f32, y: f32| unit(&[x, y]);
         let vectors = vec![v(1.0, 0.0), v(0.0, 1.0), v(1.0, 0.01), v(0.6, 0.8), v(-1.0, 0.0)];
         let keys: Vec<String> = ["a", "b", "c", "d", "B!"].iter().map(|k| text_key(k)).collect();
         let languages = vec![String::from("en"); 5];
@@ -251,10 +254,7 @@ mod tests {
 
     #[test]
     fn translations_share_a_group_across_languages() {
-        let v = |x: f32, y: f32, z: f32| {
-            let n = (x * x + y * y + z * z).sqrt();
-            vec![x / n, y / n, z / n]
-        };
+        let v = |x: f32, y: f32, z: f32| unit(&[x, y, z]);
         // 0 (zh) and 1 (en) are each other's nearest in the other language at cosine ~0.85;
         // 2 (en) is not 0's nearest; 3 (zh) and 4 (en) are far from everything.
         let vectors = vec![
@@ -280,10 +280,7 @@ mod tests {
 
     #[test]
     fn topics_hold_out_whole_subjects() {
-        let v = |x: f32, y: f32, z: f32| {
-            let n = (x * x + y * y + z * z).sqrt();
-            vec![x / n, y / n, z / n]
-        };
+        let v = |x: f32, y: f32, z: f32| unit(&[x, y, z]);
         // Three subjects, three samples each, no two of them near-duplicates.
         let vectors = vec![
             v(1.0, 0.1, 0.0),
