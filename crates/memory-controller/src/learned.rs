@@ -109,7 +109,7 @@ impl Learned {
                 .cloned()
                 .ok_or_else(|| HeadError::Unreadable(format!("no {name:?} head")))?;
             let mut members = vec![first];
-            while let Some(next) = file.head(&format!("{name}.{}", members.len() + 1)) {
+            while let Some(next) = file.head(&member_key(name, members.len())) {
                 members.push(next.clone());
             }
             Ok::<_, HeadError>(members)
@@ -260,6 +260,16 @@ impl Policy {
         file.thresholds.insert("types".into(), self.type_threshold);
         file.flags.insert("stacked".into(), stacked);
         file.flags.insert("rule_types".into(), self.rule_types);
+    }
+}
+
+/// The key of a head's `k`-th network (from 0) in a weight file: "need", then "need.2",
+/// "need.3", ... for the seeds averaged.
+pub fn member_key(head: &str, k: usize) -> String {
+    if k == 0 {
+        head.to_string()
+    } else {
+        format!("{head}.{}", k + 1)
     }
 }
 

@@ -980,12 +980,7 @@ pub fn run(args: &TrainArgs, config: &crate::config::Config) -> anyhow::Result<(
     file.data_sha256 = thinkus_learn::file::data_hash(&file.data);
     for (name, networks) in [("need", heads.need), ("mode", heads.mode), ("types", heads.types)] {
         for (k, network) in networks.into_iter().enumerate() {
-            let key = if k == 0 {
-                name.to_string()
-            } else {
-                format!("{name}.{}", k + 1)
-            };
-            file.heads.insert(key, network);
+            file.heads.insert(learned::member_key(name, k), network);
         }
     }
     policy.record(&mut file, stacked);
