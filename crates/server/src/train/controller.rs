@@ -1046,3 +1046,70 @@ fn smallest_within_noise<'a>(candidates: &[&'a Outcome], loss: fn(&Figures) -> f
         mean <= spread
     })
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn balanced_weights_give_every_class_the_same_total() {
+        let classes = [0, 0, 0, 1, 2, 2];
+        let balanced = Training {
+            balanced: true,
+            seeds: 1,
+        }
+        .weights(&classes, 3);
+        let total = |class: usize| -> f32 {
+            classes
+                .iter()
+                .zip(&balanced)
+                .filter(|(c, _)| **c == class)
+                .map(|(_, w)| w)
+                .sum()
+        };
+        for class in 0..3 {
+            assert!((total(class) - 2.0).abs() < 1e-6, "class {class}: {}", total(class));
+        }
+        // The weights keep the sample count: n in all.
+        assert!((balanced.iter().sum::<f32>() - 6.0).abs() < 1e-5);
+        assert_eq!(Training::PLAIN.weights(&classes, 3), vec![1.0; 6]);
+    }
+
+    /// Figures of 100 lines labelled yes and 100 labelled no, with `invalid` of the
+    /// triggered ones labelled no, `missed` of those labelled yes, and `mode_right` of 100.
+    fn figures(invalid: usize, missed: usize, mode_right: usize) -> Figures {
+        Figures {
+            triggered: 100,
+            invalid,
+            needed: 100,
+            missed,
+            mode_total: 100,
+            mode_right,
+            types_expected: 100,
+            types_hit: 80,
+            types_given: 100,
+        }
+    }
+
+    #[test]
+    fn the_landing_rule_takes_a_clear_gain_with_no_loss_elsewhere() {
+        let plain = figures(12, 3, 80);
+        assert!((plain.need_score() - 1.2).abs() < 1e-9);
+        // The need score better by more than 0.01 (1.2 -> 1.0), the rest held.
+        assert!(improves(&figures(10, 3, 80), &plain));
+        // Or the mode better by more than 0.01.
+        assert!(improves(&figures(12, 3, 82), &plain));
+        // Gains within 0.01 are not enough.
+        assert!(!improves(&figures(12, 3, 81), &plain));
+        assert!(!improves(&plain, &plain));
+        // A clear gain does not pay for a loss over 0.005 in another figure.
+        assert!(!improves(&figures(10, 3, 79), &plain));
+        assert!(
+            !improves(&figures(12, 7, 84), &plain),
+            "the need score went from 1.2 to 1.4"
+        );
+        let mut fewer_types = figures(10, 3, 80);
+        fewer_types.types_hit = 79;
+        assert!(!improves(&fewer_types, &plain));
+    }
+}
