@@ -10,6 +10,10 @@ use crate::llm::LlmError;
 use crate::sql::StoreError;
 use crate::vector::VectorError;
 
+/// The Retry-After of a write refused because a disk is full: freeing space takes an operator,
+/// and clients retrying at once would only add load.
+pub const STORAGE_FULL_RETRY_AFTER: Duration = Duration::from_secs(60);
+
 impl ServiceError for StoreError {
     fn code(&self) -> ErrorCode {
         match self {
@@ -17,8 +21,13 @@ impl ServiceError for StoreError {
             StoreError::Conflict(_) | StoreError::AlreadyExists(_) => ErrorCode::AlreadyExists,
             StoreError::Invalid(_) => ErrorCode::InvalidArgument,
             StoreError::Unavailable(_) => ErrorCode::Unavailable,
+            StoreError::Full(_) => ErrorCode::ResourceExhausted,
             StoreError::Backend(_) => ErrorCode::Internal,
         }
+    }
+
+    fn retry_after(&self) -> Option<Duration> {
+        matches!(self, StoreError::Full(_)).then_some(STORAGE_FULL_RETRY_AFTER)
     }
 }
 
@@ -40,8 +49,13 @@ impl ServiceError for BlobError {
             BlobError::TooLarge { .. } => ErrorCode::InvalidArgument,
             BlobError::Stream(_) => ErrorCode::InvalidArgument,
             BlobError::Unavailable(_) => ErrorCode::Unavailable,
+            BlobError::Full(_) => ErrorCode::ResourceExhausted,
             BlobError::Backend(_) => ErrorCode::Internal,
         }
+    }
+
+    fn retry_after(&self) -> Option<Duration> {
+        matches!(self, BlobError::Full(_)).then_some(STORAGE_FULL_RETRY_AFTER)
     }
 }
 

@@ -400,12 +400,26 @@ fn is_missing(err: &io::Error) -> bool {
 }
 
 fn io_error(context: String, err: io::Error) -> BlobError {
-    BlobError::Backend(format!("{context}: {err}"))
+    match err.kind() {
+        ErrorKind::StorageFull | ErrorKind::QuotaExceeded => BlobError::Full(format!("{context}: {err}")),
+        _ => BlobError::Backend(format!("{context}: {err}")),
+    }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_full_disk_is_storage_full_not_an_internal_error() {
+        let full = io_error("write".into(), io::Error::from(ErrorKind::StorageFull));
+        assert!(matches!(full, BlobError::Full(_)), "{full:?}");
+        let api = thinkus_common::ApiError::from(full);
+        assert_eq!(api.code, thinkus_common::error::ErrorCode::ResourceExhausted);
+        assert!(api.retry_after.is_some());
+        let other = io_error("write".into(), io::Error::from(ErrorKind::PermissionDenied));
+        assert!(matches!(other, BlobError::Backend(_)), "{other:?}");
+    }
 
     #[test]
     fn prefixes_cannot_escape() {

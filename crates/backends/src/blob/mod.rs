@@ -24,6 +24,9 @@ pub enum BlobError {
     Stream(String),
     #[error("blob store unavailable: {0}")]
     Unavailable(String),
+    /// The store's disk is full (a folder's file system): nothing was written.
+    #[error("the blob store's storage is full: {0}")]
+    Full(String),
     #[error("blob store error: {0}")]
     Backend(String),
 }

@@ -37,6 +37,11 @@ pub enum StoreError {
     Invalid(String),
     #[error("database unavailable: {0}")]
     Unavailable(String),
+    /// The database's storage is full (SQLite's SQLITE_FULL, PostgreSQL's disk_full): the
+    /// write was refused whole, what was stored stays, and writes succeed again once an
+    /// operator frees space.
+    #[error("the database's storage is full: {0}")]
+    Full(String),
     #[error("database error: {0}")]
     Backend(String),
 }

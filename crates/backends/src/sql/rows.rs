@@ -21,6 +21,11 @@ pub(super) fn backend_error(err: sqlx::Error) -> StoreError {
             StoreError::Unavailable(err.to_string())
         }
         sqlx::Error::Database(db) if db.is_unique_violation() => StoreError::AlreadyExists(db.message().to_string()),
+        // SQLite's SQLITE_FULL (13) and PostgreSQL's disk_full (SQLSTATE 53100; a SQLSTATE has
+        // five characters, so the two cannot be confused).
+        sqlx::Error::Database(db) if matches!(db.code().as_deref(), Some("13" | "53100")) => {
+            StoreError::Full(db.message().to_string())
+        }
         other => StoreError::Backend(other.to_string()),
     }
 }

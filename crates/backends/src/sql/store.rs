@@ -527,6 +527,7 @@ pub(super) fn copy_store_error(err: &StoreError) -> StoreError {
         StoreError::AlreadyExists(m) => StoreError::AlreadyExists(m.clone()),
         StoreError::Invalid(m) => StoreError::Invalid(m.clone()),
         StoreError::Unavailable(m) => StoreError::Unavailable(m.clone()),
+        StoreError::Full(m) => StoreError::Full(m.clone()),
         StoreError::Backend(m) => StoreError::Backend(m.clone()),
     }
 }
@@ -548,6 +549,7 @@ pub fn redact(url: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::sql::MemoryStore;
 
     #[test]
     fn passwords_are_redacted() {
@@ -556,5 +558,45 @@ mod tests {
             "postgres://app:***@db:5432/thinkus"
         );
         assert_eq!(redact("sqlite://data/x.db"), "sqlite://data/x.db");
+    }
+
+    #[tokio::test]
+    async fn a_full_database_refuses_the_write_as_resource_exhausted_and_keeps_what_it_holds() {
+        let dir = tempfile::tempdir().unwrap();
+        let url = format!("sqlite://{}", dir.path().join("full.db").display());
+        // One connection, so that the page limit below holds for every statement.
+        let store = SqlStore::connect(&url, 1).await.unwrap();
+        let kept = Owner::new("t", "kept");
+        store.set_plan(&kept, "pro").await.unwrap();
+        // SQLite's own limit on the file's pages makes the database full, as a full disk does.
+        let pages: i64 = sqlx::query_scalar("PRAGMA page_count")
+            .fetch_one(&store.pool)
+            .await
+            .unwrap();
+        sqlx::query(&format!("PRAGMA max_page_count = {}", pages + 8))
+            .execute(&store.pool)
+            .await
+            .unwrap();
+        let large = "x".repeat(64 * 1024);
+        let mut refused = None;
+        for i in 0..64 {
+            if let Err(err) = store.set_plan(&Owner::new("t", format!("u{i}")), &large).await {
+                refused = Some(err);
+                break;
+            }
+        }
+        let err = refused.expect("a write past the page limit is refused");
+        assert!(matches!(err, StoreError::Full(_)), "{err:?}");
+        let api = thinkus_common::ApiError::from(err);
+        assert_eq!(api.code, thinkus_common::error::ErrorCode::ResourceExhausted);
+        assert!(api.message.contains("storage is full"), "{}", api.message);
+        assert!(api.retry_after.is_some());
+        // What was stored before stays readable, and writes go on once there is room.
+        assert_eq!(store.get_plan(&kept).await.unwrap().as_deref(), Some("pro"));
+        sqlx::query("PRAGMA max_page_count = 1073741823")
+            .execute(&store.pool)
+            .await
+            .unwrap();
+        store.set_plan(&Owner::new("t", "after"), &large).await.unwrap();
     }
 }
