@@ -50,8 +50,19 @@ fn said(memory: &Memory) -> String {
 
 /// The text a turn is embedded with: "(8 May 2023) Previous: ...\nSpeaker: what was said".
 /// Measured on LoCoMo: docs/retrieval.md.
+///
+/// A Chinese turn is embedded without its date (its BM25 vector keeps it, for "三月份"
+/// questions): every turn of a session shares the date, and written in ideographs and digits
+/// it is a larger share of a short Chinese turn than "(8 May 2023)" is of an English one, so
+/// it pulled the turns of a session towards each other rather than towards what they say. On
+/// the Chinese development conversations the embedding alone found 0.750 of the evidence in
+/// its top 10 with the date and 0.769 without; on English LoCoMo the date helps a little
+/// (docs/retrieval.md).
 fn turn_text(memory: &Memory) -> String {
-    let mut text = date_label(memory);
+    let mut text = match memory.language {
+        Language::En => date_label(memory),
+        Language::Zh => String::new(),
+    };
     if !memory.context.is_empty() {
         text.push_str(&memory.context);
         text.push('\n');
@@ -80,7 +91,7 @@ mod tests {
     }
 
     #[test]
-    fn index_text_has_date_context_and_speaker() {
+    fn an_english_turn_is_embedded_with_date_context_and_speaker() {
         let reply = stored(
             "Caroline",
             "Yes, last Tuesday!",
@@ -92,8 +103,18 @@ mod tests {
         );
         let first = stored("Caroline", "Hi Mel!", "");
         assert_eq!(turn_text(&first), "(8 May 2023) Caroline: Hi Mel!");
-        let zh = stored("小王", "我喜欢简约的设计风格", "");
-        assert_eq!(turn_text(&zh), "(2023年5月8日) 小王: 我喜欢简约的设计风格");
+    }
+
+    #[test]
+    fn a_chinese_turn_is_embedded_without_its_date_and_searched_with_it() {
+        let zh = stored("小王", "我喜欢简约的设计风格", "小李: 你喜欢什么风格？");
+        assert_eq!(turn_text(&zh), "小李: 你喜欢什么风格？\n小王: 我喜欢简约的设计风格");
+        let encoder = Bm25Encoder::default();
+        let indexed = turn_sparse_vector(&encoder, &zh);
+        assert!(
+            indexed.dot(&encoder.query("2023年5月")) > 0.0,
+            "the keyword index still knows the month"
+        );
     }
 
     #[test]

@@ -225,6 +225,22 @@ mod tests {
     }
 
     #[test]
+    fn a_chinese_query_weighs_the_embedding_above_the_keywords() {
+        let ranking = RankingConfig::default();
+        // "d" leads the dense list, "k" the keyword list, each last in the other.
+        let dense = scored(&[("d", 0.9), ("k", 0.5)]);
+        let keyword = scored(&[("k", 9.0), ("d", 1.0)]);
+        let zh = fuse(&dense, &keyword, &ranking.for_query("阿杰在二手平台淘的手表花了多少钱"));
+        assert!(zh["d"].relevance > zh["k"].relevance, "{zh:?}");
+        let en = fuse(
+            &dense,
+            &keyword,
+            &ranking.for_query("How much did the second-hand watch cost?"),
+        );
+        assert!(en["k"].relevance > en["d"].relevance, "{en:?}");
+    }
+
+    #[test]
     fn importance_and_freshness_break_ties() {
         let config = RankingConfig::default();
         let high = final_score(0.5, 5, 5.0, &config);
