@@ -675,7 +675,41 @@ impl Gateway {
             }
         }
         entries.retain(|e| !left_out.contains_key(&e.trace));
-        let packed = pack(&entries, budget, memory_budget, language, &self.tokens);
+        let mut packed = pack(&entries, budget, memory_budget, language, &self.tokens);
+        // The other way round: a line of the last session's summary that a memory shown above
+        // says in full, with more beside it, is left out of the summary, and the same entries
+        // are laid out again in what that saves.
+        let chosen: std::collections::HashSet<usize> = packed.included.iter().map(|(t, _)| *t).collect();
+        if let Some(at) = entries
+            .iter()
+            .position(|e| e.kind == SectionKind::LastSession && chosen.contains(&e.trace))
+        {
+            let shown: Vec<&str> = entries
+                .iter()
+                .filter(|e| e.kind != SectionKind::LastSession && chosen.contains(&e.trace))
+                .map(|e| e.text.as_str())
+                .collect();
+            let (text, dropped) = without_lines_shown(&entries[at].text, &shown);
+            if dropped > 0 {
+                let mut kept: Vec<Entry> = entries.iter().filter(|e| chosen.contains(&e.trace)).cloned().collect();
+                if let Some(last) = kept.iter_mut().find(|e| e.kind == SectionKind::LastSession) {
+                    last.text = text;
+                }
+                let again = pack(&kept, budget, memory_budget, language, &self.tokens);
+                // The same entries fit in less room; should one not, the first layout stands.
+                if again.included.len() == packed.included.len() {
+                    packed = again;
+                    let item = &mut items[entries[at].trace];
+                    item.reason = match language {
+                        Language::Zh => format!("{}；其中{dropped}行上面的记忆已经说了，略去", item.reason),
+                        Language::En => format!(
+                            "{}; {dropped} of its lines left out, a memory above says them",
+                            item.reason
+                        ),
+                    };
+                }
+            }
+        }
         for (trace, tokens) in &packed.included {
             items[*trace].included = true;
             items[*trace].tokens = *tokens;
@@ -1382,6 +1416,59 @@ fn repeated_in_last_session(entries: &[Entry]) -> std::collections::HashSet<usiz
         .collect()
 }
 
+/// The last session's section without the summary's items that one of the `shown` entries
+/// says in full: a bullet whose content terms (its current values, struck ones aside) an entry
+/// holds at least [`STAND_IN_COVERAGE`] of, the entry saying more beside it (it was not left
+/// out for the summary holding it, [`repeated_in_last_session`]). Short bullets (fewer than three
+/// content terms) are too common to be the same statement; a heading left with no bullet goes
+/// too. Returns the text and how many bullets were left out.
+fn without_lines_shown(summary: &str, shown: &[&str]) -> (String, usize) {
+    let terms = |text: &str| thinkus_common::text::term_set(&crate::context::current_text(text));
+    let held: Vec<std::collections::HashSet<String>> = shown.iter().map(|text| terms(text)).collect();
+    let lines: Vec<&str> = summary.lines().collect();
+    let said_above = |line: &str| {
+        let Some(item) = line.trim_start().strip_prefix("- ") else {
+            return false;
+        };
+        let said = terms(item);
+        said.len() >= 3 && held.iter().any(|held| holds_what_is_said(held, &said))
+    };
+    let dropped: Vec<bool> = lines
+        .iter()
+        .enumerate()
+        .map(|(i, line)| i > 0 && said_above(line))
+        .collect();
+    let count = dropped.iter().filter(|d| **d).count();
+    if count == 0 {
+        return (summary.to_string(), 0);
+    }
+    let is_heading = |line: &str| line.trim_start().starts_with("**");
+    let mut out: Vec<&str> = Vec::new();
+    for (i, line) in lines.iter().enumerate() {
+        if dropped[i] {
+            continue;
+        }
+        // A heading whose bullets all went: the next line kept is another heading or nothing.
+        if i > 0 && is_heading(line) {
+            let next = (i + 1..lines.len()).find(|&j| !dropped[j] && !lines[j].trim().is_empty());
+            if next.is_none_or(|j| is_heading(lines[j])) {
+                continue;
+            }
+        }
+        out.push(line);
+    }
+    // No blank lines left doubled or trailing by what went.
+    let mut text = String::new();
+    for line in out {
+        if line.trim().is_empty() && (text.is_empty() || text.ends_with("\n\n")) {
+            continue;
+        }
+        text.push_str(line);
+        text.push('\n');
+    }
+    (text.trim_end().to_string(), count)
+}
+
 /// A rendered summary as the text of the context's last-session section: its own heading
 /// ("## 📋 Last session summary (2 hours ago)") becomes its first line, as the section has one.
 fn as_section_text(markdown: &str) -> String {
@@ -1526,6 +1613,41 @@ mod tests {
         let mut repeated: Vec<usize> = repeated_in_last_session(&entries).into_iter().collect();
         repeated.sort();
         assert_eq!(repeated, vec![1, 2]);
+    }
+
+    #[test]
+    fn the_last_session_leaves_out_what_a_memory_above_says_in_full() {
+        let summary = "📋 Last session summary (1 hour ago)\n**Changed in that session**\n- Raise paid social to \
+                       £9,500.\n\n**Constraints**\n- Tin supplier's slipped and the boxes land on the 20th now, so we \
+                       can't launch on the 19th.\n\n**✅ Done**\n- Pull the numbers from the Meta test ads we ran over \
+                       the weekend\n- Got a supplier call.";
+        let shown = [
+            "- assistant: Paid social raised to £9,500 (from ~~£6,000~~). I'll move the extra into the gift-giver ad set.",
+            "- user: Bad news. Tin supplier's slipped and the boxes land on the 20th now, so we can't launch on the \
+             19th. Move everything by four days.",
+        ];
+        let (text, dropped) = without_lines_shown(summary, &shown);
+        assert_eq!(dropped, 2, "{text}");
+        assert_eq!(
+            text,
+            "📋 Last session summary (1 hour ago)\n\n**✅ Done**\n- Pull the numbers from the Meta test ads we ran \
+             over the weekend\n- Got a supplier call.",
+            "the headings left with no bullet go too"
+        );
+
+        let summary = "📋 上次会话摘要 (1小时前)\n**该会话中改过的**\n- 刚跟装修队谈完，总价从~~35万~~加到42万。\n- 开业也得推，\
+                       改到12月20日了，唉\n\n**约束**\n- 项目：营销预算 · 金额：3.0万\n\n**⏳ 待处理**\n- 待办记下：小周核对批次\
+                       B20261104-07的41笔拉卡拉交易。";
+        let shown = ["- user: 刚跟装修队谈完，总价从~~35万~~加到42万，消防要求改喷淋，多出来的7万里喷淋占一半。"];
+        let (text, dropped) = without_lines_shown(summary, &shown);
+        assert_eq!(dropped, 1, "{text}");
+        assert!(!text.contains("总价"), "{text}");
+        assert!(text.contains("**该会话中改过的**\n- 开业也得推"), "{text}");
+        assert!(text.contains("营销预算") && text.contains("B20261104-07"), "{text}");
+
+        // Nothing shown above says a line: the summary stands as it was.
+        let (text, dropped) = without_lines_shown(summary, &["- user: 周报以后都用表格，一目了然。"]);
+        assert_eq!((text.as_str(), dropped), (summary, 0));
     }
 
     #[test]
