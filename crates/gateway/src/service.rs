@@ -690,23 +690,35 @@ impl Gateway {
                 .map(|e| e.text.as_str())
                 .collect();
             let (text, dropped) = without_lines_shown(&entries[at].text, &shown);
+            // With no item left, the section would be its title alone: it goes.
+            let emptied = !text.lines().any(|line| line.trim_start().starts_with("- "));
             if dropped > 0 {
                 let mut kept: Vec<Entry> = entries.iter().filter(|e| chosen.contains(&e.trace)).cloned().collect();
-                if let Some(last) = kept.iter_mut().find(|e| e.kind == SectionKind::LastSession) {
+                if emptied {
+                    kept.retain(|e| e.kind != SectionKind::LastSession);
+                } else if let Some(last) = kept.iter_mut().find(|e| e.kind == SectionKind::LastSession) {
                     last.text = text;
                 }
                 let again = pack(&kept, budget, memory_budget, language, &self.tokens);
                 // The same entries fit in less room; should one not, the first layout stands.
-                if again.included.len() == packed.included.len() {
+                if again.included.len() == packed.included.len() - usize::from(emptied) {
                     packed = again;
-                    let item = &mut items[entries[at].trace];
-                    item.reason = match language {
-                        Language::Zh => format!("{}；其中{dropped}行上面的记忆已经说了，略去", item.reason),
-                        Language::En => format!(
-                            "{}; {dropped} of its lines left out, a memory above says them",
-                            item.reason
-                        ),
-                    };
+                    let trace = entries[at].trace;
+                    if emptied {
+                        left_out.insert(
+                            trace,
+                            ("上面的记忆已说了它的每一项", "the memories above say each of its items"),
+                        );
+                    } else {
+                        let item = &mut items[trace];
+                        item.reason = match language {
+                            Language::Zh => format!("{}；其中{dropped}项上面的记忆已经说了，略去", item.reason),
+                            Language::En => format!(
+                                "{}; {dropped} of its items left out, a memory above says them",
+                                item.reason
+                            ),
+                        };
+                    }
                 }
             }
         }
