@@ -246,6 +246,28 @@ struct Shared {
     swap: tokio::sync::RwLock<()>,
 }
 
+impl Drop for Shared {
+    /// The last handle on the index closes the shard. qdrant-edge's own close flushes the
+    /// segments and panics when it cannot write (a full disk, a removed directory), which at a
+    /// process's exit would end it with a panic. So the close flushes first, as a checkpoint
+    /// (which catches that panic); when that fails, the shard is left unclosed (forgotten: its
+    /// memory goes with the process) and its log keeps every write, replayed at the next open.
+    fn drop(&mut self) {
+        let taken = self.shard.get_mut().unwrap_or_else(PoisonError::into_inner).take();
+        let Some(shard) = taken.and_then(|shard| Arc::try_unwrap(shard).ok()) else {
+            return;
+        };
+        if let Err(err) = self.checkpoint(&shard) {
+            tracing::error!(
+                dir = %self.dir.display(),
+                error = %err,
+                "the edge vector index could not flush as it closed; its log keeps the writes, replayed at the next start"
+            );
+            std::mem::forget(shard);
+        }
+    }
+}
+
 /// Sizes of the shard, for logs, metrics and tests.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct EdgeStats {
@@ -1349,6 +1371,26 @@ mod tests {
             40,
             "the stale point is gone"
         );
+    }
+
+    /// Closing an index whose segments cannot be written (here their directory is gone; a full
+    /// disk does the same) does not panic: qdrant-edge's own close would flush and panic, which
+    /// at a process's exit ends it with a panic (seen on a full disk).
+    #[tokio::test]
+    async fn an_index_that_cannot_flush_closes_without_a_panic() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let index = EdgeIndex::open_with(dir.path(), Flush::Every(std::time::Duration::from_secs(3600))).expect("open");
+        index.ensure_ready(conformance::DIM).await.expect("ready");
+        index
+            .upsert(conformance::sample_points(&Owner::new("conformance", "unflushed"), 10))
+            .await
+            .expect("upsert");
+        std::fs::remove_dir_all(dir.path().join("segments")).expect("remove the segments");
+        let closed = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| drop(index)));
+        assert!(closed.is_ok(), "closing the index panicked");
+        // The log still holds the writes the segments never got.
+        let log = std::fs::metadata(dir.path().join(crate::vector::wal::FILE_NAME)).expect("the log");
+        assert!(log.len() > 0, "the log was emptied");
     }
 
     /// A swap of many points lets searches of every user through between its chunks, and
