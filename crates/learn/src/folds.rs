@@ -186,6 +186,11 @@ pub fn topics(vectors: &[Vec<f32>], k: usize, seed: u64, rounds: usize) -> Vec<u
     topic
 }
 
+/// How many distinct groups (or topics) `ids` names.
+pub fn count(ids: &[usize]) -> usize {
+    ids.iter().collect::<std::collections::BTreeSet<_>>().len()
+}
+
 /// Groups joined by topic: each group (see [`groups`]) goes whole to the topic of its first
 /// sample, so a paraphrase or translation never sits in another topic than its group.
 pub fn by_topic(groups: &[usize], topics: &[usize]) -> Vec<usize> {
@@ -306,5 +311,8 @@ mod tests {
         let joined = by_topic(&groups, &found);
         assert_eq!(joined[8], found[0]);
         assert!(topics(&[], 3, 7, 10).is_empty());
+        assert_eq!(count(&found), 3);
+        assert_eq!(count(&[5, 1, 5, 2, 1]), 3);
+        assert_eq!(count(&[]), 0);
     }
 }

@@ -619,12 +619,7 @@ pub fn run(args: &TrainArgs, config: &crate::config::Config) -> anyhow::Result<(
     let languages: Vec<String> = lines.iter().map(|l| l.lang.clone()).collect();
     let groups = folds::groups(&by_prefix[0].1, &keys, &languages, folds::Grouping::DEFAULT);
     let fold_of = folds::assign(&groups, args.folds, 22);
-    let group_count = {
-        let mut g = groups.clone();
-        g.sort_unstable();
-        g.dedup();
-        g.len()
-    };
+    let group_count = folds::count(&groups);
     say(format!(
         "{} folds over {group_count} groups ({})",
         args.folds,
@@ -873,12 +868,7 @@ pub fn run(args: &TrainArgs, config: &crate::config::Config) -> anyhow::Result<(
     let topic_of = folds::topics(vectors, TOPICS, 22, 30);
     let topic_groups = folds::by_topic(&groups, &topic_of);
     let topic_fold_of = folds::assign(&topic_groups, args.folds, 22);
-    let topic_count = {
-        let mut t = topic_groups.clone();
-        t.sort_unstable();
-        t.dedup();
-        t.len()
-    };
+    let topic_count = folds::count(&topic_groups);
     let topic_kept = kept_by_fold(&lines, &rule, &topic_fold_of, args.folds, share);
     say(format!(
         "topic folds: {topic_count} topics (k-means over the query vectors, each near-duplicate group whole), fold sizes {:?}",

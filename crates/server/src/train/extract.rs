@@ -694,13 +694,10 @@ pub fn run(args: &TrainArgs, config: &crate::config::Config) -> anyhow::Result<(
     let groups = folds::groups(&line_vectors, &keys, &languages, folds::Grouping::DEFAULT);
     let line_fold = folds::assign(&groups, args.folds, 22);
     let clause_fold: Vec<usize> = clauses.iter().map(|c| line_fold[c.line]).collect();
-    let mut group_ids = groups.clone();
-    group_ids.sort_unstable();
-    group_ids.dedup();
     say(format!(
         "{} folds over {} groups of lines ({})",
         args.folds,
-        group_ids.len(),
+        folds::count(&groups),
         folds::Grouping::DEFAULT.describe()
     ));
 
@@ -985,7 +982,7 @@ pub fn run(args: &TrainArgs, config: &crate::config::Config) -> anyhow::Result<(
     policy.record(&mut file, stacked);
     file.choices = json!({
         "folds": args.folds,
-        "groups": group_ids.len(),
+        "groups": folds::count(&groups),
         "clauses": clauses.len(),
         "reachable": {"expected": expected, "within_one_clause": reachable},
         "rules_alone": figures(&rules_alone),
