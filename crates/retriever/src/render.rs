@@ -133,11 +133,16 @@ impl<'a> Packer<'a> {
         self.counter.count(part) + 1
     }
 
+    /// A floor under [`Packer::cost`] that costs no encoding ([`TokenCounter::at_least`]).
+    fn least_cost(part: &str) -> usize {
+        TokenCounter::at_least(part) + 1
+    }
+
     /// Appends `part` if it fits; returns its cost when it did. A part that could not fit even
     /// at its fewest possible tokens is turned away without being counted: a recall tries every
     /// candidate's line, and most of them come after the budget is nearly spent.
     pub fn try_push(&mut self, part: &str) -> Option<usize> {
-        if self.used + TokenCounter::at_least(part) + 1 > self.budget {
+        if self.used + Self::least_cost(part) > self.budget {
             return None;
         }
         let cost = self.cost(part);
@@ -150,7 +155,7 @@ impl<'a> Packer<'a> {
 
     /// Appends a heading together with the first part under it, or neither.
     pub fn try_push_with_heading(&mut self, heading: &str, part: &str) -> Option<usize> {
-        if self.used + TokenCounter::at_least(heading) + TokenCounter::at_least(part) + 2 > self.budget {
+        if self.used + Self::least_cost(heading) + Self::least_cost(part) > self.budget {
             return None;
         }
         let heading_cost = self.cost(heading);
