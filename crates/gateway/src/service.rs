@@ -34,7 +34,7 @@ use crate::api::{
     Prepared, Refusal, SectionKind, ToolCallResult, TraceItem, TraceKind,
 };
 use crate::config::GatewayConfig;
-use crate::context::{Day, Entry, excerpt, pack, room_in_section};
+use crate::context::{Day, Entry, Packed, excerpt, pack, room_in_section};
 use crate::extras::{ArtifactPort, SummaryPort};
 
 /// The longest message a turn may carry.
@@ -676,51 +676,27 @@ impl Gateway {
         }
         entries.retain(|e| !left_out.contains_key(&e.trace));
         let mut packed = pack(&entries, budget, memory_budget, language, &self.tokens);
-        // The other way round: a line of the last session's summary that a memory shown above
-        // says in full, with more beside it, is left out of the summary, and the same entries
-        // are laid out again in what that saves.
-        let chosen: std::collections::HashSet<usize> = packed.included.iter().map(|(t, _)| *t).collect();
-        if let Some(at) = entries
-            .iter()
-            .position(|e| e.kind == SectionKind::LastSession && chosen.contains(&e.trace))
-        {
-            let shown: Vec<&str> = entries
-                .iter()
-                .filter(|e| e.kind != SectionKind::LastSession && chosen.contains(&e.trace))
-                .map(|e| e.text.as_str())
-                .collect();
-            let (text, dropped) = without_lines_shown(&entries[at].text, &shown);
-            // With no item left, the section would be its title alone: it goes.
-            let emptied = !text.lines().any(|line| line.trim_start().starts_with("- "));
-            if dropped > 0 {
-                let mut kept: Vec<Entry> = entries.iter().filter(|e| chosen.contains(&e.trace)).cloned().collect();
-                if emptied {
-                    kept.retain(|e| e.kind != SectionKind::LastSession);
-                } else if let Some(last) = kept.iter_mut().find(|e| e.kind == SectionKind::LastSession) {
-                    last.text = text;
-                }
-                let again = pack(&kept, budget, memory_budget, language, &self.tokens);
-                // The same entries fit in less room; should one not, the first layout stands.
-                if again.included.len() == packed.included.len() - usize::from(emptied) {
-                    packed = again;
-                    let trace = entries[at].trace;
-                    if emptied {
-                        left_out.insert(
-                            trace,
-                            ("上面的记忆已说了它的每一项", "the memories above say each of its items"),
-                        );
-                    } else {
-                        let item = &mut items[trace];
-                        item.reason = match language {
-                            Language::Zh => format!("{}；其中{dropped}项上面的记忆已经说了，略去", item.reason),
-                            Language::En => format!(
-                                "{}; {dropped} of its items left out, a memory above says them",
-                                item.reason
-                            ),
-                        };
-                    }
-                }
+        // The other way round: what a memory shown above says in full is left out of the last
+        // session's section.
+        let repack = |kept: &[Entry]| pack(kept, budget, memory_budget, language, &self.tokens);
+        if let Some(trimmed) = trim_last_session(&entries, &packed, repack) {
+            if trimmed.emptied {
+                left_out.insert(
+                    trimmed.trace,
+                    ("上面的记忆已说了它的每一项", "the memories above say each of its items"),
+                );
+            } else {
+                let item = &mut items[trimmed.trace];
+                let dropped = trimmed.dropped;
+                item.reason = match language {
+                    Language::Zh => format!("{}；其中{dropped}项上面的记忆已经说了，略去", item.reason),
+                    Language::En => format!(
+                        "{}; {dropped} of its items left out, a memory above says them",
+                        item.reason
+                    ),
+                };
             }
+            packed = trimmed.packed;
         }
         for (trace, tokens) in &packed.included {
             items[*trace].included = true;
@@ -1426,6 +1402,53 @@ fn repeated_in_last_session(entries: &[Entry]) -> std::collections::HashSet<usiz
         })
         .map(|e| e.trace)
         .collect()
+}
+
+/// A context laid out again with the last session's section trimmed ([`trim_last_session`]).
+struct Trimmed {
+    packed: Packed,
+    /// The last session's entry.
+    trace: usize,
+    /// Its items left out.
+    dropped: usize,
+    /// Whether the section went whole (no item was left).
+    emptied: bool,
+}
+
+/// The packed context again without the last session's items that a memory it shows says in
+/// full ([`without_lines_shown`]), the section gone whole when no item is left, the same
+/// entries laid out by `repack` in what that saves. `None` when the section is not shown, no
+/// item is said above, or an entry would no longer fit (the first layout stands).
+fn trim_last_session(entries: &[Entry], packed: &Packed, repack: impl Fn(&[Entry]) -> Packed) -> Option<Trimmed> {
+    let chosen: std::collections::HashSet<usize> = packed.included.iter().map(|(t, _)| *t).collect();
+    let last = entries
+        .iter()
+        .find(|e| e.kind == SectionKind::LastSession && chosen.contains(&e.trace))?;
+    let shown: Vec<&str> = entries
+        .iter()
+        .filter(|e| e.kind != SectionKind::LastSession && chosen.contains(&e.trace))
+        .map(|e| e.text.as_str())
+        .collect();
+    let (text, dropped) = without_lines_shown(&last.text, &shown);
+    if dropped == 0 {
+        return None;
+    }
+    // With no item left, the section would be its title alone: it goes.
+    let emptied = !text.lines().any(|line| line.trim_start().starts_with("- "));
+    let mut kept: Vec<Entry> = entries.iter().filter(|e| chosen.contains(&e.trace)).cloned().collect();
+    if emptied {
+        kept.retain(|e| e.kind != SectionKind::LastSession);
+    } else if let Some(entry) = kept.iter_mut().find(|e| e.kind == SectionKind::LastSession) {
+        entry.text = text;
+    }
+    let again = repack(&kept);
+    // The same entries fit in less room; should one not, the first layout stands.
+    (again.included.len() == packed.included.len() - usize::from(emptied)).then_some(Trimmed {
+        packed: again,
+        trace: last.trace,
+        dropped,
+        emptied,
+    })
 }
 
 /// The last session's section without the summary's items that one of the `shown` entries
