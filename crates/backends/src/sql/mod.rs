@@ -6,6 +6,7 @@
 mod artifacts;
 mod jobs;
 mod memories;
+mod migrations;
 mod query;
 pub mod records;
 mod retention;

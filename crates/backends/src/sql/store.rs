@@ -21,10 +21,6 @@ use super::query::{Arg, MEMORY_COLUMNS, Query, arguments, memory_args, ms, numbe
 use super::rows::backend_error;
 use super::{StoreError, WriteBatch};
 
-static MIGRATOR_SQLITE: sqlx::migrate::Migrator = sqlx::migrate!("./migrations/sqlite");
-
-static MIGRATOR_POSTGRES: sqlx::migrate::Migrator = sqlx::migrate!("./migrations/postgres");
-
 /// Which database the store talks to.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Backend {
@@ -75,25 +71,8 @@ impl SqlStore {
     /// release left it, to test the migrations that follow.
     #[cfg(any(test, feature = "testing"))]
     pub async fn connect_at_version(url: &str, max_connections: u32, version: i64) -> Result<Self, StoreError> {
-        #[derive(Debug)]
-        struct Upto(Vec<sqlx::migrate::Migration>);
-        impl<'s> sqlx::migrate::MigrationSource<'s> for Upto {
-            fn resolve(
-                self,
-            ) -> futures::future::BoxFuture<'s, Result<Vec<sqlx::migrate::Migration>, sqlx::error::BoxDynError>>
-            {
-                Box::pin(async move { Ok(self.0) })
-            }
-        }
         let store = Self::open(url, max_connections).await?;
-        let all = match store.backend {
-            Backend::Sqlite => &MIGRATOR_SQLITE,
-            Backend::Postgres => &MIGRATOR_POSTGRES,
-        };
-        let older = all.iter().filter(|m| m.version <= version).cloned().collect();
-        let migrator = sqlx::migrate::Migrator::new(Upto(older))
-            .await
-            .map_err(|err| StoreError::Backend(format!("migrations: {err}")))?;
+        let migrator = super::migrations::migrator(store.backend, Some(version)).await?;
         migrator
             .run(&store.pool)
             .await
@@ -161,10 +140,7 @@ impl SqlStore {
     }
 
     pub(super) async fn migrate(&self) -> Result<(), StoreError> {
-        let migrator = match self.backend {
-            Backend::Sqlite => &MIGRATOR_SQLITE,
-            Backend::Postgres => &MIGRATOR_POSTGRES,
-        };
+        let migrator = super::migrations::migrator(self.backend, None).await?;
         // PostgreSQL serialises concurrent migrators with an advisory lock; SQLite has none, so
         // when several processes open a fresh database at once, the losers of the race see a
         // rolled-back attempt and retry: by then the winner's migrations are recorded.
