@@ -136,7 +136,38 @@ impl SqlStore {
                 .collect(),
             owner_seats: std::sync::Arc::new(tokio::sync::Semaphore::new((max_connections / 2).max(1) as usize)),
         };
+        if backend == Backend::Sqlite {
+            store.write_ahead().await?;
+        }
         Ok(store)
+    }
+
+    /// Puts a SQLite database in write-ahead-log mode (a setting the file keeps). In SQLite's
+    /// default rollback-journal mode a commit locks out every reader while it writes and syncs
+    /// the journal and then the file; with the log, readers go on while one writer appends and a
+    /// commit syncs once. A process that finds the database busy (another one opening it at the
+    /// same moment) retries; a file system without the shared memory the log needs keeps the
+    /// journal, with a warning.
+    async fn write_ahead(&self) -> Result<(), StoreError> {
+        let mut attempt = 0;
+        loop {
+            match sqlx::query_scalar::<_, String>("PRAGMA journal_mode = WAL")
+                .fetch_one(&self.pool)
+                .await
+            {
+                Ok(mode) if mode.eq_ignore_ascii_case("wal") => return Ok(()),
+                Ok(mode) => {
+                    tracing::warn!(%mode, "SQLite cannot use its write-ahead log here; reads wait for each commit");
+                    return Ok(());
+                }
+                Err(err) if attempt < 20 => {
+                    attempt += 1;
+                    tracing::debug!(%err, attempt, "another process holds the database; retrying");
+                    tokio::time::sleep(std::time::Duration::from_millis(100 * attempt)).await;
+                }
+                Err(err) => return Err(StoreError::Unavailable(format!("PRAGMA journal_mode = WAL: {err}"))),
+            }
+        }
     }
 
     pub(super) async fn migrate(&self) -> Result<(), StoreError> {
@@ -534,6 +565,45 @@ mod tests {
             "postgres://app:***@db:5432/thinkus"
         );
         assert_eq!(redact("sqlite://data/x.db"), "sqlite://data/x.db");
+    }
+
+    #[tokio::test]
+    async fn a_sqlite_database_keeps_a_write_ahead_log() {
+        let dir = tempfile::tempdir().unwrap();
+        let url = format!("sqlite://{}", dir.path().join("wal.db").display());
+        let store = SqlStore::connect(&url, 2).await.unwrap();
+        let mode: String = sqlx::query_scalar("PRAGMA journal_mode")
+            .fetch_one(&store.pool)
+            .await
+            .unwrap();
+        assert_eq!(mode, "wal");
+        store.set_plan(&Owner::new("t", "u"), "pro").await.unwrap();
+        assert!(dir.path().join("wal.db-wal").exists(), "commits go to the log");
+        // A commit does not wait for a reader: in the rollback-journal mode it needs every
+        // reader gone, and waits out the busy timeout (5 s) while one reads.
+        let mut reader = store.pool.begin().await.unwrap();
+        let before: String = sqlx::query_scalar("SELECT plan FROM user_plans")
+            .fetch_one(&mut *reader)
+            .await
+            .unwrap();
+        assert_eq!(before, "pro");
+        tokio::time::timeout(
+            std::time::Duration::from_secs(2),
+            store.set_plan(&Owner::new("t", "u"), "team"),
+        )
+        .await
+        .expect("the commit does not wait for the reader")
+        .unwrap();
+        let during: String = sqlx::query_scalar("SELECT plan FROM user_plans")
+            .fetch_one(&mut *reader)
+            .await
+            .unwrap();
+        assert_eq!(during, "pro", "the reader keeps the snapshot it started with");
+        reader.rollback().await.unwrap();
+        assert_eq!(
+            store.get_plan(&Owner::new("t", "u")).await.unwrap().as_deref(),
+            Some("team")
+        );
     }
 
     #[tokio::test]
