@@ -43,6 +43,12 @@ pub struct GatewayConfig {
     /// sessions, the frozen sessions lost 4 of 35 needed facts, said in words the question did
     /// not use (docs/benchmarks.md).
     pub entry_cap_tokens: u32,
+    /// A recalled conversation turn shows the turn before it (its context line) only when the
+    /// turn itself is at most this many tokens: a short reply ("Yes, last Tuesday!") needs what
+    /// it answers, a longer turn says what it is about, and the turn before it, often a long
+    /// reply, would only take room. 0 never shows it. 30 chosen on the development sessions
+    /// (docs/benchmarks.md).
+    pub context_line_max_tokens: u32,
     /// Tool outputs above this many tokens are stored as artifacts and replaced by compacts.
     pub offload_threshold_tokens: u32,
     /// Background workers taking jobs from the queue.
@@ -91,6 +97,7 @@ impl Default for GatewayConfig {
             probe_budget_tokens: 300,
             relevance_floor: 0.3,
             entry_cap_tokens: 0,
+            context_line_max_tokens: 30,
             offload_threshold_tokens: 500,
             workers: 2,
             poll_interval_ms: 200,

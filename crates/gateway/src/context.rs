@@ -3,8 +3,9 @@
 //! packed into one token budget. Entries are chosen in the order they are offered (best first:
 //! a weak decision does not push out a strong conversation turn), each group within its cap,
 //! and only then laid out by section. Whole entries only: an entry that does not fit is left
-//! out and the trace says so. A conversation turn shows the turn before it under it, unless
-//! that turn is in the context too: the room saved goes to more entries. Within a section,
+//! out and the trace says so. A short conversation turn (a reply like "Yes, last Tuesday!")
+//! shows the turn before it under it, unless that turn is in the context too: the room saved
+//! goes to more entries; a longer turn stands alone (`gateway.context_line_max_tokens`). Within a section,
 //! dated entries are grouped under their day ("8 May 2023:"), days in time order, so a day is
 //! written once however many of its memories are chosen (most of a session's turns share
 //! one): the room saved goes to more entries too, and the section reads as a timeline.
@@ -62,7 +63,8 @@ pub struct Entry {
     /// The most this entry's section may take (artifacts and the last session have caps).
     pub section_cap: Option<u32>,
     /// A line shown with the entry (a conversation turn's previous turn, which a reply like
-    /// "Yes, last Tuesday!" needs), left out when another chosen entry is that line.
+    /// "Yes, last Tuesday!" needs; empty for a longer turn), left out when another chosen entry
+    /// is that line.
     pub context: String,
     /// What the entry is as another entry's context: a turn's "Speaker: what was said".
     pub line: Option<String>,

@@ -417,6 +417,7 @@ impl Gateway {
             changes: &changes,
             query: thinkus_common::text::term_set(&request.message),
             entry_cap: self.config.entry_cap_tokens,
+            context_line_max_tokens: self.config.context_line_max_tokens,
             tokens: &self.tokens,
         };
         let mut items: Vec<TraceItem> = Vec::new();
@@ -1246,6 +1247,8 @@ struct Shown<'a> {
     changes: &'a [Replaced],
     query: std::collections::HashSet<String>,
     entry_cap: u32,
+    /// The longest turn shown with the turn before it ([`Shown::context_line`]).
+    context_line_max_tokens: u32,
     tokens: &'a TokenCounter,
 }
 
@@ -1257,6 +1260,17 @@ impl Shown<'_> {
             self.changes,
             self.language,
         )
+    }
+
+    /// The context line (the turn before) of a turn shown as `text`: only for a short turn,
+    /// a reply that may not stand alone ("Yes, last Tuesday!"); a longer turn says what it is
+    /// about, and the turn before it, often a long reply, would take the room of another
+    /// memory. Empty when not shown.
+    fn context_line(&self, text: &str, context: &str, at: DateTime<Utc>) -> String {
+        if context.trim().is_empty() || self.tokens.count(text) as u32 > self.context_line_max_tokens {
+            return String::new();
+        }
+        self.current(context.trim(), at)
     }
 }
 
@@ -1314,15 +1328,16 @@ fn memory_entries(
                 parts: Some(parts),
                 tokens: 0,
             });
+            let text = current(
+                &memory_line(detail.speaker.as_deref(), detail.content.trim()),
+                detail.occurred_at,
+            );
             entries.push(Entry {
                 kind: SectionKind::of(detail.memory_type),
-                text: current(
-                    &memory_line(detail.speaker.as_deref(), detail.content.trim()),
-                    detail.occurred_at,
-                ),
+                context: shown.context_line(&text, &detail.context, detail.occurred_at),
+                text,
                 trace: items.len() - 1,
                 section_cap: None,
-                context: current(detail.context.trim(), detail.occurred_at),
                 line,
                 day: Some(Day::of(detail.occurred_at, now, language)),
             });
@@ -1841,5 +1856,97 @@ mod tests {
             turn_visibility(&project, [Visibility::Project, Visibility::Private]),
             Visibility::Private
         );
+    }
+
+    #[test]
+    fn only_a_short_turn_brings_the_turn_before_it() {
+        let tokens = TokenCounter::default();
+        let now = Utc::now();
+        use thinkus_retriever::api::MemoryDetails;
+        let detail = |id: &str, content: &str, context: &str| MemoryDetails {
+            id: id.into(),
+            summary: content.into(),
+            content: content.into(),
+            context: context.into(),
+            decisions: Vec::new(),
+            refs: Vec::new(),
+            memory_type: MemoryType::ConversationTurn,
+            importance: 3,
+            confidence: 1.0,
+            occurred_at: now,
+            relative_time: String::new(),
+            tokens: 0,
+            tags: Vec::new(),
+            speaker: Some("user".into()),
+            freshness: 3.0,
+            status: thinkus_common::model::MemoryStatus::Active,
+            superseded_by: None,
+        };
+        let reply_to = "assistant: The full breakdown, line by line: rent 3.2, fit-out 42, equipment 9, stock 3.";
+        let recalled = RecallResult {
+            mode: RetrievalMode::Details,
+            catalog: Vec::new(),
+            details: vec![
+                detail("short-en", "Yes, last Tuesday!", reply_to),
+                detail(
+                    "long-en",
+                    "Pull the October statement of the company account, tell me whether anything looks wrong, \
+                     and how much is left on it now, because the opening is getting close",
+                    reply_to,
+                ),
+                detail("short-zh", "对，就上周二。", "assistant：开店前一次性支出合计约63万。"),
+                detail(
+                    "long-zh",
+                    "你把公司招行账户10月的流水拉一下，看看有没有什么不对劲的，顺便告诉我现在账上还有多少钱，开业前的资金缺口也一起算一下",
+                    "assistant：开店前一次性支出合计约63万。",
+                ),
+            ],
+            tokens_used: 0,
+            budget_tokens: 0,
+            candidates: 4,
+            omitted_for_budget: 0,
+            tokenizer: String::new(),
+            rendered: String::new(),
+        };
+        let decision = ControlDecision {
+            need_memory: NeedMemory::Yes,
+            memory_types: Vec::new(),
+            retrieval_mode: RetrievalMode::Details,
+            budget_tokens: 1000,
+            time_range: TimeRange::All,
+            reason: String::new(),
+            engine: String::new(),
+            signals: Vec::new(),
+            language: Language::En,
+        };
+        let contexts = |max: u32, language: Language| {
+            let shown = Shown {
+                language,
+                now,
+                changes: &[],
+                query: Default::default(),
+                entry_cap: 0,
+                context_line_max_tokens: max,
+                tokens: &tokens,
+            };
+            let (mut items, mut entries) = (Vec::new(), Vec::new());
+            memory_entries(&recalled, &decision, &shown, &mut items, &mut entries);
+            entries
+                .into_iter()
+                .map(|e| (items[e.trace].id.clone(), !e.context.is_empty()))
+                .collect::<BTreeMap<_, _>>()
+        };
+        for language in [Language::En, Language::Zh] {
+            let shown = contexts(30, language);
+            // A reply that does not stand alone comes with what it answers, in both languages.
+            assert!(shown["short-en"] && shown["short-zh"], "{shown:?}");
+            // A turn that says what it is about stands alone: no room goes to the turn before.
+            assert!(!shown["long-en"] && !shown["long-zh"], "{shown:?}");
+        }
+        assert!(
+            contexts(0, Language::En).values().all(|shown| !shown),
+            "0 never shows it"
+        );
+        assert!(contexts(10_000, Language::En).values().all(|shown| *shown));
     }
 }
