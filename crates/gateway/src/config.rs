@@ -34,8 +34,9 @@ pub struct GatewayConfig {
     /// The budget of the probe's recall and of what it includes, in tokens.
     pub probe_budget_tokens: u32,
     /// A recalled memory whose relevance is below this share of the best recalled memory's is
-    /// left out of the context, budget or not (0 keeps every memory the budget holds). 0.3 is
-    /// the largest share that lost no needed fact on the development sessions (docs/benchmarks.md).
+    /// left out of the context, budget or not (0 keeps every memory the budget holds). 0.4 lost no
+    /// needed fact on the development sessions and kept LoCoMo's evidence in context; 0.5 lost
+    /// LoCoMo evidence, 0.6 needed facts (docs/benchmarks.md).
     pub relevance_floor: f64,
     /// A recalled record longer than this many tokens (an assistant's table, a long analysis)
     /// is shown as the lines sharing the most words with the message, whole, within it; "…"
@@ -95,7 +96,7 @@ impl Default for GatewayConfig {
             probe_entries: 3,
             probe_min_similarity: 0.85,
             probe_budget_tokens: 300,
-            relevance_floor: 0.3,
+            relevance_floor: 0.4,
             entry_cap_tokens: 0,
             context_line_max_tokens: 30,
             offload_threshold_tokens: 500,

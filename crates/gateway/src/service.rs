@@ -1771,6 +1771,13 @@ mod tests {
             below_relevance_floor(&items, &entries, 1.0).len() == 2,
             "the best always stays"
         );
+        // The default (chosen on the development sessions) leaves out a memory at a third of
+        // the best's relevance and keeps one at nearly half of it.
+        let items = [item(None), item(Some(0.9)), item(Some(0.4)), item(Some(0.3))];
+        assert_eq!(
+            below_relevance_floor(&items, &entries, GatewayConfig::default().relevance_floor),
+            vec![3]
+        );
     }
 
     #[test]
