@@ -553,6 +553,104 @@ async fn a_large_tool_output_is_offloaded_and_read_back() {
     node.shutdown().await.unwrap();
 }
 
+/// The trace item of artifact `id` in the context prepared for `message`, and the context.
+async fn artifact_item(
+    client: &mut GatewayServiceClient<Channel>,
+    scope: Scope,
+    message: &str,
+    before: &str,
+    id: &str,
+) -> (thinkus_proto::gateway::TraceItem, String) {
+    let prepared = client
+        .prepare_turn(PrepareTurnRequest {
+            scope: Some(scope),
+            message: message.into(),
+            recent_messages: vec![before.into()],
+            ..Default::default()
+        })
+        .await
+        .unwrap()
+        .into_inner();
+    let item = prepared
+        .trace
+        .unwrap()
+        .items
+        .into_iter()
+        .find(|i| i.kind == TraceItemKind::Artifact as i32 && i.id == id)
+        .unwrap_or_else(|| panic!("the artifact is considered for {message}"));
+    (item, prepared.context)
+}
+
+/// A tool output of the session is shown for a message about it, not for a long message that
+/// shares one word with it by chance (`gateway.artifact_min_overlap`), in English and Chinese.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_artifact_sharing_one_word_with_a_long_message_is_left_out() {
+    use thinkus_proto::gateway::ToolCall;
+
+    let dir = tempfile::tempdir().unwrap();
+    let node = nodes::start(config(dir.path()), &ServiceKind::ALL, None).await;
+    let mut client = GatewayServiceClient::new(nodes::channel(&node).await);
+    let log: String = (1..=300)
+        .map(|n| match n {
+            212 => "2026-11-20T10:03:32Z ERROR checkout_test.go: TestCheckoutTotal expected 120 got 118\n".to_string(),
+            n => format!(
+                "2026-11-20T10:03:{:02}Z INFO compiled package shop/module{n} in {} ms\n",
+                n % 60,
+                20 + n % 7
+            ),
+        })
+        .collect();
+    let cases = [
+        (
+            "ivy",
+            "Run the CI for the checkout branch.",
+            "Which checkout test failed in that log?",
+            "Write three review comments on this refund handler: the timeout's cancel function is \
+             dropped, the cache lookup ignores a missing key, the gateway call has no retry, and \
+             the checkout branch name should follow our convention.",
+        ),
+        (
+            "jun",
+            "跑一下结账分支的 CI。",
+            "checkout 日志里哪个测试失败了？",
+            "帮我给这个退款函数写几条代码评审意见：超时的取消函数被丢掉了，缓存查询没处理空值，\
+             网关调用没有重试，checkout 分支命名也要按我们的规范来。",
+        ),
+    ];
+    for (user, asked, about, unrelated) in cases {
+        let completed = client
+            .complete_turn(CompleteTurnRequest {
+                scope: Some(scope(user, "s1")),
+                user_message: asked.into(),
+                assistant_message: "Done.".into(),
+                tool_calls: vec![ToolCall {
+                    id: "call-1".into(),
+                    name: "ci".into(),
+                    output: log.clone(),
+                    path: "ci/checkout.log".into(),
+                    ..Default::default()
+                }],
+                ..Default::default()
+            })
+            .await
+            .unwrap()
+            .into_inner();
+        let id = completed.tool_calls[0].artifact_id.clone();
+        assert!(completed.tool_calls[0].offloaded, "{user}");
+        let (shown, context) = artifact_item(&mut client, scope(user, "s1"), about, asked, &id).await;
+        assert!(shown.included, "{user}: {shown:?}");
+        assert!(context.contains(&id), "{user}: {context}");
+        let (left_out, context) = artifact_item(&mut client, scope(user, "s1"), unrelated, asked, &id).await;
+        assert!(!left_out.included, "{user}: {left_out:?}");
+        assert!(!context.contains(&id), "{user}: {context}");
+        assert!(
+            left_out.reason.contains("least overlap") || left_out.reason.contains("最低重合度"),
+            "{user}: {left_out:?}"
+        );
+    }
+    node.shutdown().await.unwrap();
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_new_session_starts_from_the_last_summary() {
     use thinkus_proto::summary::GenerateSummaryRequest;

@@ -22,6 +22,13 @@ pub struct GatewayConfig {
     /// How many of the session's artifacts, and of the project's earlier sessions', are
     /// considered for a turn.
     pub artifacts_considered: usize,
+    /// An artifact is shown only when at least this share of the message's terms are in its
+    /// path, tool, type or compact summary (1 when the message names it): one word a long
+    /// message shares with a tool output is a coincidence (a code review pulling in a CI log at
+    /// 0.04). 0 shows every artifact of the session sharing a word with the message. 0.1 chosen
+    /// on the development sessions, where the artifacts their checks ask about match at 0.15 and
+    /// 0.25 (docs/benchmarks.md).
+    pub artifact_min_overlap: f64,
     /// How many of the reader's value changes (old value -> new value) are read per turn to
     /// mark replaced values in older records.
     pub value_changes_considered: usize,
@@ -92,6 +99,7 @@ impl Default for GatewayConfig {
             standing_share: 0.2,
             standing_considered: 20,
             artifacts_considered: 20,
+            artifact_min_overlap: 0.1,
             value_changes_considered: 200,
             probe_entries: 3,
             probe_min_similarity: 0.85,
@@ -129,6 +137,7 @@ impl GatewayConfig {
             ("gateway.last_session_share", self.last_session_share),
             ("gateway.standing_share", self.standing_share),
             ("gateway.relevance_floor", self.relevance_floor),
+            ("gateway.artifact_min_overlap", self.artifact_min_overlap),
         ] {
             if !(0.0..=1.0).contains(&share) {
                 return Err(format!("{key}: must be between 0 and 1"));

@@ -528,17 +528,28 @@ impl Gateway {
             let mut artifact_tokens = 0;
             for found in relevant {
                 let tokens = self.tokens.count(&found.text) as u32;
-                artifact_tokens += tokens;
+                let below_floor = found.score < self.config.artifact_min_overlap;
                 items.push(TraceItem {
                     kind: TraceKind::Artifact,
                     id: found.id,
                     score: found.score,
                     confidence: 0.0,
-                    reason: found.reason,
+                    reason: if below_floor {
+                        match language {
+                            Language::Zh => format!("{}；低于产物的最低重合度", found.reason),
+                            Language::En => format!("{}; below the artifacts' least overlap", found.reason),
+                        }
+                    } else {
+                        found.reason
+                    },
                     included: false,
                     parts: None,
                     tokens,
                 });
+                if below_floor {
+                    continue;
+                }
+                artifact_tokens += tokens;
                 entries.push(Entry {
                     kind: SectionKind::Artifacts,
                     text: found.text,
