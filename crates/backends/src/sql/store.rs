@@ -72,11 +72,7 @@ impl SqlStore {
     #[cfg(any(test, feature = "testing"))]
     pub async fn connect_at_version(url: &str, max_connections: u32, version: i64) -> Result<Self, StoreError> {
         let store = Self::open(url, max_connections).await?;
-        let migrator = super::migrations::migrator(store.backend, Some(version)).await?;
-        migrator
-            .run(&store.pool)
-            .await
-            .map_err(|err| StoreError::Backend(format!("migrations failed: {err}")))?;
+        store.migrate_to(version).await?;
         Ok(store)
     }
 
@@ -166,25 +162,6 @@ impl SqlStore {
                     tokio::time::sleep(std::time::Duration::from_millis(100 * attempt)).await;
                 }
                 Err(err) => return Err(StoreError::Unavailable(format!("PRAGMA journal_mode = WAL: {err}"))),
-            }
-        }
-    }
-
-    pub(super) async fn migrate(&self) -> Result<(), StoreError> {
-        let migrator = super::migrations::migrator(self.backend, None).await?;
-        // PostgreSQL serialises concurrent migrators with an advisory lock; SQLite has none, so
-        // when several processes open a fresh database at once, the losers of the race see a
-        // rolled-back attempt and retry: by then the winner's migrations are recorded.
-        let mut attempt = 0;
-        loop {
-            match migrator.run(&self.pool).await {
-                Ok(()) => return Ok(()),
-                Err(err) if self.backend == Backend::Sqlite && attempt < 20 => {
-                    attempt += 1;
-                    tracing::debug!(%err, attempt, "another process is migrating the database; retrying");
-                    tokio::time::sleep(std::time::Duration::from_millis(100 * attempt)).await;
-                }
-                Err(err) => return Err(StoreError::Backend(format!("migrations failed: {err}"))),
             }
         }
     }
