@@ -647,6 +647,10 @@ async fn an_artifact_sharing_one_word_with_a_long_message_is_left_out() {
             left_out.reason.contains("least overlap") || left_out.reason.contains("最低重合度"),
             "{user}: {left_out:?}"
         );
+        assert!(
+            !left_out.reason.contains("over budget") && !left_out.reason.contains("超出预算"),
+            "{user}: {left_out:?}"
+        );
     }
     node.shutdown().await.unwrap();
 }

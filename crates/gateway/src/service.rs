@@ -524,29 +524,24 @@ impl Gateway {
             }
             timings.insert("summary".to_string(), took);
         }
+        // Artifacts sharing too few of the message's words to be about it (left out, with why).
+        let mut weak_artifacts = Vec::new();
         if let Some((relevant, took)) = artifacts {
             let mut artifact_tokens = 0;
             for found in relevant {
                 let tokens = self.tokens.count(&found.text) as u32;
-                let below_floor = found.score < self.config.artifact_min_overlap;
                 items.push(TraceItem {
                     kind: TraceKind::Artifact,
                     id: found.id,
                     score: found.score,
                     confidence: 0.0,
-                    reason: if below_floor {
-                        match language {
-                            Language::Zh => format!("{}；低于产物的最低重合度", found.reason),
-                            Language::En => format!("{}; below the artifacts' least overlap", found.reason),
-                        }
-                    } else {
-                        found.reason
-                    },
+                    reason: found.reason,
                     included: false,
                     parts: None,
                     tokens,
                 });
-                if below_floor {
+                if found.score < self.config.artifact_min_overlap {
+                    weak_artifacts.push(items.len() - 1);
                     continue;
                 }
                 artifact_tokens += tokens;
@@ -677,6 +672,9 @@ impl Gateway {
         // memory recalled again (it stands among the standing ones), are left out, with why.
         for trace in repeated_in_last_session(&entries) {
             left_out.insert(trace, ("上次会话摘要里已有", "the last session's summary says it"));
+        }
+        for trace in weak_artifacts {
+            left_out.insert(trace, ("低于产物的最低重合度", "below the artifacts' least overlap"));
         }
         for entry in entries.iter().filter(|e| e.kind != SectionKind::Standing) {
             if standing_ids.contains(&items[entry.trace].id) {
