@@ -14,7 +14,7 @@ use sqlx::error::BoxDynError;
 use sqlx::migrate::{Migration, MigrationSource, MigrationType, Migrator};
 
 use super::StoreError;
-use super::store::{Backend, SqlStore};
+use super::store::{Backend, SqlStore, again_while_busy};
 
 /// One migration: its version and name (the file's name is `<version>_<name>.sql` in both
 /// folders) and the SQL of each backend.
@@ -102,18 +102,9 @@ impl SqlStore {
         // PostgreSQL serialises concurrent migrators with an advisory lock; SQLite has none, so
         // when several processes open a fresh database at once, the losers of the race see a
         // rolled-back attempt and retry: by then the winner's migrations are recorded.
-        let mut attempt = 0;
-        loop {
-            match migrator.run(&self.pool).await {
-                Ok(()) => return Ok(()),
-                Err(err) if self.backend == Backend::Sqlite && attempt < 20 => {
-                    attempt += 1;
-                    tracing::debug!(%err, attempt, "another process is migrating the database; retrying");
-                    tokio::time::sleep(std::time::Duration::from_millis(100 * attempt)).await;
-                }
-                Err(err) => return Err(StoreError::Backend(format!("migrations failed: {err}"))),
-            }
-        }
+        again_while_busy(self.backend == Backend::Sqlite, || migrator.run(&self.pool))
+            .await
+            .map_err(|err| StoreError::Backend(format!("migrations failed: {err}")))
     }
 
     /// Applies the migrations up to `version` only: a database as an older release left it.

@@ -21,6 +21,28 @@ use super::query::{Arg, MEMORY_COLUMNS, Query, arguments, memory_args, ms, numbe
 use super::rows::backend_error;
 use super::{StoreError, WriteBatch};
 
+/// Runs `op` until it succeeds, up to 20 more times 0.1 s, 0.2 s, ... apart while `retry` holds.
+/// SQLite has no lock to wait on when several processes open a fresh file at once: the losers
+/// find the database busy or their migrations rolled back, and by the next attempt the winner
+/// is done.
+pub(super) async fn again_while_busy<T, E, F>(retry: bool, mut op: impl FnMut() -> F) -> Result<T, E>
+where
+    E: std::fmt::Display,
+    F: std::future::Future<Output = Result<T, E>>,
+{
+    let mut attempt = 0;
+    loop {
+        match op().await {
+            Err(err) if retry && attempt < 20 => {
+                attempt += 1;
+                tracing::debug!(%err, attempt, "another process holds the database; retrying");
+                tokio::time::sleep(std::time::Duration::from_millis(100 * attempt)).await;
+            }
+            result => return result,
+        }
+    }
+}
+
 /// Which database the store talks to.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Backend {
@@ -145,25 +167,15 @@ impl SqlStore {
     /// same moment) retries; a file system without the shared memory the log needs keeps the
     /// journal, with a warning.
     async fn write_ahead(&self) -> Result<(), StoreError> {
-        let mut attempt = 0;
-        loop {
-            match sqlx::query_scalar::<_, String>("PRAGMA journal_mode = WAL")
-                .fetch_one(&self.pool)
-                .await
-            {
-                Ok(mode) if mode.eq_ignore_ascii_case("wal") => return Ok(()),
-                Ok(mode) => {
-                    tracing::warn!(%mode, "SQLite cannot use its write-ahead log here; reads wait for each commit");
-                    return Ok(());
-                }
-                Err(err) if attempt < 20 => {
-                    attempt += 1;
-                    tracing::debug!(%err, attempt, "another process holds the database; retrying");
-                    tokio::time::sleep(std::time::Duration::from_millis(100 * attempt)).await;
-                }
-                Err(err) => return Err(StoreError::Unavailable(format!("PRAGMA journal_mode = WAL: {err}"))),
-            }
+        let mode = again_while_busy(true, || {
+            sqlx::query_scalar::<_, String>("PRAGMA journal_mode = WAL").fetch_one(&self.pool)
+        })
+        .await
+        .map_err(|err| StoreError::Unavailable(format!("PRAGMA journal_mode = WAL: {err}")))?;
+        if !mode.eq_ignore_ascii_case("wal") {
+            tracing::warn!(%mode, "SQLite cannot use its write-ahead log here; reads wait for each commit");
         }
+        Ok(())
     }
 
     pub fn backend(&self) -> Backend {
