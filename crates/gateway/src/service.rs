@@ -1276,7 +1276,7 @@ impl Shown<'_> {
     /// about, and the turn before it, often a long reply, would take the room of another
     /// memory. Empty when not shown.
     fn context_line(&self, text: &str, context: &str, at: DateTime<Utc>) -> String {
-        if context.trim().is_empty() || self.tokens.count(text) as u32 > self.context_line_max_tokens {
+        if context.trim().is_empty() || self.tokens.exceeds(text, self.context_line_max_tokens as usize) {
             return String::new();
         }
         self.current(context.trim(), at)
