@@ -773,6 +773,81 @@ async fn corrections(backend: Backend) {
     node.stop().await;
 }
 
+/// Issue 21: a recall in detail answers before its access statistics are written, and the node
+/// writes them by the time it stops: three reads count three, and the freshness each answer
+/// reported is the one stored. Reads are not edits: the memory keeps its version.
+async fn reads_are_counted_by_the_time_the_node_stops(backend: Backend) {
+    let Some(node) = start(backend, |_| {}).await else {
+        return;
+    };
+    let me = scope("km-reads", "cfo", Some("books"));
+    let written = node
+        .km()
+        .remember(RememberRequest {
+            scope: Some(me.clone()),
+            memory: Some(draft("The Q3 marketing budget is $800", 3)),
+            request_id: "reads-1".into(),
+            skip_dedup: true,
+            bypass_admission: true,
+        })
+        .await
+        .unwrap()
+        .into_inner()
+        .result
+        .unwrap()
+        .memory
+        .unwrap();
+    let store = node.handle.backends.store.clone().expect("the node's database");
+    let owner = thinkus_common::model::Owner::new(thinkus_common::model::DEFAULT_TENANT, "km-reads");
+    let stored = |store: std::sync::Arc<thinkus_backends::sql::SqlStore>, id: String| {
+        let owner = owner.clone();
+        async move {
+            thinkus_backends::sql::MemoryStore::get_memory(&*store, &owner, &id)
+                .await
+                .unwrap()
+                .expect("still stored")
+        }
+    };
+    let before = stored(store.clone(), written.id.clone()).await;
+    let mut reported = Vec::new();
+    for _ in 0..3 {
+        let details = RetrieverServiceClient::new(node.channel.clone())
+            .recall(RecallRequest {
+                scope: Some(me.clone()),
+                query: "marketing budget".into(),
+                mode: RetrievalMode::Details as i32,
+                budget_tokens: 4000,
+                ..Default::default()
+            })
+            .await
+            .expect("recall")
+            .into_inner()
+            .details;
+        let shown = details.iter().find(|d| d.id == written.id).expect("recalled in detail");
+        reported.push(shown.freshness);
+    }
+    assert!(
+        reported.windows(2).all(|w| w[0] <= w[1]) && reported[0] > written.freshness,
+        "each read reports the freshness it brings: {} then {reported:?}",
+        written.freshness
+    );
+    node.handle.shutdown().await.unwrap();
+    let after = stored(store, written.id.clone()).await;
+    assert_eq!(
+        after.access_count,
+        before.access_count + 3,
+        "every read is counted by the stop"
+    );
+    assert!(after.last_accessed_at.is_some());
+    assert!(
+        (after.freshness - reported[2]).abs() < 1e-9,
+        "{} vs {reported:?}",
+        after.freshness
+    );
+    assert_eq!(after.version, before.version, "reads leave the version");
+    drop(node._dir);
+}
+
 /// Issue 16: a change of value says which session it was said in and the sentence that says it,
 /// so that the next session can start from what changed in the last one.
 async fn value_changes_say_where_and_how(backend: Backend) {
@@ -817,6 +892,7 @@ async fn value_changes_say_where_and_how(backend: Backend) {
 }
 
 on_both_backends!(
+    reads_are_counted_by_the_time_the_node_stops,
     value_changes_say_where_and_how,
     preference_is_recalled,
     learned_memories_keep_when_it_was_said,

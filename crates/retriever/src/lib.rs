@@ -3,6 +3,7 @@
 //! visibility, session, time and tags, ranked by relevance, importance and freshness, and
 //! packed into a token budget.
 
+mod access;
 pub mod api;
 pub mod client;
 pub mod config;

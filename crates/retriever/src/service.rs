@@ -15,8 +15,10 @@ use thinkus_common::model::{Language, Memory, MemoryStatus, MemoryType, Owner, Q
 use thinkus_common::text::detect_language;
 use thinkus_common::time::relative;
 use thinkus_common::tokens::TokenCounter;
+use tokio_util::sync::CancellationToken;
 use tracing::Instrument;
 
+use crate::access::AccessRecorder;
 use crate::api::{
     CatalogEntry, DetailsRequest, DetailsResult, MemoryDetails, RecallRequest, RecallResult, RetrieverApi, ScoreParts,
 };
@@ -34,6 +36,7 @@ pub struct Retriever {
     tokens: TokenCounter,
     /// Whether a query embedding from another model was already logged (once per process).
     foreign_model_logged: AtomicBool,
+    access: AccessRecorder,
 }
 
 /// A memory with its evidence and final score.
@@ -52,6 +55,7 @@ impl Retriever {
         tokens: TokenCounter,
     ) -> Self {
         Self {
+            access: AccessRecorder::new(store.clone(), config.access_boost, config.freshness_cap),
             config,
             store,
             vectors,
@@ -60,6 +64,12 @@ impl Retriever {
             tokens,
             foreign_model_logged: AtomicBool::new(false),
         }
+    }
+
+    /// Writes the access statistics of recalls off their path until `shutdown`, then what is
+    /// left (see [`crate::access`]). Without it, each recall writes its own before it answers.
+    pub async fn record_accesses(&self, shutdown: CancellationToken) {
+        self.access.run(shutdown).await;
     }
 
     pub fn config(&self) -> &RetrieverConfig {
@@ -398,20 +408,16 @@ impl Retriever {
         }
     }
 
-    /// Marks memories read and returns their new freshness.
-    async fn touch(&self, owner: &Owner, ids: &[String], now: DateTime<Utc>) -> HashMap<String, f64> {
-        match self
-            .store
-            .record_access(owner, ids, now, self.config.access_boost, self.config.freshness_cap)
-            .await
-        {
-            Ok(updated) => updated.into_iter().collect(),
-            Err(err) => {
-                // The read itself succeeded; losing one freshness bump is not worth failing it.
-                tracing::warn!(%err, "access statistics were not recorded");
-                HashMap::new()
-            }
+    /// Marks the memories shown in detail read, and gives each the freshness the access brings.
+    async fn touch(&self, owner: &Owner, details: &mut [MemoryDetails], now: DateTime<Utc>) {
+        if details.is_empty() {
+            return;
         }
+        for d in details.iter_mut() {
+            d.freshness = self.access.boosted(d.freshness);
+        }
+        let ids = details.iter().map(|d| d.id.clone()).collect();
+        self.access.record(owner, ids, now).await;
     }
 }
 
@@ -623,15 +629,7 @@ impl RetrieverApi for Retriever {
         }
         let (rendered, tokens_used) = packer.finish();
 
-        if !details.is_empty() {
-            let ids: Vec<String> = details.iter().map(|d| d.id.clone()).collect();
-            let fresh = self.touch(&filter.owner(), &ids, now).await;
-            for d in &mut details {
-                if let Some(f) = fresh.get(&d.id) {
-                    d.freshness = *f;
-                }
-            }
-        }
+        self.touch(&filter.owner(), &mut details, now).await;
         tracing::debug!(
             user_id = %request.scope.user_id,
             candidates,
@@ -720,14 +718,8 @@ impl RetrieverApi for Retriever {
                 None => omitted.push(memory.id.clone()),
             }
         }
-        if !request.skip_access_update && !details.is_empty() {
-            let ids: Vec<String> = details.iter().map(|d| d.id.clone()).collect();
-            let fresh = self.touch(&request.scope.owner(), &ids, now).await;
-            for d in &mut details {
-                if let Some(f) = fresh.get(&d.id) {
-                    d.freshness = *f;
-                }
-            }
+        if !request.skip_access_update {
+            self.touch(&request.scope.owner(), &mut details, now).await;
         }
         let (rendered, tokens_used) = packer.finish();
         Ok(DetailsResult {

@@ -180,7 +180,7 @@ pub async fn start(
         None
     };
     let knowledge_local: Option<Arc<dyn KnowledgeApi>> = manager.clone().map(|m| m as Arc<dyn KnowledgeApi>);
-    let retriever_local: Option<Arc<dyn RetrieverApi>> = if services.contains(&ServiceKind::Retriever) {
+    let retriever: Option<Arc<Retriever>> = if services.contains(&ServiceKind::Retriever) {
         Some(Arc::new(Retriever::new(
             config.retriever.clone(),
             required(&backends.store, "the database")?,
@@ -191,6 +191,7 @@ pub async fn start(
     } else {
         None
     };
+    let retriever_local: Option<Arc<dyn RetrieverApi>> = retriever.clone().map(|r| r as Arc<dyn RetrieverApi>);
     let controller_local: Option<Arc<dyn ControllerApi>> = if services.contains(&ServiceKind::MemoryController) {
         let controller = MemoryController::new(config.controller.clone(), backends.rules.clone(), backends.llm.clone());
         let controller = match config.controller.learned {
@@ -406,6 +407,11 @@ pub async fn start(
                 }));
             }
         }
+    }
+    if let Some(retriever) = retriever {
+        // Recalls mark what they showed read without waiting for the write.
+        let stop = shutdown.clone();
+        tasks.push(tokio::spawn(async move { retriever.record_accesses(stop).await }));
     }
     if manager.is_some()
         && let Some(store) = backends.store.clone()

@@ -515,8 +515,8 @@ pub async fn listings_order_and_page(store: &dyn MemoryStore) {
     assert_ne!(first.id, l.replaced.id);
 }
 
-/// An access raises the freshness up to its cap and counts; another user's access changes
-/// nothing.
+/// An access raises the freshness up to its cap and counts, and leaves the version (an update
+/// read before it still applies); another user's access changes nothing.
 pub async fn access_is_counted_and_freshness_capped(store: &dyn MemoryStore) {
     let p = people();
     let own = memory(
@@ -551,6 +551,17 @@ pub async fn access_is_counted_and_freshness_capped(store: &dyn MemoryStore) {
         store.get_memory(&p.alice, &own.id).await.unwrap().unwrap().access_count,
         2
     );
+    // A read is not an edit: an update made from what was read before it still applies.
+    assert_eq!(read.version, own.version, "an access leaves the version");
+    let mut corrected = own.clone();
+    corrected.content = "own private decision, corrected".into();
+    store
+        .commit(WriteBatch {
+            updates: vec![corrected],
+            ..Default::default()
+        })
+        .await
+        .expect("an update made before the reads applies");
 }
 
 /// A delete keeps the memory's history records without their content (the deletion's own

@@ -124,7 +124,7 @@ impl MemoryStore for SqlStore {
         }
         let mut q = Query::new(&format!(
             "UPDATE memories SET last_accessed_at = ?, access_count = access_count + 1, \
-             freshness = CASE WHEN freshness + ? > ? THEN ? ELSE freshness + ? END, version = version + 1 \
+             freshness = CASE WHEN freshness + ? > ? THEN ? ELSE freshness + ? END \
              WHERE {} = ? AND",
             self.owner_of_ids()
         ));

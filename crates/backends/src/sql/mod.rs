@@ -180,7 +180,9 @@ pub trait MemoryStore: OwnerSections {
     async fn count_memories(&self, query: &MemoryQuery) -> Result<u64, StoreError>;
 
     /// Marks memories read: last access time, access count + 1, freshness + `boost` capped at
-    /// `cap`. Returns the new freshness per id.
+    /// `cap`. Returns the new freshness per id. The version stays: reads are not edits, and a
+    /// person's correction of a memory an employee has just recalled must not meet a conflict.
+    /// An update made from an earlier read writes back that read's statistics.
     async fn record_access(
         &self,
         owner: &Owner,
