@@ -527,25 +527,31 @@ pub async fn access_is_counted_and_freshness_capped(store: &dyn MemoryStore) {
         "own private decision",
     );
     store.commit(insert(std::slice::from_ref(&own))).await.unwrap();
-    let boosted = store
+    let read = |owner: Owner| {
+        let id = own.id.clone();
+        async move { store.get_memory(&owner, &id).await.unwrap().unwrap() }
+    };
+    let marked = store
         .record_access(&p.alice, std::slice::from_ref(&own.id), Utc::now(), 0.5, 5.0)
         .await
         .unwrap();
-    assert_eq!(boosted, vec![(own.id.clone(), own.freshness + 0.5)]);
-    let capped = store
+    assert_eq!(marked, 1);
+    assert_eq!(read(p.alice.clone()).await.freshness, own.freshness + 0.5);
+    store
         .record_access(&p.alice, std::slice::from_ref(&own.id), Utc::now(), 4.0, 5.0)
         .await
         .unwrap();
-    assert_eq!(capped[0].1, 5.0, "freshness is capped");
-    let read = store.get_memory(&p.alice, &own.id).await.unwrap().unwrap();
+    let read = read(p.alice.clone()).await;
+    assert_eq!(read.freshness, 5.0, "freshness is capped");
     assert_eq!(read.access_count, 2);
     assert!(read.last_accessed_at.is_some());
-    assert!(
+    assert_eq!(
         store
             .record_access(&p.bob, std::slice::from_ref(&own.id), Utc::now(), 0.5, 5.0)
             .await
-            .unwrap()
-            .is_empty()
+            .unwrap(),
+        0,
+        "another user's read marks nothing"
     );
     assert_eq!(
         store.get_memory(&p.alice, &own.id).await.unwrap().unwrap().access_count,

@@ -118,9 +118,9 @@ impl MemoryStore for SqlStore {
         at: DateTime<Utc>,
         boost: f64,
         cap: f64,
-    ) -> Result<Vec<(String, f64)>, StoreError> {
+    ) -> Result<u64, StoreError> {
         if ids.is_empty() {
-            return Ok(Vec::new());
+            return Ok(0);
         }
         let mut q = Query::new(&format!(
             "UPDATE memories SET last_accessed_at = ?, access_count = access_count + 1, \
@@ -135,23 +135,7 @@ impl MemoryStore for SqlStore {
             .arg(Arg::Float(boost))
             .owner(owner);
         q.push_in("id", ids.iter().cloned());
-        self.execute(&q).await?;
-        let mut read = Query::new(&format!(
-            "SELECT id, freshness FROM memories WHERE {} = ? AND",
-            self.owner_of_ids()
-        ));
-        read.owner(owner);
-        read.push_in("id", ids.iter().cloned());
-        self.fetch_all(&read)
-            .await?
-            .iter()
-            .map(|row| {
-                Ok((
-                    row.try_get::<String, _>(0).map_err(backend_error)?,
-                    row.try_get::<f64, _>(1).map_err(backend_error)?,
-                ))
-            })
-            .collect()
+        self.execute(&q).await
     }
 
     async fn changes(&self, owner: &Owner, memory_id: &str) -> Result<Vec<Change>, StoreError> {

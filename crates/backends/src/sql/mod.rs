@@ -180,7 +180,7 @@ pub trait MemoryStore: OwnerSections {
     async fn count_memories(&self, query: &MemoryQuery) -> Result<u64, StoreError>;
 
     /// Marks memories read: last access time, access count + 1, freshness + `boost` capped at
-    /// `cap`. Returns the new freshness per id. The version stays: reads are not edits, and a
+    /// `cap`. Returns how many of them were marked. The version stays: reads are not edits, and a
     /// person's correction of a memory an employee has just recalled must not meet a conflict.
     /// An update made from an earlier read writes back that read's statistics.
     async fn record_access(
@@ -190,7 +190,7 @@ pub trait MemoryStore: OwnerSections {
         at: DateTime<Utc>,
         boost: f64,
         cap: f64,
-    ) -> Result<Vec<(String, f64)>, StoreError>;
+    ) -> Result<u64, StoreError>;
 
     /// The history of a memory, oldest first (a deleted memory's without its content).
     async fn changes(&self, owner: &Owner, memory_id: &str) -> Result<Vec<Change>, StoreError>;
