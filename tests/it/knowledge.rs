@@ -533,6 +533,31 @@ async fn a_changed_choice_replaces(backend: Backend) {
     node.stop().await;
 }
 
+/// Remembers a draft without dedup (admission bypassed if asked); the memory written.
+async fn remembered(
+    node: &Node,
+    scope: &Scope,
+    memory: MemoryDraft,
+    request_id: &str,
+    bypass_admission: bool,
+) -> thinkus_proto::common::Memory {
+    node.km()
+        .remember(RememberRequest {
+            scope: Some(scope.clone()),
+            memory: Some(memory),
+            request_id: request_id.into(),
+            skip_dedup: true,
+            bypass_admission,
+        })
+        .await
+        .unwrap_or_else(|err| panic!("remember ({request_id}): {err}"))
+        .into_inner()
+        .result
+        .expect("a write's result")
+        .memory
+        .expect("the memory written")
+}
+
 fn draft(content: &str, importance: i32) -> MemoryDraft {
     MemoryDraft {
         r#type: MemoryType::ProjectDecision as i32,
@@ -705,22 +730,7 @@ async fn corrections(backend: Backend) {
         .iter()
         .enumerate()
     {
-        let written = node
-            .km()
-            .remember(RememberRequest {
-                scope: Some(me.clone()),
-                memory: Some(draft(content, 4)),
-                request_id: format!("correct-{i}"),
-                skip_dedup: true,
-                bypass_admission: false,
-            })
-            .await
-            .unwrap()
-            .into_inner()
-            .result
-            .unwrap()
-            .memory
-            .unwrap();
+        let written = remembered(&node, &me, draft(content, 4), &format!("correct-{i}"), false).await;
         ids.push((written.id, written.confidence));
     }
     let correct = |memory_id: String, action: CorrectionAction, new_content: &str| {
@@ -781,22 +791,7 @@ async fn reads_are_counted_by_the_time_the_node_stops(backend: Backend) {
         return;
     };
     let me = scope("km-reads", "cfo", Some("books"));
-    let written = node
-        .km()
-        .remember(RememberRequest {
-            scope: Some(me.clone()),
-            memory: Some(draft("The Q3 marketing budget is $800", 3)),
-            request_id: "reads-1".into(),
-            skip_dedup: true,
-            bypass_admission: true,
-        })
-        .await
-        .unwrap()
-        .into_inner()
-        .result
-        .unwrap()
-        .memory
-        .unwrap();
+    let written = remembered(&node, &me, draft("The Q3 marketing budget is $800", 3), "reads-1", true).await;
     let store = node.handle.backends.store.clone().expect("the node's database");
     let owner = thinkus_common::model::Owner::new(thinkus_common::model::DEFAULT_TENANT, "km-reads");
     let stored = |store: std::sync::Arc<thinkus_backends::sql::SqlStore>, id: String| {
