@@ -847,6 +847,104 @@ async fn reads_are_counted_by_the_time_the_node_stops(backend: Backend) {
     drop(node._dir);
 }
 
+async fn changes_for(node: &Node, reader: &Scope) -> Vec<thinkus_proto::knowledge::ValueChange> {
+    node.km()
+        .list_value_changes(thinkus_proto::knowledge::ListValueChangesRequest {
+            scope: Some(reader.clone()),
+            limit: 50,
+        })
+        .await
+        .expect("list value changes")
+        .into_inner()
+        .changes
+}
+
+/// Issue 16: a fact the reader may read, replaced by another role's private fact, is listed
+/// among the reader's changes as its old value and the day alone: the new value and the
+/// sentence that states it are the private fact's, and stay with its role.
+async fn a_fact_replaced_privately_names_no_new_value(backend: Backend) {
+    use thinkus_proto::common::Visibility;
+    let Some(node) = start(backend, |_| {}).await else {
+        return;
+    };
+    for (user, said, changed, old, new) in [
+        (
+            "km-replaced-en",
+            "The shop's cloud budget is $3,000 a month.",
+            "The shop's cloud budget is $4,200 a month now.",
+            "$3,000",
+            "$4,200",
+        ),
+        (
+            "km-replaced-zh",
+            "商城的云预算是每月3万元。",
+            "商城的云预算现在是每月4.2万元。",
+            "3万元",
+            "4.2万元",
+        ),
+    ] {
+        let remember = |role: &str, content: &str, visibility: Visibility, day: &str| RememberRequest {
+            scope: Some(scope(user, role, Some("shop"))),
+            memory: Some(MemoryDraft {
+                r#type: MemoryType::ProjectDecision as i32,
+                content: content.into(),
+                visibility: visibility as i32,
+                occurred_at: thinkus_common::convert::timestamp_opt(Some(
+                    chrono::DateTime::parse_from_rfc3339(&format!("{day}T10:00:00Z"))
+                        .unwrap()
+                        .to_utc(),
+                )),
+                ..Default::default()
+            }),
+            request_id: format!("{user}-{role}"),
+            skip_dedup: false,
+            bypass_admission: true,
+        };
+        let first = node
+            .km()
+            .remember(remember("cto", said, Visibility::Project, "2026-11-02"))
+            .await
+            .expect("remember")
+            .into_inner()
+            .result
+            .unwrap();
+        let second = node
+            .km()
+            .remember(remember("cfo", changed, Visibility::Private, "2026-11-05"))
+            .await
+            .expect("remember")
+            .into_inner()
+            .result
+            .unwrap();
+        assert_eq!(
+            second.replaced_ids,
+            vec![first.memory.unwrap().id],
+            "{user}: the test needs the cto's fact replaced: {second:?}"
+        );
+        let own = changes_for(&node, &scope(user, "cfo", Some("shop"))).await;
+        assert!(
+            own.iter().any(|c| c.old_value == old && c.new_value == new),
+            "{user}: {own:?}"
+        );
+        let other = changes_for(&node, &scope(user, "cto", Some("shop"))).await;
+        let change = other
+            .iter()
+            .find(|c| c.old_value == old)
+            .unwrap_or_else(|| panic!("{user}: {other:?}"));
+        assert_eq!(
+            (
+                change.new_value.as_str(),
+                change.statement.as_str(),
+                change.memory_id.as_str()
+            ),
+            ("", "", ""),
+            "{user}: the cfo's private fact reached the cto: {change:?}"
+        );
+        assert!(change.changed_at.is_some(), "{change:?}");
+    }
+    node.stop().await;
+}
+
 /// Issue 16: a change of value says which session it was said in and the sentence that says it,
 /// so that the next session can start from what changed in the last one.
 async fn value_changes_say_where_and_how(backend: Backend) {
@@ -891,6 +989,7 @@ async fn value_changes_say_where_and_how(backend: Backend) {
 }
 
 on_both_backends!(
+    a_fact_replaced_privately_names_no_new_value,
     reads_are_counted_by_the_time_the_node_stops,
     value_changes_say_where_and_how,
     preference_is_recalled,

@@ -191,12 +191,16 @@ pub(crate) async fn value_changes(
             order: MemoryOrder::Newest,
             limit,
             ..MemoryQuery::of(MemoryFilter {
-                reader: Some(reader),
+                reader: Some(reader.clone()),
                 statuses: vec![MemoryStatus::Replaced],
                 ..MemoryFilter::user(&scope.owner())
             })
         })
         .await?;
+    let readable = MemoryFilter {
+        reader: Some(reader),
+        ..MemoryFilter::any_status(&scope.owner())
+    };
     let successor_ids: Vec<String> = replaced.iter().filter_map(|m| m.superseded_by.clone()).collect();
     let successors: HashMap<String, Memory> = km
         .store
@@ -214,6 +218,24 @@ pub(crate) async fn value_changes(
         if new.occurred_at < old.occurred_at {
             continue;
         }
+        let at = new.occurred_at.max(old.occurred_at);
+        // A memory the reader may read, replaced by one it may not (another role's private
+        // memory of the same subject): its value changed, and what it became is that role's.
+        if !readable.matches_memory(new) {
+            out.extend(
+                replaced_values(&old.content, &new.content)
+                    .into_iter()
+                    .map(|(o, _)| ValueChange {
+                        statement: String::new(),
+                        old: o,
+                        new: None,
+                        at,
+                        memory_id: String::new(),
+                        session_id: None,
+                    }),
+            );
+            continue;
+        }
         out.extend(
             replaced_values(&old.content, &new.content)
                 .into_iter()
@@ -221,7 +243,7 @@ pub(crate) async fn value_changes(
                     statement: statement_of(&new.content, &o, n.as_deref()),
                     old: o,
                     new: n,
-                    at: new.occurred_at.max(old.occurred_at),
+                    at,
                     memory_id: new.id.clone(),
                     session_id: new.scope.session_id.clone(),
                 }),
