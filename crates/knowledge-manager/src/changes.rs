@@ -853,6 +853,12 @@ fn around(sentence: &str, mention: &Mention, found: &[Mention]) -> (HashSet<Stri
     let window = &sentence[from..parts[at].1];
     let window_terms: HashSet<String> = terms(window).into_iter().collect();
     let changed = tells_a_change(window, &window_terms, sentence, mention);
+    (topic_words(window, window_terms, found), changed)
+}
+
+/// The words of `window` (its `window_terms`) that say what its values are about: without the
+/// values, the verbs of change and single characters, with the pairs of ideographs.
+fn topic_words(window: &str, window_terms: HashSet<String>, found: &[Mention]) -> HashSet<String> {
     let mut words = window_terms;
     // The window without its values, read for pairs of ideographs too.
     let mut bare = window.to_string();
@@ -866,7 +872,62 @@ fn around(sentence: &str, mention: &Mention, found: &[Mention]) -> (HashSet<Stri
     words.retain(|w| {
         !CHANGE_WORDS.contains(&w.as_str()) && w.chars().count() > 1 && !w.chars().all(|c| c.is_ascii_digit())
     });
-    (words, changed)
+    words
+}
+
+/// The topic words of the clause of each value `text` states ([`topic_words`]), by value as
+/// written: a value said twice has the words of both clauses.
+fn words_around_values(text: &str) -> Vec<(String, HashSet<String>)> {
+    let mut out: Vec<(String, HashSet<String>)> = Vec::new();
+    for sentence in prose_sentences(text) {
+        let found = mentions(&sentence);
+        let parts = clauses(&sentence);
+        for mention in &found {
+            let (start, end) = parts
+                .iter()
+                .copied()
+                .find(|(s, e)| mention.start >= *s && mention.start < (*e).max(*s + 1))
+                .unwrap_or((0, sentence.len()));
+            let clause = &sentence[start..end];
+            let mut words = topic_words(clause, terms(clause).into_iter().collect(), &found);
+            // A Latin word of two letters is more often a unit or an abbreviation ("$49/mo",
+            // "$1,100/mo") than what the value is about.
+            words.retain(|w| !w.is_ascii() || w.len() > 2);
+            match out.iter_mut().find(|(raw, _)| *raw == mention.raw) {
+                Some((_, known)) => known.extend(words),
+                None => out.push((mention.raw.clone(), words)),
+            }
+        }
+    }
+    out
+}
+
+/// Which value of `came` (said in `new`) replaced which of `gone` (said in `old`, of the same
+/// kind), read from the words around them: "Launch 19 Nov, early-bird emails 18 Nov" replaced
+/// by "Launch moves to 23 Nov, early-bird emails to 22 Nov" pairs 19 Nov with 23 Nov and 18 Nov
+/// with 22 Nov. Two values pair when each is the only one of the other's side that shares a
+/// word with it; a value that shares words with none, or with several, is not paired.
+pub fn paired_by_words(old: &str, gone: &[&str], new: &str, came: &[&str]) -> Vec<(String, String)> {
+    let (old_words, new_words) = (words_around_values(old), words_around_values(new));
+    let words_of = |said: &[(String, HashSet<String>)], value: &str| {
+        said.iter()
+            .find(|(raw, _)| raw == value)
+            .map(|(_, words)| words.clone())
+            .unwrap_or_default()
+    };
+    let gone: Vec<(&str, HashSet<String>)> = gone.iter().map(|g| (*g, words_of(&old_words, g))).collect();
+    let came: Vec<(&str, HashSet<String>)> = came.iter().map(|c| (*c, words_of(&new_words, c))).collect();
+    let mut out = Vec::new();
+    for (old_value, old_around) in &gone {
+        let sharing: Vec<_> = came.iter().filter(|(_, w)| !w.is_disjoint(old_around)).collect();
+        let [(new_value, new_around)] = sharing.as_slice() else {
+            continue;
+        };
+        if gone.iter().filter(|(_, w)| !w.is_disjoint(new_around)).count() == 1 {
+            out.push((old_value.to_string(), new_value.to_string()));
+        }
+    }
+    out
 }
 
 /// A value said in an earlier record, with the words around it.

@@ -13,7 +13,9 @@ use thinkus_common::text::{char_count, detect_language};
 use tracing::Instrument;
 
 use crate::api::{IngestResult, IngestTurnsRequest, Turn, ValueChange};
-use crate::changes::{Earlier, implied_changes, mentions, stated_changes, statement_of, switched_across};
+use crate::changes::{
+    Earlier, implied_changes, mentions, paired_by_words, stated_changes, statement_of, switched_across,
+};
 use crate::service::{KnowledgeManager, actor_of};
 use crate::subject;
 
@@ -258,8 +260,10 @@ pub(crate) async fn value_changes(
 
 /// The values of `old` that `new` states otherwise: for each kind of value `new` states, the
 /// old one it does not repeat, paired with the new one when there is exactly one of each. When
-/// several old values of a kind are not repeated, nothing says which of them the new record
-/// replaced (a long analysis replaced by another names many things once): none is marked.
+/// several old values of a kind are not repeated, the words around them say which new value
+/// replaced which ([`paired_by_words`]: "launch 19 Nov, emails 18 Nov" and "launch 23 Nov,
+/// emails 22 Nov"); those they cannot pair are not marked (a long analysis replaced by another
+/// names many things once).
 fn replaced_values(old: &str, new: &str) -> Vec<(String, Option<String>)> {
     let old_values = mentions(old);
     let new_values = mentions(new);
@@ -281,7 +285,15 @@ fn replaced_values(old: &str, new: &str) -> Vec<(String, Option<String>)> {
             (_, []) => {}
             ([o], [n]) => out.push((o.raw.clone(), Some(n.raw.clone()))),
             ([o], _) => out.push((o.raw.clone(), None)),
-            _ => {}
+            _ => {
+                let gone: Vec<&str> = gone.iter().map(|m| m.raw.as_str()).collect();
+                let came: Vec<&str> = came.iter().map(|m| m.raw.as_str()).collect();
+                out.extend(
+                    paired_by_words(old, &gone, new, &came)
+                        .into_iter()
+                        .map(|(o, n)| (o, Some(n))),
+                );
+            }
         }
     }
     out
@@ -555,6 +567,45 @@ mod tests {
             replaced_values(
                 "Slowest: orders by Shopify, Stripe payouts and Zendesk tickets, via Airflow",
                 "SQL compatibility: GROUP_CONCAT and INSERT IGNORE need rewriting for PostgreSQL"
+            ),
+            Vec::<(String, Option<String>)>::new()
+        );
+        // Several values of a kind changed: the words around each say which replaced which,
+        // in either language; a value whose words name no one new value is not marked.
+        assert_eq!(
+            replaced_values(
+                "Launch Thursday 19 November, early-bird emails go out 18 November.",
+                "Launch moves to Monday 23 November, early-bird emails to 22 November."
+            ),
+            vec![
+                ("19 November".to_string(), Some("23 November".to_string())),
+                ("18 November".to_string(), Some("22 November".to_string())),
+            ]
+        );
+        assert_eq!(
+            replaced_values(
+                "开业定在12月8日，试营业12月5日。",
+                "开业改到12月20日，试营业改到12月17日。"
+            ),
+            vec![
+                ("12月8日".to_string(), Some("12月20日".to_string())),
+                ("12月5日".to_string(), Some("12月17日".to_string())),
+            ]
+        );
+        assert_eq!(
+            replaced_values(
+                "Paid social £6,000 and influencers £1,200.",
+                "Paid social £9,500, influencers £1,500."
+            ),
+            vec![
+                ("£6,000".to_string(), Some("£9,500".to_string())),
+                ("£1,200".to_string(), Some("£1,500".to_string())),
+            ]
+        );
+        assert_eq!(
+            replaced_values(
+                "Pricing: Pro is $49/mo per location. Starter stays $19.",
+                "Mixpanel changed their pricing and our bill jumped to $1,100/mo."
             ),
             Vec::<(String, Option<String>)>::new()
         );
