@@ -1347,3 +1347,224 @@ async fn the_grpc_client_round_trips_prepare_and_complete() {
 
     node.shutdown().await.unwrap();
 }
+
+/// Issue 21: the statements one PrepareTurn sends to the embedded database, for a user with
+/// memories, a replaced value, a standing rule, a pending conflict, two sessions (the last one
+/// summarised) and a tool output of an earlier session. On SQLite each statement is handed to
+/// its connection's worker thread; the turn's path holds to the statements it needs. The turn
+/// is prepared in process, so that only its own statements are counted, not the background
+/// loops' (job queue, sweeps, health checks).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn one_prepare_turn_runs_few_statements() {
+    use thinkus_proto::gateway::ToolCall;
+    use thinkus_proto::knowledge::knowledge_manager_service_client::KnowledgeManagerServiceClient;
+    use thinkus_proto::knowledge::{MemoryDraft, RememberRequest, WriteOutcome};
+    use thinkus_proto::summary::GenerateSummaryRequest;
+    use thinkus_proto::summary::summary_service_client::SummaryServiceClient;
+
+    let dir = tempfile::tempdir().unwrap();
+    let config = config(dir.path());
+    let node = nodes::start(config.clone(), &ServiceKind::ALL, None).await;
+    let channel = nodes::channel(&node).await;
+    let mut client = GatewayServiceClient::new(channel.clone());
+    let user = "quinn";
+    let log: String = (1..=300)
+        .map(|n| match n {
+            137 => "2026-11-03T10:00:37Z ERROR payment webhook timed out after 30s (order 1137)\n".to_string(),
+            n => format!(
+                "2026-11-03T10:00:{:02}Z INFO processed payment order {}\n",
+                n % 60,
+                1000 + n
+            ),
+        })
+        .collect();
+    complete_exchanges(
+        &mut client,
+        scope(user, "s1"),
+        &[
+            ("The budget for the shop is $500.", "Noted: the budget is $500."),
+            (
+                "We decided to use Stripe for payments because it supports Alipay.",
+                "Stripe it is.",
+            ),
+        ],
+        true,
+    )
+    .await;
+    let offloaded = client
+        .complete_turn(CompleteTurnRequest {
+            request_id: format!("{user}-log"),
+            scope: Some(scope(user, "s1")),
+            user_message: "Check the payment service log for errors.".into(),
+            assistant_message: "One payment webhook timed out; details in the log.".into(),
+            tool_calls: vec![ToolCall {
+                id: "call-1".into(),
+                name: "read_log".into(),
+                output: log,
+                path: "logs/payment.log".into(),
+                ..Default::default()
+            }],
+            occurred_at: at("2026-11-03T10:05:00Z"),
+            ..Default::default()
+        })
+        .await
+        .unwrap()
+        .into_inner();
+    let artifact_id = offloaded.tool_calls[0].artifact_id.clone();
+    assert!(artifact_id.starts_with("art_"), "{offloaded:?}");
+    client
+        .complete_turn(CompleteTurnRequest {
+            request_id: format!("{user}-raise"),
+            scope: Some(scope(user, "s2")),
+            user_message: "We raised the shop budget from $500 to $800 after the review.".into(),
+            assistant_message: "Got it, the budget is $800 now.".into(),
+            occurred_at: at("2026-11-05T10:00:00Z"),
+            ..Default::default()
+        })
+        .await
+        .unwrap();
+    drained(&mut client, user).await;
+    let mut knowledge = KnowledgeManagerServiceClient::new(channel.clone());
+    let mut remember = async |scope: Scope, content: &str, draft: MemoryDraft| {
+        knowledge
+            .remember(RememberRequest {
+                scope: Some(scope),
+                memory: Some(MemoryDraft {
+                    r#type: match draft.r#type {
+                        0 => thinkus_proto::common::MemoryType::Constraint as i32,
+                        chosen => chosen,
+                    },
+                    content: content.into(),
+                    ..draft
+                }),
+                ..Default::default()
+            })
+            .await
+            .unwrap()
+            .into_inner()
+            .result
+            .expect("a write result")
+    };
+    // A standing rule (every role, every project) and a pending conflict in the project.
+    remember(
+        Scope {
+            project_id: String::new(),
+            ..scope(user, "")
+        },
+        "Always answer in English and keep the replies short",
+        MemoryDraft {
+            visibility: thinkus_proto::common::Visibility::Global as i32,
+            importance: 5,
+            ..Default::default()
+        },
+    )
+    .await;
+    remember(
+        scope(user, ""),
+        "The hosting budget for the shop is $50",
+        MemoryDraft::default(),
+    )
+    .await;
+    let held = remember(
+        scope(user, ""),
+        "I think the hosting budget is $80 now",
+        MemoryDraft {
+            source: thinkus_proto::common::MemorySource::Inference as i32,
+            ..Default::default()
+        },
+    )
+    .await;
+    assert_eq!(held.outcome, WriteOutcome::Queued as i32, "{held:?}");
+    // A decision and a memory that names it as its reason.
+    let decision = remember(
+        scope(user, ""),
+        "We chose Stripe as the shop's payment provider",
+        MemoryDraft {
+            r#type: thinkus_proto::common::MemoryType::ProjectDecision as i32,
+            ..Default::default()
+        },
+    )
+    .await;
+    remember(
+        scope(user, ""),
+        "The payment error in the log was a Stripe webhook timeout: Stripe retries the webhook",
+        MemoryDraft {
+            r#type: thinkus_proto::common::MemoryType::Issue as i32,
+            importance: 5,
+            related_decision_ids: vec![decision.memory.expect("written").id],
+            ..Default::default()
+        },
+    )
+    .await;
+    SummaryServiceClient::new(channel)
+        .generate_summary(GenerateSummaryRequest {
+            scope: Some(scope(user, "s2")),
+            ..Default::default()
+        })
+        .await
+        .expect("summarise the last session");
+
+    // The first turn of a new session: every lookup runs (summary, artifacts, changes,
+    // standing rules and conflicts, the recall).
+    let gateway = thinkus_server::node::gateway_local(&config, &node.services, &node.apis, &node.backends)
+        .expect("the node's gateway");
+    let request = thinkus_gateway::api::PrepareRequest {
+        scope: thinkus_common::model::Scope::new(user, "cto")
+            .with_project("shop")
+            .with_session("s3"),
+        message: "Why did we pick Stripe, what is the shop budget, and which payment error was in the log?".into(),
+        now: Some(
+            chrono::DateTime::parse_from_rfc3339("2026-11-06T09:00:00Z")
+                .unwrap()
+                .to_utc(),
+        ),
+        ..Default::default()
+    };
+    let (prepared, statements) = thinkus_backends::sql::statements_of(gateway.prepare(request)).await;
+    let prepared = prepared.expect("prepared");
+    let listed = statements
+        .iter()
+        .enumerate()
+        .map(|(n, sql)| format!("{:>2}. {sql}", n + 1))
+        .collect::<Vec<_>>()
+        .join("\n");
+    eprintln!("{} statements:\n{listed}", statements.len());
+    // Every lookup found something, so that every one of them ran its statements.
+    let kinds: Vec<_> = prepared.sections.iter().map(|s| s.kind).collect();
+    for kind in [
+        thinkus_gateway::api::SectionKind::Standing,
+        thinkus_gateway::api::SectionKind::LastSession,
+        thinkus_gateway::api::SectionKind::Artifacts,
+    ] {
+        assert!(kinds.contains(&kind), "no {kind:?} section in {:#?}", prepared.sections);
+    }
+    assert!(prepared.context.contains("$800"), "{}", prepared.context);
+    assert!(
+        prepared.context.contains("$50 or $80"),
+        "the conflict: {}",
+        prepared.context
+    );
+    assert!(
+        prepared.items.iter().any(|i| i.id == artifact_id && i.included),
+        "{:#?}",
+        prepared.items
+    );
+    assert_eq!(
+        prepared.decision.retrieval_mode,
+        thinkus_common::model::RetrievalMode::Details
+    );
+    assert!(
+        statements.len() <= PREPARE_TURN_STATEMENTS,
+        "one PrepareTurn ran {} statements, more than {PREPARE_TURN_STATEMENTS}:\n{listed}",
+        statements.len()
+    );
+    node.shutdown().await.unwrap();
+}
+
+/// The statements of [`one_prepare_turn_runs_few_statements`]'s turn (docs/benchmarks.md lists
+/// them): the last session (its row, its summary), the artifacts of the session and the
+/// project, the changes of value (the memories that state one, the replaced ones, their
+/// successors), the standing rules, the pending conflicts and the memories they question, the
+/// recall's candidates, and the access statistics of the memories shown (a write and its
+/// read-back).
+const PREPARE_TURN_STATEMENTS: usize = 15;

@@ -487,8 +487,9 @@ fn upstream_addresses(config: &Config, services: &BTreeSet<ServiceKind>) -> thin
     }
 }
 
-/// The gateway over the node's clients of the other services.
-fn gateway_local(
+/// The gateway over the node's clients of the other services (the one a node serves; tests
+/// call it in process).
+pub fn gateway_local(
     config: &Config,
     services: &BTreeSet<ServiceKind>,
     apis: &Apis,

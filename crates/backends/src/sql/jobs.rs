@@ -79,6 +79,7 @@ impl JobStore for SqlStore {
         }
         q.push(&format!(") AND status = 'pending' RETURNING {JOB_COLUMNS}"));
         let _guard = self.lock_writes().await;
+        super::watch::note(&q.sql);
         let sql = self.sql(&q.sql);
         let args = arguments(&q.args)?;
         let row = sqlx::query_with(&sql, args)

@@ -32,7 +32,7 @@ impl MemoryStore for SqlStore {
         let mut tx = self.begin().instrument(span.clone()).await?;
         let result = self.apply(&mut tx, &batch).instrument(span).await;
         let outcome = match result {
-            Ok(()) => tx.commit().await.map_err(backend_error),
+            Ok(()) => self.commit(tx).await,
             Err(err) => {
                 let _ = tx.rollback().await;
                 Err(err)
@@ -422,7 +422,7 @@ impl MemoryStore for SqlStore {
         .await;
         match result {
             Ok(counts) => {
-                tx.commit().await.map_err(backend_error)?;
+                self.commit(tx).await?;
                 Ok(counts)
             }
             Err(err) => {

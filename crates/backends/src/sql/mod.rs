@@ -14,6 +14,7 @@ mod rows;
 mod sections;
 mod sessions;
 pub mod store;
+pub mod watch;
 
 use async_trait::async_trait;
 use chrono::{DateTime, Utc};
@@ -21,6 +22,7 @@ use thinkus_common::model::{Memory, MemoryStatus, MemoryType, Owner};
 
 pub use records::*;
 pub use store::{OWNER_LOCK_CLASS, SqlStore, owner_lock_key};
+pub use watch::statements_of;
 
 use crate::filter::MemoryFilter;
 

@@ -33,6 +33,7 @@ impl super::OwnerSections for SqlStore {
             let mut lock =
                 Query::new("SELECT 1 FROM (SELECT pg_advisory_xact_lock(CAST(? AS INTEGER), hashtext(?))) AS locked");
             lock.int(OWNER_LOCK_CLASS).text(owner_lock_key(owner));
+            super::watch::note(&lock.sql);
             let sql = self.sql(&lock.sql);
             let args = arguments(&lock.args)?;
             sqlx::query_with(&sql, args)

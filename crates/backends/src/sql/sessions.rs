@@ -72,7 +72,7 @@ impl SessionStore for SqlStore {
         .await;
         match result {
             Ok(value) => {
-                tx.commit().await.map_err(backend_error)?;
+                self.commit(tx).await?;
                 Ok(value)
             }
             Err(err) => {
@@ -250,7 +250,7 @@ impl SessionStore for SqlStore {
         }
         .await;
         match result {
-            Ok(()) => tx.commit().await.map_err(backend_error),
+            Ok(()) => self.commit(tx).await,
             Err(err) => {
                 let _ = tx.rollback().await;
                 Err(err)

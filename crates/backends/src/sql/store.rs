@@ -19,6 +19,7 @@ use tracing::Instrument;
 
 use super::query::{Arg, MEMORY_COLUMNS, Query, arguments, memory_args, ms, number_placeholders};
 use super::rows::backend_error;
+use super::watch;
 use super::{StoreError, WriteBatch};
 
 /// Runs `op` until it succeeds, up to 20 more times 0.1 s, 0.2 s, ... apart while `retry` holds.
@@ -223,6 +224,7 @@ impl SqlStore {
     }
 
     pub(super) async fn fetch_all(&self, query: &Query) -> Result<Vec<AnyRow>, StoreError> {
+        watch::note(&query.sql);
         let sql = self.sql(&query.sql);
         let args = arguments(&query.args)?;
         let span = tracing::info_span!("db.query", db.system = self.backend_name(), otel.kind = "client");
@@ -251,6 +253,7 @@ impl SqlStore {
 
     pub(super) async fn execute(&self, query: &Query) -> Result<u64, StoreError> {
         let _guard = self.lock_writes().await;
+        watch::note(&query.sql);
         let sql = self.sql(&query.sql);
         let args = arguments(&query.args)?;
         let span = tracing::info_span!("db.execute", db.system = self.backend_name(), otel.kind = "client");
@@ -272,7 +275,13 @@ impl SqlStore {
     }
 
     pub(super) async fn begin(&self) -> Result<Transaction<'static, Any>, StoreError> {
+        watch::note("BEGIN");
         self.pool.begin().await.map_err(backend_error)
+    }
+
+    pub(super) async fn commit(&self, tx: Transaction<'static, Any>) -> Result<(), StoreError> {
+        watch::note("COMMIT");
+        tx.commit().await.map_err(backend_error)
     }
 
     pub(super) async fn tx_execute(
@@ -280,6 +289,7 @@ impl SqlStore {
         tx: &mut Transaction<'static, Any>,
         query: &Query,
     ) -> Result<u64, StoreError> {
+        watch::note(&query.sql);
         let sql = self.sql(&query.sql);
         let args = arguments(&query.args)?;
         let result = sqlx::query_with(&sql, args)
@@ -294,6 +304,7 @@ impl SqlStore {
         tx: &mut Transaction<'static, Any>,
         query: &Query,
     ) -> Result<Option<AnyRow>, StoreError> {
+        watch::note(&query.sql);
         let sql = self.sql(&query.sql);
         let args = arguments(&query.args)?;
         sqlx::query_with(&sql, args)
@@ -501,7 +512,7 @@ impl SqlStore {
             let _ = tx.rollback().await;
             return results;
         }
-        match tx.commit().await.map_err(backend_error) {
+        match self.commit(tx).await {
             Ok(()) => results,
             Err(err) => all_fail(&err),
         }
