@@ -1562,9 +1562,9 @@ async fn one_prepare_turn_runs_few_statements() {
 }
 
 /// The statements of [`one_prepare_turn_runs_few_statements`]'s turn (docs/benchmarks.md lists
-/// them): the last session (its row, its summary), the artifacts of the session and the
+/// them): the last session (its row, its summary, read once), the artifacts of the session and the
 /// project, the changes of value (the memories that state one, the replaced ones, their
 /// successors), the standing rules, the pending conflicts and the memories they question, the
 /// recall's candidates, and the access statistics of the memories shown (a write and its
 /// read-back).
-const PREPARE_TURN_STATEMENTS: usize = 15;
+const PREPARE_TURN_STATEMENTS: usize = 14;

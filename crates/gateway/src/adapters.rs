@@ -12,7 +12,7 @@ use thinkus_common::ApiError;
 use thinkus_common::model::{Language, Message, Scope};
 use thinkus_common::text::terms;
 use thinkus_summary::SummaryApi;
-use thinkus_summary::api::{RecordRequest, RenderRequest};
+use thinkus_summary::api::RecordRequest;
 
 use crate::api::ToolCall;
 use crate::extras::{ArtifactPort, LastSummary, RelevantArtifact, StoredOutput, SummaryPort};
@@ -160,23 +160,14 @@ impl SummaryPort for Summaries {
         if budget_tokens == 0 {
             return Ok(None);
         }
-        let Some(previous) = self.0.previous(scope.clone(), now).await? else {
+        let Some((previous, rendered)) = self
+            .0
+            .previous_rendered(scope.clone(), now, budget_tokens, language)
+            .await?
+        else {
             return Ok(None);
         };
         let session_id = previous.scope.session_id.clone().unwrap_or_default();
-        let rendered = self
-            .0
-            .render(RenderRequest {
-                scope: Scope {
-                    session_id: None,
-                    ..scope.clone()
-                },
-                session_id: session_id.clone(),
-                budget_tokens: Some(budget_tokens),
-                language: Some(language),
-                now: Some(now),
-            })
-            .await?;
         Ok(Some(LastSummary {
             id: previous.id,
             session_id,

@@ -254,4 +254,32 @@ pub trait SummaryApi: Send + Sync {
     /// has none, of any role in the project), other than the scope's own session, brought up to
     /// date first when messages came after its summary. `None` when there is none.
     async fn previous(&self, scope: Scope, now: DateTime<Utc>) -> Result<Option<SessionSummary>, ApiError>;
+    /// [`previous`](Self::previous) and that summary rendered within `budget_tokens` in
+    /// `language`, as [`render`](Self::render) renders it for the scope's project (a new
+    /// session's first context). In process the summary is read once; over gRPC these are the
+    /// two calls.
+    async fn previous_rendered(
+        &self,
+        scope: Scope,
+        now: DateTime<Utc>,
+        budget_tokens: u32,
+        language: Language,
+    ) -> Result<Option<(SessionSummary, Rendered)>, ApiError> {
+        let Some(previous) = self.previous(scope.clone(), now).await? else {
+            return Ok(None);
+        };
+        let rendered = self
+            .render(RenderRequest {
+                session_id: previous.scope.session_id.clone().unwrap_or_default(),
+                scope: Scope {
+                    session_id: None,
+                    ..scope
+                },
+                budget_tokens: Some(budget_tokens),
+                language: Some(language),
+                now: Some(now),
+            })
+            .await?;
+        Ok(Some((previous, rendered)))
+    }
 }

@@ -589,6 +589,38 @@ impl Summarizer {
         }
     }
 
+    /// The budget of a rendering (`None`: the configured default), refused out of its range.
+    fn render_budget(&self, budget_tokens: Option<u32>) -> Result<u32, ApiError> {
+        let config = &self.inner.config;
+        let budget = budget_tokens.unwrap_or(config.default_render_tokens);
+        if budget == 0 || budget > config.max_render_tokens {
+            return Err(ApiError::invalid(
+                "budget_tokens",
+                format!("must be 1-{}", config.max_render_tokens),
+            ));
+        }
+        Ok(budget)
+    }
+
+    /// A summary as Markdown within `budget` (checked), in `language` (`None`: its own).
+    fn rendered(
+        &self,
+        summary: &SessionSummary,
+        budget: u32,
+        language: Option<Language>,
+        now: Option<DateTime<Utc>>,
+    ) -> Rendered {
+        let markdown = render::markdown(
+            summary,
+            language.unwrap_or(summary.language),
+            budget,
+            now.unwrap_or_else(Utc::now),
+            &self.inner.tokens,
+        );
+        let tokens = self.inner.tokens.count(&markdown) as u32;
+        Rendered { markdown, tokens }
+    }
+
     async fn visible_summary(&self, scope: &Scope, session_id: &str) -> Result<SessionSummary, ApiError> {
         if session_id.is_empty() {
             return Err(ApiError::invalid("session_id", "is required"));
@@ -710,25 +742,26 @@ impl SummaryApi for Summarizer {
     }
 
     async fn render(&self, request: RenderRequest) -> Result<Rendered, ApiError> {
-        let config = &self.inner.config;
-        let budget = request.budget_tokens.unwrap_or(config.default_render_tokens);
-        if budget == 0 || budget > config.max_render_tokens {
-            return Err(ApiError::invalid(
-                "budget_tokens",
-                format!("must be 1-{}", config.max_render_tokens),
-            ));
-        }
+        let budget = self.render_budget(request.budget_tokens)?;
         let summary = self.visible_summary(&request.scope, &request.session_id).await?;
-        let language = request.language.unwrap_or(summary.language);
-        let markdown = render::markdown(
-            &summary,
-            language,
-            budget,
-            request.now.unwrap_or_else(Utc::now),
-            &self.inner.tokens,
-        );
-        let tokens = self.inner.tokens.count(&markdown) as u32;
-        Ok(Rendered { markdown, tokens })
+        Ok(self.rendered(&summary, budget, request.language, request.now))
+    }
+
+    /// The summary [`previous`](SummaryApi::previous) finds is the one `render` would read
+    /// again for the scope (the same row, seen by the same role): it is rendered as it is.
+    async fn previous_rendered(
+        &self,
+        scope: Scope,
+        now: DateTime<Utc>,
+        budget_tokens: u32,
+        language: Language,
+    ) -> Result<Option<(SessionSummary, Rendered)>, ApiError> {
+        let Some(previous) = self.previous(scope, now).await? else {
+            return Ok(None);
+        };
+        let budget = self.render_budget(Some(budget_tokens))?;
+        let rendered = self.rendered(&previous, budget, Some(language), Some(now));
+        Ok(Some((previous, rendered)))
     }
 
     async fn previous(&self, scope: Scope, now: DateTime<Utc>) -> Result<Option<SessionSummary>, ApiError> {
