@@ -119,6 +119,7 @@ conformance_suite!(
         memory_aggregates_count_and_list_each_once => conformance::memory_store::aggregates_count_and_list_each_once,
         artifact_reads_back_for_its_owner_only => conformance::sql::artifacts_read_back_for_their_owner_only,
         artifact_listings_filter_order_and_page => conformance::sql::artifact_listings_filter_order_and_page,
+        artifact_the_ones_near_a_session_are_its_own_and_the_projects_newest => conformance::sql::artifacts_near_a_session_are_its_own_and_the_projects_newest,
         artifact_blob_references_and_expired_ones_are_found => conformance::sql::blob_references_and_expired_artifacts_are_found,
         artifact_only_the_owner_deletes_one => conformance::sql::only_the_owner_deletes_an_artifact,
         session_messages_take_the_next_indexes => conformance::sql::messages_take_the_next_indexes_of_their_session,

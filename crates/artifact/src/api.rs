@@ -253,6 +253,35 @@ pub trait ArtifactApi: Send + Sync {
     /// Artifacts of a user, newest first, with their compacts.
     async fn list(&self, request: ListRequest) -> Result<Vec<(ArtifactInfo, Compact)>, ApiError>;
 
+    /// The artifacts a turn of the scope's session may be about: the newest `limit` of the
+    /// session and, when the scope names a project, the newest `limit` of the project's (any
+    /// session's), each once; the session's first, each part newest first. In process one
+    /// read; over gRPC two listings.
+    async fn list_near(&self, scope: Scope, limit: usize) -> Result<Vec<(ArtifactInfo, Compact)>, ApiError> {
+        let mut listed = self
+            .list(ListRequest {
+                scope: scope.clone(),
+                limit,
+                offset: 0,
+            })
+            .await?;
+        if scope.project_id.is_some() {
+            let known: std::collections::BTreeSet<String> = listed.iter().map(|(info, _)| info.id.clone()).collect();
+            let project = self
+                .list(ListRequest {
+                    scope: Scope {
+                        session_id: None,
+                        ..scope
+                    },
+                    limit,
+                    offset: 0,
+                })
+                .await?;
+            listed.extend(project.into_iter().filter(|(info, _)| !known.contains(&info.id)));
+        }
+        Ok(listed)
+    }
+
     /// Deletes an artifact; its content goes when no other artifact shares it.
     async fn delete(&self, scope: Scope, artifact_id: String) -> Result<(), ApiError>;
 

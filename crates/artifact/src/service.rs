@@ -913,6 +913,28 @@ impl ArtifactApi for ArtifactService {
             .collect()
     }
 
+    async fn list_near(&self, scope: Scope, limit: usize) -> Result<Vec<(ArtifactInfo, Compact)>, ApiError> {
+        let (Some(session), Some(project)) = (&scope.session_id, &scope.project_id) else {
+            return self
+                .list(ListRequest {
+                    scope,
+                    limit,
+                    offset: 0,
+                })
+                .await;
+        };
+        let records = self
+            .store
+            .list_artifacts_near(&scope.owner(), session, project, limit)
+            .await?;
+        // The session's first (newest first, as read), then the rest of the project's.
+        let (mut near, others): (Vec<_>, Vec<_>) = records.iter().partition(|record| record.session_id == *session);
+        near.extend(others);
+        near.into_iter()
+            .map(|record| Ok((Self::info(record)?, Self::compact_of(record, None)?)))
+            .collect()
+    }
+
     async fn delete(&self, scope: Scope, artifact_id: String) -> Result<(), ApiError> {
         let record = self.owned(&scope.owner(), &artifact_id).await?;
         match self.remove(&scope.owner(), &artifact_id, &record.blob_key).await? {

@@ -7,7 +7,7 @@ use async_trait::async_trait;
 use bytes::Bytes;
 use chrono::{DateTime, Utc};
 use thinkus_artifact::ArtifactApi;
-use thinkus_artifact::api::{ListRequest as ArtifactList, NewArtifact};
+use thinkus_artifact::api::NewArtifact;
 use thinkus_common::ApiError;
 use thinkus_common::model::{Language, Message, Scope};
 use thinkus_common::text::terms;
@@ -50,40 +50,15 @@ impl ArtifactPort for Artifacts {
         if scope.session_id.is_none() || limit == 0 {
             return Ok(Vec::new());
         }
-        let mut listed: Vec<(bool, _)> = self
-            .0
-            .list(ArtifactList {
-                scope: scope.clone(),
-                limit,
-                offset: 0,
-            })
-            .await?
-            .into_iter()
-            .map(|artifact| (true, artifact))
-            .collect();
         // A project's tool outputs outlive their session: the earlier sessions' (any role's, as
         // the project's memories are) are found by what they hold, not only the session's.
-        if scope.project_id.is_some() {
-            let project = Scope {
-                session_id: None,
-                ..scope.clone()
-            };
-            let earlier = self
-                .0
-                .list(ArtifactList {
-                    scope: project,
-                    limit,
-                    offset: 0,
-                })
-                .await?;
-            let known: BTreeSet<String> = listed.iter().map(|(_, (info, _))| info.id.clone()).collect();
-            listed.extend(
-                earlier
-                    .into_iter()
-                    .filter(|(info, _)| !known.contains(&info.id))
-                    .map(|artifact| (false, artifact)),
-            );
-        }
+        let listed: Vec<(bool, _)> = self
+            .0
+            .list_near(scope.clone(), limit)
+            .await?
+            .into_iter()
+            .map(|artifact| (artifact.0.scope.session_id == scope.session_id, artifact))
+            .collect();
         let message_terms: BTreeSet<String> = terms(message).into_iter().collect();
         let mut found: Vec<RelevantArtifact> = listed
             .into_iter()

@@ -157,6 +157,55 @@ pub async fn artifact_listings_filter_order_and_page(store: &dyn ArtifactStore) 
     assert!(store.list_artifacts(&bob, None, None, 10, 0).await.unwrap().is_empty());
 }
 
+/// The artifacts near a session, in one read: the session's newest and the project's newest,
+/// `limit` of each, each once, newest first; the same as the two listings; another project's
+/// and another owner's are not among them.
+pub async fn artifacts_near_a_session_are_its_own_and_the_projects_newest(store: &dyn ArtifactStore) {
+    let run = uuid::Uuid::now_v7().simple().to_string();
+    let alice = Owner::new(format!("acme-{run}"), format!("alice-{run}"));
+    let bob = Owner::new(&alice.tenant_id, format!("bob-{run}"));
+    let start = now();
+    let at = |owner: &Owner, session: &str, project: &str, ms: i64| {
+        let mut a = artifact(owner, session, &format!("sha-{ms}"), &format!("k-{ms}"));
+        a.project_id = Some(project.into());
+        a.created_at = start + Duration::milliseconds(ms);
+        a
+    };
+    let own_old = at(&alice, "s", "p", 0);
+    let other_old = at(&alice, "s2", "p", 10);
+    let other_new = at(&alice, "s3", "p", 20);
+    let own_new = at(&alice, "s", "p", 30);
+    let elsewhere = at(&alice, "s", "q", 40);
+    let bobs = at(&bob, "s", "p", 50);
+    for a in [&own_old, &other_old, &other_new, &own_new, &elsewhere, &bobs] {
+        store.insert_artifact(a).await.expect("insert artifact");
+    }
+    let ids = |listed: Vec<ArtifactRecord>| listed.into_iter().map(|a| a.id).collect::<Vec<_>>();
+    let near = store.list_artifacts_near(&alice, "s", "p", 2).await.unwrap();
+    assert_eq!(
+        near.iter().map(|a| a.id.clone()).collect::<Vec<_>>(),
+        vec![own_new.id.clone(), other_new.id.clone(), own_old.id.clone()],
+        "the session's two newest and the project's two newest, once each, newest first"
+    );
+    assert_eq!(near[0], own_new, "whole records");
+    let mut listed = ids(store.list_artifacts(&alice, Some("s"), Some("p"), 2, 0).await.unwrap());
+    for id in ids(store.list_artifacts(&alice, None, Some("p"), 2, 0).await.unwrap()) {
+        if !listed.contains(&id) {
+            listed.push(id);
+        }
+    }
+    let mut near_ids = ids(near);
+    near_ids.sort();
+    listed.sort();
+    assert_eq!(near_ids, listed, "the two listings");
+    assert_eq!(
+        ids(store.list_artifacts_near(&bob, "s", "p", 10).await.unwrap()),
+        vec![bobs.id.clone()]
+    );
+    let twin = Owner::new(format!("globex-{run}"), alice.user_id.clone());
+    assert!(store.list_artifacts_near(&twin, "s", "p", 10).await.unwrap().is_empty());
+}
+
 /// The references to a blob are counted, and expired artifacts are found, per owner when asked.
 pub async fn blob_references_and_expired_artifacts_are_found(store: &dyn ArtifactStore) {
     let Artifacts {

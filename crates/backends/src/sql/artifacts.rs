@@ -94,6 +94,31 @@ impl ArtifactStore for SqlStore {
         self.fetch_all(&q).await?.iter().map(artifact_from_row).collect()
     }
 
+    async fn list_artifacts_near(
+        &self,
+        owner: &Owner,
+        session_id: &str,
+        project_id: &str,
+        limit: usize,
+    ) -> Result<Vec<ArtifactRecord>, StoreError> {
+        // UNION drops the session's rows that the project's newest hold too.
+        let mut q = Query::new(&format!(
+            "SELECT * FROM (SELECT {ARTIFACT_COLUMNS} FROM artifacts WHERE tenant_id = ? AND user_id = ? \
+             AND session_id = ? AND project_id = ? ORDER BY created_at DESC, id DESC LIMIT ?) AS this_session \
+             UNION SELECT * FROM (SELECT {ARTIFACT_COLUMNS} FROM artifacts WHERE tenant_id = ? AND user_id = ? \
+             AND project_id = ? ORDER BY created_at DESC, id DESC LIMIT ?) AS this_project \
+             ORDER BY created_at DESC, id DESC"
+        ));
+        q.owner(owner)
+            .text(session_id)
+            .text(project_id)
+            .int(limit as i64)
+            .owner(owner)
+            .text(project_id)
+            .int(limit as i64);
+        self.fetch_all(&q).await?.iter().map(artifact_from_row).collect()
+    }
+
     async fn delete_artifact(&self, owner: &Owner, id: &str) -> Result<Option<ArtifactRecord>, StoreError> {
         let Some(record) = self.get_artifact(owner, id).await? else {
             return Ok(None);

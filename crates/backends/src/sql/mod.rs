@@ -270,6 +270,17 @@ pub trait ArtifactStore: Send + Sync {
         offset: usize,
     ) -> Result<Vec<ArtifactRecord>, StoreError>;
 
+    /// The artifacts a turn of `session_id` in `project_id` may be about, in one statement: the
+    /// newest `limit` of the session (in the project) and the newest `limit` of the project
+    /// (the session's among them), each once, newest first.
+    async fn list_artifacts_near(
+        &self,
+        owner: &Owner,
+        session_id: &str,
+        project_id: &str,
+        limit: usize,
+    ) -> Result<Vec<ArtifactRecord>, StoreError>;
+
     /// Deletes an artifact's metadata and returns it.
     async fn delete_artifact(&self, owner: &Owner, id: &str) -> Result<Option<ArtifactRecord>, StoreError>;
 
