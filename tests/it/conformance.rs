@@ -112,6 +112,7 @@ conformance_suite!(
         memory_listings_follow_the_visibility_rule => conformance::memory_store::listings_follow_the_visibility_rule,
         memory_listings_filter_by_subject_status_type_tag_and_time => conformance::memory_store::listings_filter_by_subject_status_type_tag_and_time,
         memory_listings_order_and_page => conformance::memory_store::listings_order_and_page,
+        memory_listings_come_with_the_successors_of_what_they_list => conformance::memory_store::listings_come_with_the_successors_of_what_they_list,
         memory_access_is_counted_and_freshness_capped => conformance::memory_store::access_is_counted_and_freshness_capped,
         memory_a_delete_keeps_the_history_without_content => conformance::memory_store::a_delete_keeps_the_history_without_content,
         memory_candidates_are_per_owner_and_decided_once => conformance::memory_store::candidates_are_per_owner_and_decided_once,

@@ -187,9 +187,10 @@ pub(crate) async fn value_changes(
             }
         }
     }
-    let replaced = km
+    // The replaced memories and what replaced them, in one statement.
+    let (replaced, successors) = km
         .store
-        .list_memories(&MemoryQuery {
+        .list_memories_and_successors(&MemoryQuery {
             order: MemoryOrder::Newest,
             limit,
             ..MemoryQuery::of(MemoryFilter {
@@ -203,14 +204,7 @@ pub(crate) async fn value_changes(
         reader: Some(reader),
         ..MemoryFilter::any_status(&scope.owner())
     };
-    let successor_ids: Vec<String> = replaced.iter().filter_map(|m| m.superseded_by.clone()).collect();
-    let successors: HashMap<String, Memory> = km
-        .store
-        .get_memories(&scope.owner(), &successor_ids)
-        .await?
-        .into_iter()
-        .map(|m| (m.id.clone(), m))
-        .collect();
+    let successors: HashMap<String, Memory> = successors.into_iter().map(|m| (m.id.clone(), m)).collect();
     for old in &replaced {
         let Some(new) = old.superseded_by.as_ref().and_then(|id| successors.get(id)) else {
             continue;

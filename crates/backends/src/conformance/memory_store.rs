@@ -515,6 +515,61 @@ pub async fn listings_order_and_page(store: &dyn MemoryStore) {
     assert_ne!(first.id, l.replaced.id);
 }
 
+/// A listing with the memories that replaced those listed: the listing is the same as
+/// `list_memories`', each successor comes once, only for the memories listed, and only the
+/// owner's.
+pub async fn listings_come_with_the_successors_of_what_they_list(store: &dyn MemoryStore) {
+    let p = people();
+    let new = memory(&p.alice, "cto", Some("p1"), MemoryType::Constraint, "budget is $800");
+    let replaced = |content: &str, by: &str, days: i64| {
+        let mut m = memory(&p.alice, "cto", Some("p1"), MemoryType::Constraint, content);
+        m.status = MemoryStatus::Replaced;
+        m.superseded_by = Some(by.to_string());
+        m.occurred_at = Utc::now() - Duration::days(days);
+        m
+    };
+    let bobs = memory(&p.bob, "cto", Some("p1"), MemoryType::Constraint, "bob's budget");
+    let oldest = replaced("budget is $500", &new.id, 3);
+    let older = replaced("budget is $600", &new.id, 2);
+    // Its successor id is another owner's memory: not this owner's to read.
+    let newest = replaced("budget is $700", &bobs.id, 1);
+    store
+        .commit(insert(&[new.clone(), oldest.clone(), older.clone(), newest.clone()]))
+        .await
+        .unwrap();
+    store.commit(insert(std::slice::from_ref(&bobs))).await.unwrap();
+    let mut query = MemoryQuery {
+        order: MemoryOrder::Newest,
+        limit: 3,
+        ..MemoryQuery::of(MemoryFilter {
+            statuses: vec![MemoryStatus::Replaced],
+            ..MemoryFilter::user(&p.alice)
+        })
+    };
+    let (listed, successors) = store.list_memories_and_successors(&query).await.unwrap();
+    assert_eq!(listed, store.list_memories(&query).await.unwrap());
+    let in_order =
+        |memories: &[thinkus_common::model::Memory]| memories.iter().map(|m| m.id.clone()).collect::<Vec<_>>();
+    assert_eq!(
+        in_order(&listed),
+        vec![newest.id.clone(), older.id.clone(), oldest.id.clone()]
+    );
+    assert_eq!(in_order(&successors), vec![new.id.clone()], "once, and not bob's");
+    assert_eq!(successors[0].content, new.content);
+    query.limit = 1;
+    let (listed, successors) = store.list_memories_and_successors(&query).await.unwrap();
+    assert_eq!(in_order(&listed), vec![newest.id.clone()]);
+    assert!(
+        successors.is_empty(),
+        "only the successors of what is listed: {successors:?}"
+    );
+    let (listed, successors) = store
+        .list_memories_and_successors(&MemoryQuery::of(MemoryFilter::user(&p.twin)))
+        .await
+        .unwrap();
+    assert!(listed.is_empty() && successors.is_empty());
+}
+
 /// An access raises the freshness up to its cap and counts, and leaves the version (an update
 /// read before it still applies); another user's access changes nothing.
 pub async fn access_is_counted_and_freshness_capped(store: &dyn MemoryStore) {

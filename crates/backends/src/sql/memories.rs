@@ -90,19 +90,36 @@ impl MemoryStore for SqlStore {
     }
 
     async fn list_memories(&self, query: &MemoryQuery) -> Result<Vec<Memory>, StoreError> {
-        let mut q = Query::new(&format!("SELECT {MEMORY_COLUMNS} FROM memories"));
-        memory_where(&mut q, query);
-        q.push(match query.order {
-            MemoryOrder::Newest => " ORDER BY occurred_at DESC, id DESC",
-            MemoryOrder::Oldest => " ORDER BY occurred_at ASC, id ASC",
-            MemoryOrder::LeastValuable => " ORDER BY importance ASC, access_count ASC, created_at ASC, id ASC",
-        });
-        if query.limit > 0 {
-            q.push(" LIMIT ? OFFSET ?")
-                .int(query.limit as i64)
-                .int(query.offset as i64);
-        }
+        let mut q = Query::new("");
+        push_listing(&mut q, query);
         self.fetch_all(&q).await?.iter().map(memory_from_row).collect()
+    }
+
+    async fn list_memories_and_successors(
+        &self,
+        query: &MemoryQuery,
+    ) -> Result<(Vec<Memory>, Vec<Memory>), StoreError> {
+        // The listing once, as a common table; each row says which part it is of, the listed
+        // ones first and in their order.
+        let mut q = Query::new("WITH listed AS (");
+        push_listing(&mut q, query);
+        q.push(&format!(
+            ") SELECT * FROM (SELECT 'listed' AS part, {MEMORY_COLUMNS} FROM listed UNION ALL \
+             SELECT 'successor' AS part, {MEMORY_COLUMNS} FROM memories WHERE {} = ? \
+             AND id IN (SELECT superseded_by FROM listed)) AS found ORDER BY part,{}",
+            self.owner_of_ids(),
+            order_of(query.order)
+        ));
+        q.owner(&query.filter.owner());
+        let (mut listed, mut successors) = (Vec::new(), Vec::new());
+        for row in self.fetch_all(&q).await? {
+            let part: String = row.try_get("part").map_err(backend_error)?;
+            match part.as_str() {
+                "listed" => listed.push(memory_from_row(&row)?),
+                _ => successors.push(memory_from_row(&row)?),
+            }
+        }
+        Ok((listed, successors))
     }
 
     async fn count_memories(&self, query: &MemoryQuery) -> Result<u64, StoreError> {
@@ -430,5 +447,26 @@ impl MemoryStore for SqlStore {
                 Err(err)
             }
         }
+    }
+}
+
+/// The columns a memory listing is ordered by, without `ORDER BY`.
+fn order_of(order: MemoryOrder) -> &'static str {
+    match order {
+        MemoryOrder::Newest => " occurred_at DESC, id DESC",
+        MemoryOrder::Oldest => " occurred_at ASC, id ASC",
+        MemoryOrder::LeastValuable => " importance ASC, access_count ASC, created_at ASC, id ASC",
+    }
+}
+
+/// A memory listing's `SELECT`: its conditions, order and page.
+fn push_listing(q: &mut Query, query: &MemoryQuery) {
+    q.push(&format!("SELECT {MEMORY_COLUMNS} FROM memories"));
+    memory_where(q, query);
+    q.push(" ORDER BY").push(order_of(query.order));
+    if query.limit > 0 {
+        q.push(" LIMIT ? OFFSET ?")
+            .int(query.limit as i64)
+            .int(query.offset as i64);
     }
 }

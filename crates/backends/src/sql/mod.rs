@@ -179,6 +179,11 @@ pub trait MemoryStore: OwnerSections {
 
     async fn list_memories(&self, query: &MemoryQuery) -> Result<Vec<Memory>, StoreError>;
 
+    /// [`list_memories`](Self::list_memories), and in the same statement the memories that
+    /// replaced those listed (`superseded_by`, the owner's), each once, in no particular order.
+    async fn list_memories_and_successors(&self, query: &MemoryQuery)
+    -> Result<(Vec<Memory>, Vec<Memory>), StoreError>;
+
     async fn count_memories(&self, query: &MemoryQuery) -> Result<u64, StoreError>;
 
     /// Marks memories read: last access time, access count + 1, freshness + `boost` capped at
