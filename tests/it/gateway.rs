@@ -1567,4 +1567,4 @@ async fn one_prepare_turn_runs_few_statements() {
 /// successors), the standing rules, the pending conflicts and the memories they question, the
 /// recall's candidates, and the access statistics of the memories shown (a write and its
 /// read-back).
-const PREPARE_TURN_STATEMENTS: usize = 12;
+const PREPARE_TURN_STATEMENTS: usize = 11;

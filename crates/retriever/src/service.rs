@@ -357,22 +357,35 @@ impl Retriever {
         ranked
     }
 
-    /// Summaries of the related decisions of memories, by id.
-    async fn related_decisions(&self, owner: &Owner, memories: &[&Memory]) -> HashMap<String, String> {
-        let ids: Vec<String> = memories
-            .iter()
-            .flat_map(|m| m.related_decision_ids.iter().cloned())
-            .collect();
-        if ids.is_empty() {
-            return HashMap::new();
-        }
-        match self.store.get_memories(owner, &ids).await {
-            Ok(found) => found.into_iter().map(|m| (m.id, m.summary)).collect(),
-            Err(err) => {
-                tracing::warn!(%err, "related decisions could not be read");
-                HashMap::new()
+    /// Summaries of the related decisions of memories, by id; those among the memories the
+    /// call read already (`read`) are not read again.
+    async fn related_decisions(
+        &self,
+        owner: &Owner,
+        memories: &[&Memory],
+        read: &[&Memory],
+    ) -> HashMap<String, String> {
+        let mut decisions = HashMap::new();
+        let mut ids: Vec<String> = Vec::new();
+        for id in memories.iter().flat_map(|m| m.related_decision_ids.iter()) {
+            match read.iter().find(|m| &m.id == id) {
+                Some(known) => {
+                    decisions.insert(id.clone(), known.summary.clone());
+                }
+                None => ids.push(id.clone()),
             }
         }
+        if ids.is_empty() {
+            return decisions;
+        }
+        match self.store.get_memories(owner, &ids).await {
+            Ok(found) => decisions.extend(found.into_iter().map(|m| (m.id, m.summary))),
+            Err(err) => {
+                tracing::warn!(%err, "related decisions could not be read");
+                return HashMap::new();
+            }
+        }
+        decisions
     }
 
     fn details_of(
@@ -554,7 +567,8 @@ impl RetrieverApi for Retriever {
             RetrievalMode::Catalog => 0,
         };
         let expanded: Vec<&Memory> = ranked.iter().take(details_limit).map(|r| &r.memory).collect();
-        let decisions = self.related_decisions(&filter.owner(), &expanded).await;
+        let read: Vec<&Memory> = ranked.iter().map(|r| &r.memory).collect();
+        let decisions = self.related_decisions(&filter.owner(), &expanded, &read).await;
 
         // Details of the best entries first (they answer), then catalog lines for the rest
         // (they let the caller ask for more).
@@ -689,7 +703,7 @@ impl RetrieverApi for Retriever {
             .iter()
             .filter_map(|id| by_id.get(id.as_str()).copied())
             .collect();
-        let decisions = self.related_decisions(&request.scope.owner(), &ordered).await;
+        let decisions = self.related_decisions(&request.scope.owner(), &ordered, &ordered).await;
         let budget = request.budget_tokens.map(|b| b as usize).unwrap_or(usize::MAX);
         let mut packer = Packer::new(&self.tokens, budget);
         let mut details = Vec::new();
