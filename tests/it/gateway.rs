@@ -1445,7 +1445,7 @@ async fn one_prepare_turn_runs_few_statements() {
             .result
             .expect("a write result")
     };
-    // A standing rule (every role, every project) and a pending conflict in the project.
+    // A standing rule (every role, every project) and two pending conflicts in the project.
     remember(
         Scope {
             project_id: String::new(),
@@ -1468,6 +1468,22 @@ async fn one_prepare_turn_runs_few_statements() {
     let held = remember(
         scope(user, ""),
         "I think the hosting budget is $80 now",
+        MemoryDraft {
+            source: thinkus_proto::common::MemorySource::Inference as i32,
+            ..Default::default()
+        },
+    )
+    .await;
+    assert_eq!(held.outcome, WriteOutcome::Queued as i32, "{held:?}");
+    remember(
+        scope(user, ""),
+        "The marketing budget for the shop is $300",
+        MemoryDraft::default(),
+    )
+    .await;
+    let held = remember(
+        scope(user, ""),
+        "I think the marketing budget is $400 now",
         MemoryDraft {
             source: thinkus_proto::common::MemorySource::Inference as i32,
             ..Default::default()
@@ -1539,11 +1555,9 @@ async fn one_prepare_turn_runs_few_statements() {
         assert!(kinds.contains(&kind), "no {kind:?} section in {:#?}", prepared.sections);
     }
     assert!(prepared.context.contains("$800"), "{}", prepared.context);
-    assert!(
-        prepared.context.contains("$50 or $80"),
-        "the conflict: {}",
-        prepared.context
-    );
+    for asked in ["$50 or $80", "$300 or $400"] {
+        assert!(prepared.context.contains(asked), "the conflicts: {}", prepared.context);
+    }
     assert!(
         prepared.items.iter().any(|i| i.id == artifact_id && i.included),
         "{:#?}",

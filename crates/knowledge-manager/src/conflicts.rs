@@ -58,21 +58,25 @@ pub fn question_in(subject_name: &str, current: &[Memory], proposed: &str, langu
     }
 }
 
-async fn conflict_of(km: &KnowledgeManager, candidate: Candidate) -> Result<Option<Conflict>, ApiError> {
-    let stored = StoredDraft::read(&candidate)?;
-    if stored.conflicts_with.is_empty() {
-        return Ok(None);
-    }
-    let current: Vec<Memory> = km
-        .store
-        .get_memories(&candidate.scope.owner(), &stored.conflicts_with)
-        .await?
-        .into_iter()
+/// The conflict a pending candidate asks about, given the memories read for it (`read`, by
+/// id): none when the values it questioned are no longer active (deleted, corrected).
+fn conflict_of(
+    candidate: Candidate,
+    stored: StoredDraft,
+    read: &std::collections::HashMap<String, Memory>,
+) -> Option<Conflict> {
+    let mut seen = std::collections::HashSet::new();
+    let current: Vec<Memory> = stored
+        .conflicts_with
+        .iter()
+        .filter(|id| seen.insert(id.as_str()))
+        .filter_map(|id| read.get(id))
         .filter(|m| m.status == MemoryStatus::Active)
+        .cloned()
         .collect();
     if current.is_empty() {
         // The value it questioned is gone (deleted, corrected): nothing left to choose between.
-        return Ok(None);
+        return None;
     }
     let subject = stored
         .draft
@@ -80,7 +84,7 @@ async fn conflict_of(km: &KnowledgeManager, candidate: Candidate) -> Result<Opti
         .clone()
         .or_else(|| current.iter().find_map(|m| m.subject.clone()))
         .unwrap_or_default();
-    Ok(Some(Conflict {
+    Some(Conflict {
         question: question(&subject, &current, &stored.draft.content),
         id: candidate.id,
         scope: candidate.scope,
@@ -90,31 +94,56 @@ async fn conflict_of(km: &KnowledgeManager, candidate: Candidate) -> Result<Opti
         reason: candidate.reason,
         evidence_count: candidate.evidence_count,
         created_at: candidate.created_at,
-    }))
+    })
 }
 
 /// Pending conflicts of a user, newest first: of one role when the scope names one, of one
-/// project (and the cross-project ones) when it names one.
+/// project (and the cross-project ones) when it names one. The memories the conflicts question
+/// are read in one statement per `limit` conflicts (one for a context's), not one per conflict.
 pub(crate) async fn list(km: &KnowledgeManager, scope: &Scope, limit: usize) -> Result<Vec<Conflict>, ApiError> {
     let role = (!scope.role_id.is_empty()).then_some(scope.role_id.as_str());
-    let mut conflicts = Vec::new();
-    for candidate in km
+    let pending: Vec<Candidate> = km
         .store
         .list_candidates(&scope.owner(), role, None, CandidateStatus::Pending, 500, 0)
         .await?
-    {
-        if conflicts.len() >= limit {
-            break;
-        }
-        let in_project = match (&scope.project_id, &candidate.scope.project_id) {
-            (Some(asked), Some(own)) => asked == own,
-            _ => true,
-        };
-        if !in_project || !candidate.content_key.starts_with("conflict:") {
-            continue;
-        }
-        if let Some(conflict) = conflict_of(km, candidate).await? {
-            conflicts.push(conflict);
+        .into_iter()
+        .filter(|candidate| {
+            let in_project = match (&scope.project_id, &candidate.scope.project_id) {
+                (Some(asked), Some(own)) => asked == own,
+                _ => true,
+            };
+            in_project && candidate.content_key.starts_with("conflict:")
+        })
+        .collect();
+    let mut conflicts = Vec::new();
+    let mut pending = pending.into_iter().peekable();
+    while conflicts.len() < limit && pending.peek().is_some() {
+        // As many as may still be wanted; a draft that cannot be read fails the listing when
+        // its turn comes, as before any was read.
+        let batch: Vec<(Candidate, Result<StoredDraft, ApiError>)> = pending
+            .by_ref()
+            .take(limit - conflicts.len())
+            .map(|candidate| {
+                let stored = StoredDraft::read(&candidate);
+                (candidate, stored)
+            })
+            .collect();
+        let ids: Vec<String> = batch
+            .iter()
+            .filter_map(|(_, stored)| stored.as_ref().ok())
+            .flat_map(|stored| stored.conflicts_with.iter().cloned())
+            .collect();
+        let read: std::collections::HashMap<String, Memory> = km
+            .store
+            .get_memories(&scope.owner(), &ids)
+            .await?
+            .into_iter()
+            .map(|m| (m.id.clone(), m))
+            .collect();
+        for (candidate, stored) in batch {
+            if let Some(conflict) = conflict_of(candidate, stored?, &read) {
+                conflicts.push(conflict);
+            }
         }
     }
     Ok(conflicts)
