@@ -1349,8 +1349,8 @@ async fn the_grpc_client_round_trips_prepare_and_complete() {
 }
 
 /// Issue 21: the statements one PrepareTurn sends to the embedded database, for a user with
-/// memories, a replaced value, a standing rule, a pending conflict, two sessions (the last one
-/// summarised) and a tool output of an earlier session. On SQLite each statement is handed to
+/// memories, a replaced value, a standing rule, two pending conflicts, a decision another memory
+/// names, two sessions (the last one summarised) and a tool output of an earlier session. On SQLite each statement is handed to
 /// its connection's worker thread; the turn's path holds to the statements it needs. The turn
 /// is prepared in process, so that only its own statements are counted, not the background
 /// loops' (job queue, sweeps, health checks).
@@ -1576,9 +1576,8 @@ async fn one_prepare_turn_runs_few_statements() {
 }
 
 /// The statements of [`one_prepare_turn_runs_few_statements`]'s turn (docs/benchmarks.md lists
-/// them): the last session (its row, its summary, read once), the artifacts of the session and the
-/// project, the changes of value (the memories that state one, the replaced ones, their
-/// successors), the standing rules, the pending conflicts and the memories they question, the
-/// recall's candidates, and the access statistics of the memories shown (a write and its
-/// read-back).
+/// them, before and after): the last session and its summary, the artifacts near the session,
+/// the memories that state a change of value, the replaced ones with their successors, the
+/// standing rules, the pending conflicts, the memories they question, the recall's candidates,
+/// and the access statistics of the memories shown (a write and its read-back).
 const PREPARE_TURN_STATEMENTS: usize = 11;
