@@ -433,17 +433,7 @@ async fn a_large_tool_output_is_offloaded_and_read_back() {
     let node = nodes::start(config(dir.path()), &ServiceKind::ALL, None).await;
     let channel = nodes::channel(&node).await;
     let mut client = GatewayServiceClient::new(channel.clone());
-    let log: String = (1..=300)
-        .map(|n| match n {
-            137 => "2026-11-20T10:00:37Z ERROR payment webhook timed out after 30s (order 1137)\n".to_string(),
-            n => format!(
-                "2026-11-20T10:00:{:02}Z INFO processed order {} in {} ms\n",
-                n % 60,
-                1000 + n,
-                20 + n % 7
-            ),
-        })
-        .collect();
+    let log = payment_log("2026-11-20");
     let completed = client
         .complete_turn(CompleteTurnRequest {
             scope: Some(scope("hana", "s1")),
@@ -551,6 +541,21 @@ async fn a_large_tool_output_is_offloaded_and_read_back() {
         elsewhere.context
     );
     node.shutdown().await.unwrap();
+}
+
+/// A payment service's log of 300 lines on `day`, one of them an error (line 137).
+fn payment_log(day: &str) -> String {
+    (1..=300)
+        .map(|n| match n {
+            137 => format!("{day}T10:00:37Z ERROR payment webhook timed out after 30s (order 1137)\n"),
+            n => format!(
+                "{day}T10:00:{:02}Z INFO processed order {} in {} ms\n",
+                n % 60,
+                1000 + n,
+                20 + n % 7
+            ),
+        })
+        .collect()
 }
 
 /// The trace item of artifact `id` in the context prepared for `message`, and the context.
@@ -1368,16 +1373,7 @@ async fn one_prepare_turn_runs_few_statements() {
     let channel = nodes::channel(&node).await;
     let mut client = GatewayServiceClient::new(channel.clone());
     let user = "quinn";
-    let log: String = (1..=300)
-        .map(|n| match n {
-            137 => "2026-11-03T10:00:37Z ERROR payment webhook timed out after 30s (order 1137)\n".to_string(),
-            n => format!(
-                "2026-11-03T10:00:{:02}Z INFO processed payment order {}\n",
-                n % 60,
-                1000 + n
-            ),
-        })
-        .collect();
+    let log = payment_log("2026-11-03");
     complete_exchanges(
         &mut client,
         scope(user, "s1"),
@@ -1459,38 +1455,28 @@ async fn one_prepare_turn_runs_few_statements() {
         },
     )
     .await;
-    remember(
-        scope(user, ""),
-        "The hosting budget for the shop is $50",
-        MemoryDraft::default(),
-    )
-    .await;
-    let held = remember(
-        scope(user, ""),
-        "I think the hosting budget is $80 now",
-        MemoryDraft {
-            source: thinkus_proto::common::MemorySource::Inference as i32,
-            ..Default::default()
-        },
-    )
-    .await;
-    assert_eq!(held.outcome, WriteOutcome::Queued as i32, "{held:?}");
-    remember(
-        scope(user, ""),
-        "The marketing budget for the shop is $300",
-        MemoryDraft::default(),
-    )
-    .await;
-    let held = remember(
-        scope(user, ""),
-        "I think the marketing budget is $400 now",
-        MemoryDraft {
-            source: thinkus_proto::common::MemorySource::Inference as i32,
-            ..Default::default()
-        },
-    )
-    .await;
-    assert_eq!(held.outcome, WriteOutcome::Queued as i32, "{held:?}");
+    for (said, guessed) in [
+        (
+            "The hosting budget for the shop is $50",
+            "I think the hosting budget is $80 now",
+        ),
+        (
+            "The marketing budget for the shop is $300",
+            "I think the marketing budget is $400 now",
+        ),
+    ] {
+        remember(scope(user, ""), said, MemoryDraft::default()).await;
+        let held = remember(
+            scope(user, ""),
+            guessed,
+            MemoryDraft {
+                source: thinkus_proto::common::MemorySource::Inference as i32,
+                ..Default::default()
+            },
+        )
+        .await;
+        assert_eq!(held.outcome, WriteOutcome::Queued as i32, "{held:?}");
+    }
     // A decision and a memory that names it as its reason.
     let decision = remember(
         scope(user, ""),
@@ -1544,7 +1530,6 @@ async fn one_prepare_turn_runs_few_statements() {
         .map(|(n, sql)| format!("{:>2}. {sql}", n + 1))
         .collect::<Vec<_>>()
         .join("\n");
-    eprintln!("{} statements:\n{listed}", statements.len());
     // Every lookup found something, so that every one of them ran its statements.
     let kinds: Vec<_> = prepared.sections.iter().map(|s| s.kind).collect();
     for kind in [
