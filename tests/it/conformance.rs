@@ -129,6 +129,7 @@ conformance_suite!(
         session_idle_and_requested_ones_are_due_for_a_summary => conformance::sql::idle_and_requested_sessions_are_due_for_a_summary,
         session_summary_is_one_per_session_with_optimistic_updates => conformance::sql::a_summary_is_one_per_session_with_optimistic_updates,
         session_summaries_list_across_roles_per_owner => conformance::sql::summaries_list_across_roles_per_owner,
+        session_the_last_one_comes_with_its_summary => conformance::sql::the_last_session_comes_with_its_summary,
         job_pending_is_deduplicated_by_its_key => conformance::sql::a_pending_job_is_deduplicated_by_its_key,
         job_due_is_claimed_once => conformance::sql::a_due_job_is_claimed_once,
         job_finished_keeps_its_result => conformance::sql::a_finished_job_keeps_its_result,

@@ -83,6 +83,18 @@ impl SessionStore for Counting {
             .recent_sessions(user, project, role, exclude, until, limit)
             .await
     }
+    async fn last_session_with_summary(
+        &self,
+        user: &Owner,
+        project: Option<&str>,
+        role: Option<&str>,
+        exclude: Option<&str>,
+        until: DateTime<Utc>,
+    ) -> Result<Option<(SessionRecord, Option<SummaryRecord>)>, StoreError> {
+        self.inner
+            .last_session_with_summary(user, project, role, exclude, until)
+            .await
+    }
     async fn put_summary(&self, summary: &SummaryRecord, expected: Option<i32>) -> Result<(), StoreError> {
         self.inner.put_summary(summary, expected).await
     }

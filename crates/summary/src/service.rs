@@ -769,26 +769,26 @@ impl SummaryApi for Summarizer {
             return Err(ApiError::invalid("scope.role_id", "is required"));
         }
         let store = &self.inner.sessions;
+        // The session and its summary in one read.
         let find = |role: Option<String>| {
             let scope = &scope;
             async move {
                 store
-                    .recent_sessions(
+                    .last_session_with_summary(
                         &scope.owner(),
                         scope.project_id.as_deref(),
                         role.as_deref(),
                         scope.session_id.as_deref(),
                         now,
-                        1,
                     )
                     .await
             }
         };
         let mut found = find(Some(scope.role_id.clone())).await?;
-        if found.is_empty() && scope.project_id.is_some() {
+        if found.is_none() && scope.project_id.is_some() {
             found = find(None).await?;
         }
-        let Some(session) = found.pop() else {
+        let Some((session, stored)) = found else {
             return Ok(None);
         };
         // A session that ended a minute ago has no summary yet, or one that stops before its
@@ -806,10 +806,7 @@ impl SummaryApi for Summarizer {
                 .await?;
             Some(updated.summary)
         } else {
-            store
-                .get_summary(&session.owner(), &session.session_id)
-                .await?
-                .map(SessionSummary::from_record)
+            stored.map(SessionSummary::from_record)
         };
         // Another role's session gives only what it shared with the project, and nothing when
         // it shared nothing.

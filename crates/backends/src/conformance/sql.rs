@@ -675,6 +675,65 @@ pub async fn a_summary_is_one_per_session_with_optimistic_updates(store: &dyn Se
 }
 
 /// Summaries list across roles, newest first, per project and per owner.
+/// The last session comes with its summary, in one read, as the two reads give them: of one
+/// role or any, leaving one session out, up to a time, per owner; without a summary when it has
+/// none.
+pub async fn the_last_session_comes_with_its_summary(store: &dyn SessionStore) {
+    let (key, twin) = session_of_three(store).await;
+    store.put_summary(&summary(&key, 2), Some(-1)).await.unwrap();
+    let designer = SessionKey {
+        session_id: "s2".into(),
+        role_id: "designer".into(),
+        ..key.clone()
+    };
+    store
+        .append_messages(&designer, &[message("user", "首页设计")])
+        .await
+        .unwrap();
+    let owner = key.owner();
+    let later = Utc::now() + Duration::seconds(5);
+    let (session, summary) = store
+        .last_session_with_summary(&owner, Some("p1"), Some("cto"), None, later)
+        .await
+        .unwrap()
+        .expect("the cto's session");
+    let recent = store
+        .recent_sessions(&owner, Some("p1"), Some("cto"), None, later, 1)
+        .await
+        .unwrap();
+    assert_eq!(Some(&session), recent.first());
+    assert_eq!(summary, store.get_summary(&owner, "s1").await.unwrap());
+    assert!(summary.is_some());
+    let (session, summary) = store
+        .last_session_with_summary(&owner, Some("p1"), None, None, later)
+        .await
+        .unwrap()
+        .expect("the latest session of any role");
+    assert_eq!(session.session_id, "s2");
+    assert!(summary.is_none(), "s2 has no summary yet");
+    let (session, summary) = store
+        .last_session_with_summary(&owner, Some("p1"), None, Some("s2"), later)
+        .await
+        .unwrap()
+        .expect("s2 left out");
+    assert_eq!((session.session_id.as_str(), summary.is_some()), ("s1", true));
+    let before = Utc::now() - Duration::days(1);
+    for (owner, project, until) in [
+        (&owner, Some("p1"), before),
+        (&owner, None, later),
+        (&owner, Some("p2"), later),
+        (&twin.owner(), Some("p1"), later),
+    ] {
+        assert!(
+            store
+                .last_session_with_summary(owner, project, None, None, until)
+                .await
+                .unwrap()
+                .is_none()
+        );
+    }
+}
+
 pub async fn summaries_list_across_roles_per_owner(store: &dyn SessionStore) {
     let (key, twin) = session_of_three(store).await;
     store

@@ -339,6 +339,17 @@ pub trait SessionStore: OwnerSections {
         limit: usize,
     ) -> Result<Vec<SessionRecord>, StoreError>;
 
+    /// The latest of [`recent_sessions`](Self::recent_sessions) with its summary, if it has
+    /// one, in one statement.
+    async fn last_session_with_summary(
+        &self,
+        owner: &Owner,
+        project_id: Option<&str>,
+        role_id: Option<&str>,
+        exclude_session: Option<&str>,
+        until: DateTime<Utc>,
+    ) -> Result<Option<(SessionRecord, Option<SummaryRecord>)>, StoreError>;
+
     /// The sessions of a user whose last message came at or before `until`, the latest first:
     /// those of `project_id` (or, when `None`, those outside any project), of one role when
     /// given, leaving one session out when given.

@@ -213,18 +213,24 @@ pub(super) fn artifact_from_row(row: &AnyRow) -> Result<ArtifactRecord, StoreErr
 }
 
 pub(super) fn session_from_row(row: &AnyRow) -> Result<SessionRecord, StoreError> {
-    let cells = Cells::new(row, "sessions", "session_id")?;
+    session_from_columns(row, "")
+}
+
+/// A session whose columns are named `{prefix}tenant_id`, ... (beside another table's in a join).
+pub(super) fn session_from_columns(row: &AnyRow, prefix: &str) -> Result<SessionRecord, StoreError> {
+    let column = |name: &str| format!("{prefix}{name}");
+    let cells = Cells::new(row, "sessions", &column("session_id"))?;
     Ok(SessionRecord {
-        tenant_id: cells.get("tenant_id")?,
-        user_id: cells.get("user_id")?,
-        session_id: cells.get("session_id")?,
-        role_id: cells.get("role_id")?,
-        project_id: cells.get("project_id")?,
-        message_count: cells.int("message_count")?,
-        last_message_at: cells.time("last_message_at")?,
-        summarized_until: cells.int("summarized_until")?,
-        ended: cells.get::<i64>("ended")? != 0,
-        summary_requested: cells.get::<i64>("summary_requested")? != 0,
+        tenant_id: cells.get(&column("tenant_id"))?,
+        user_id: cells.get(&column("user_id"))?,
+        session_id: cells.get(&column("session_id"))?,
+        role_id: cells.get(&column("role_id"))?,
+        project_id: cells.get(&column("project_id"))?,
+        message_count: cells.int(&column("message_count"))?,
+        last_message_at: cells.time(&column("last_message_at"))?,
+        summarized_until: cells.int(&column("summarized_until"))?,
+        ended: cells.get::<i64>(&column("ended"))? != 0,
+        summary_requested: cells.get::<i64>(&column("summary_requested"))? != 0,
     })
 }
 

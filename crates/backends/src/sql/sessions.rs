@@ -6,9 +6,23 @@ use sqlx::Row;
 use thinkus_common::model::{Message, Owner};
 
 use super::query::{Arg, Query, json, ms};
-use super::rows::{backend_error, message_from_row, session_from_row, summary_from_row};
+use super::rows::{backend_error, message_from_row, session_from_columns, session_from_row, summary_from_row};
 use super::store::SqlStore;
 use super::{SessionKey, SessionRecord, SessionStore, StoreError, SummaryRecord};
+
+/// The columns of a session row.
+const SESSION_COLUMNS: [&str; 10] = [
+    "tenant_id",
+    "user_id",
+    "session_id",
+    "role_id",
+    "project_id",
+    "message_count",
+    "last_message_at",
+    "summarized_until",
+    "ended",
+    "summary_requested",
+];
 
 #[async_trait]
 impl SessionStore for SqlStore {
@@ -180,6 +194,49 @@ impl SessionStore for SqlStore {
             .int(ms(until))
             .int(limit as i64);
         self.fetch_all(&q).await?.iter().map(session_from_row).collect()
+    }
+
+    async fn last_session_with_summary(
+        &self,
+        owner: &Owner,
+        project_id: Option<&str>,
+        role_id: Option<&str>,
+        exclude_session: Option<&str>,
+        until: DateTime<Utc>,
+    ) -> Result<Option<(SessionRecord, Option<SummaryRecord>)>, StoreError> {
+        // The summary's columns as they are, the session's prefixed: both tables name their
+        // owner, session, role and project.
+        let session: Vec<String> = SESSION_COLUMNS
+            .iter()
+            .map(|c| format!("s.{c} AS session_{c}"))
+            .collect();
+        let mut q = Query::new(&format!(
+            "SELECT ss.*, {} FROM sessions s LEFT JOIN session_summaries ss \
+             ON ss.tenant_id = s.tenant_id AND ss.user_id = s.user_id AND ss.session_id = s.session_id \
+             WHERE s.tenant_id = ? AND s.user_id = ?",
+            session.join(", ")
+        ));
+        q.owner(owner);
+        match project_id {
+            Some(project) => q.push(" AND s.project_id = ?").text(project),
+            None => q.push(" AND s.project_id IS NULL"),
+        };
+        if let Some(role) = role_id {
+            q.push(" AND s.role_id = ?").text(role);
+        }
+        if let Some(session) = exclude_session {
+            q.push(" AND s.session_id <> ?").text(session);
+        }
+        q.push(" AND s.last_message_at <= ? ORDER BY s.last_message_at DESC, s.session_id DESC LIMIT 1")
+            .int(ms(until));
+        let Some(row) = self.fetch_optional(&q).await? else {
+            return Ok(None);
+        };
+        let summary = match row.try_get::<Option<String>, _>("id").map_err(backend_error)? {
+            Some(_) => Some(summary_from_row(&row)?),
+            None => None,
+        };
+        Ok(Some((session_from_columns(&row, "session_")?, summary)))
     }
 
     async fn put_summary(&self, s: &SummaryRecord, expected_end: Option<i32>) -> Result<(), StoreError> {
