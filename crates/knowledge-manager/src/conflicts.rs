@@ -118,8 +118,8 @@ pub(crate) async fn list(km: &KnowledgeManager, scope: &Scope, limit: usize) -> 
     let mut conflicts = Vec::new();
     let mut pending = pending.into_iter().peekable();
     while conflicts.len() < limit && pending.peek().is_some() {
-        // As many as may still be wanted; a draft that cannot be read fails the listing when
-        // its turn comes, as before any was read.
+        // As many as may still be wanted, their memories in one read; a draft that cannot be
+        // read fails the listing when its turn comes, after the conflicts before it.
         let batch: Vec<(Candidate, Result<StoredDraft, ApiError>)> = pending
             .by_ref()
             .take(limit - conflicts.len())
