@@ -70,19 +70,6 @@ impl SessionStore for Counting {
     async fn sessions_to_summarize(&self, idle: DateTime<Utc>, limit: usize) -> Result<Vec<SessionRecord>, StoreError> {
         self.inner.sessions_to_summarize(idle, limit).await
     }
-    async fn recent_sessions(
-        &self,
-        user: &Owner,
-        project: Option<&str>,
-        role: Option<&str>,
-        exclude: Option<&str>,
-        until: DateTime<Utc>,
-        limit: usize,
-    ) -> Result<Vec<SessionRecord>, StoreError> {
-        self.inner
-            .recent_sessions(user, project, role, exclude, until, limit)
-            .await
-    }
     async fn last_session_with_summary(
         &self,
         user: &Owner,

@@ -339,8 +339,9 @@ pub trait SessionStore: OwnerSections {
         limit: usize,
     ) -> Result<Vec<SessionRecord>, StoreError>;
 
-    /// The latest of [`recent_sessions`](Self::recent_sessions) with its summary, if it has
-    /// one, in one statement.
+    /// The latest session of a user whose last message came at or before `until`, with its
+    /// summary if it has one, in one statement: of `project_id` (or, when `None`, of those
+    /// outside any project), of one role when given, leaving one session out when given.
     async fn last_session_with_summary(
         &self,
         owner: &Owner,
@@ -349,19 +350,6 @@ pub trait SessionStore: OwnerSections {
         exclude_session: Option<&str>,
         until: DateTime<Utc>,
     ) -> Result<Option<(SessionRecord, Option<SummaryRecord>)>, StoreError>;
-
-    /// The sessions of a user whose last message came at or before `until`, the latest first:
-    /// those of `project_id` (or, when `None`, those outside any project), of one role when
-    /// given, leaving one session out when given.
-    async fn recent_sessions(
-        &self,
-        owner: &Owner,
-        project_id: Option<&str>,
-        role_id: Option<&str>,
-        exclude_session: Option<&str>,
-        until: DateTime<Utc>,
-        limit: usize,
-    ) -> Result<Vec<SessionRecord>, StoreError>;
 
     /// Writes a summary (one per session) and records how far the session is summarised. With
     /// `expected_end`, fails with `Conflict` unless the stored summary still ends there.

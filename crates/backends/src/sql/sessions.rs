@@ -169,33 +169,6 @@ impl SessionStore for SqlStore {
         self.fetch_all(&q).await?.iter().map(session_from_row).collect()
     }
 
-    async fn recent_sessions(
-        &self,
-        owner: &Owner,
-        project_id: Option<&str>,
-        role_id: Option<&str>,
-        exclude_session: Option<&str>,
-        until: DateTime<Utc>,
-        limit: usize,
-    ) -> Result<Vec<SessionRecord>, StoreError> {
-        let mut q = Query::new("SELECT * FROM sessions WHERE tenant_id = ? AND user_id = ?");
-        q.owner(owner);
-        match project_id {
-            Some(project) => q.push(" AND project_id = ?").text(project),
-            None => q.push(" AND project_id IS NULL"),
-        };
-        if let Some(role) = role_id {
-            q.push(" AND role_id = ?").text(role);
-        }
-        if let Some(session) = exclude_session {
-            q.push(" AND session_id <> ?").text(session);
-        }
-        q.push(" AND last_message_at <= ? ORDER BY last_message_at DESC, session_id DESC LIMIT ?")
-            .int(ms(until))
-            .int(limit as i64);
-        self.fetch_all(&q).await?.iter().map(session_from_row).collect()
-    }
-
     async fn last_session_with_summary(
         &self,
         owner: &Owner,
