@@ -203,3 +203,75 @@ async fn no_acknowledged_point_is_lost_to_sigkill() {
         stored.len()
     ));
 }
+
+/// Issue 21: the access statistics a recall leaves to the retriever's recorder are written
+/// when the process stops on SIGTERM: three recalls in detail, then SIGTERM, and the database
+/// the process left counts three reads of the memory, at its version of before.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn reads_are_written_before_sigterm_ends_the_process() {
+    use thinkus_backends::sql::{MemoryStore, SqlStore};
+    use thinkus_proto::common::RetrievalMode;
+    use thinkus_proto::retriever::RecallRequest;
+    use thinkus_proto::retriever::retriever_service_client::RetrieverServiceClient;
+
+    let dir = tempfile::tempdir().unwrap();
+    let (mut child, channel) = serve(dir.path(), None).await;
+    let me = Scope {
+        user_id: "reads-user".into(),
+        role_id: "cfo".into(),
+        ..Default::default()
+    };
+    let written = KnowledgeManagerServiceClient::new(channel.clone())
+        .remember(RememberRequest {
+            scope: Some(me.clone()),
+            memory: Some(MemoryDraft {
+                r#type: MemoryType::ProjectDecision as i32,
+                content: "The Q3 marketing budget is $800".into(),
+                ..Default::default()
+            }),
+            skip_dedup: true,
+            bypass_admission: true,
+            ..Default::default()
+        })
+        .await
+        .expect("remember")
+        .into_inner()
+        .result
+        .and_then(|r| r.memory)
+        .expect("the memory written");
+    for _ in 0..3 {
+        let details = RetrieverServiceClient::new(channel.clone())
+            .recall(RecallRequest {
+                scope: Some(me.clone()),
+                query: "marketing budget".into(),
+                mode: RetrievalMode::Details as i32,
+                budget_tokens: 4000,
+                ..Default::default()
+            })
+            .await
+            .expect("recall")
+            .into_inner()
+            .details;
+        assert!(details.iter().any(|d| d.id == written.id), "{details:?}");
+    }
+    let status = Command::new("kill")
+        .args(["-TERM", &child.0.id().to_string()])
+        .status()
+        .expect("kill -TERM");
+    assert!(status.success());
+    assert!(child.0.wait().expect("stopped").success(), "a clean stop");
+    let url = format!("sqlite://{}", dir.path().join("thinkus.db").display());
+    let store = SqlStore::connect(&url, 1)
+        .await
+        .expect("open the database the process left");
+    let stored = store
+        .get_memory(&Owner::new(DEFAULT_TENANT, "reads-user"), &written.id)
+        .await
+        .unwrap()
+        .expect("stored");
+    assert_eq!(stored.access_count, 3, "every read is written by the stop");
+    assert_eq!(
+        stored.version, 0,
+        "reads leave the version a new memory is written with"
+    );
+}
