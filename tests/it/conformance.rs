@@ -140,6 +140,7 @@ conformance_suite!(
         job_order_one_at_a_time_per_user_and_kind => conformance::sql::a_users_jobs_of_one_kind_run_one_at_a_time_in_order,
         job_order_a_retried_job_keeps_its_place => conformance::sql::a_retried_job_keeps_its_place_in_the_queue,
         job_order_a_job_failed_for_good_does_not_hold_the_queue => conformance::sql::a_job_failed_for_good_does_not_hold_the_queue,
+        job_order_tenants_take_turns => conformance::sql::tenants_take_turns_at_the_queue,
         retention_of_zero_keeps_everything => conformance::sql::retention_of_zero_keeps_everything,
         retention_sweep_reports_what_it_purged_once => conformance::sql::a_sweep_reports_what_it_purged_once,
         retention_purges_old_request_keys_in_every_tenant => conformance::sql::old_request_keys_are_purged_in_every_tenant,

@@ -873,6 +873,42 @@ pub async fn a_due_job_is_claimed_once(store: &dyn JobStore) {
     assert_eq!(count, 5);
 }
 
+/// Tenants take turns: a tenant whose jobs run waits for another tenant's job due later, so a
+/// backlog over many users of one tenant does not hold the other tenants' fresh jobs.
+pub async fn tenants_take_turns_at_the_queue(store: &dyn JobStore) {
+    let (run, _, kind_learn, _) = job_kinds();
+    let now = Utc::now();
+    let backlog: Vec<JobRecord> = (0..4)
+        .map(|n| {
+            let mut queued = job(&Owner::new(format!("bulk-{run}"), format!("u{n}")), &kind_learn, None);
+            queued.run_after = now - Duration::seconds(60 - n);
+            queued
+        })
+        .collect();
+    for queued in &backlog {
+        store.enqueue(queued).await.unwrap();
+    }
+    let mut fresh = job(&Owner::new(format!("small-{run}"), "alice"), &kind_learn, None);
+    fresh.run_after = now - Duration::seconds(1);
+    store.enqueue(&fresh).await.unwrap();
+    let lease = now + Duration::seconds(30);
+    let claim = async || {
+        store
+            .claim(&[&kind_learn], now, lease)
+            .await
+            .unwrap()
+            .expect("a due job")
+            .id
+    };
+    assert_eq!(claim().await, backlog[0].id, "the oldest first");
+    assert_eq!(
+        claim().await,
+        fresh.id,
+        "the tenant with nothing running goes before the backlog of one that has a job running"
+    );
+    assert_eq!(claim().await, backlog[1].id, "then the backlog, oldest first");
+}
+
 /// A finished job keeps what it did.
 pub async fn a_finished_job_keeps_its_result(store: &dyn JobStore) {
     let (_, user, kind_learn, _) = job_kinds();

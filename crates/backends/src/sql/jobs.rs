@@ -73,7 +73,13 @@ impl JobStore for SqlStore {
              AND e.kind = j.kind AND e.status IN ('pending', 'running') \
              AND (e.created_at < j.created_at OR (e.created_at = j.created_at AND e.id < j.id)))",
         );
-        q.push(" ORDER BY run_after ASC, id ASC LIMIT 1");
+        // Tenants take turns: the job of the tenant with the fewest jobs running goes first, so a
+        // tenant's backlog (a bulk import over many users) does not hold another tenant's fresh
+        // job until all of it has run; among equals, the oldest due job.
+        q.push(
+            " ORDER BY (SELECT COUNT(*) FROM jobs r WHERE r.tenant_id = j.tenant_id AND r.status = 'running') ASC, \
+             run_after ASC, id ASC LIMIT 1",
+        );
         if self.backend == Backend::Postgres {
             q.push(" FOR UPDATE SKIP LOCKED");
         }
