@@ -210,9 +210,6 @@ async fn no_acknowledged_point_is_lost_to_sigkill() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn reads_are_written_before_sigterm_ends_the_process() {
     use thinkus_backends::sql::{MemoryStore, SqlStore};
-    use thinkus_proto::common::RetrievalMode;
-    use thinkus_proto::retriever::RecallRequest;
-    use thinkus_proto::retriever::retriever_service_client::RetrieverServiceClient;
 
     let dir = tempfile::tempdir().unwrap();
     let (mut child, channel) = serve(dir.path(), None).await;
@@ -240,18 +237,7 @@ async fn reads_are_written_before_sigterm_ends_the_process() {
         .and_then(|r| r.memory)
         .expect("the memory written");
     for _ in 0..3 {
-        let details = RetrieverServiceClient::new(channel.clone())
-            .recall(RecallRequest {
-                scope: Some(me.clone()),
-                query: "marketing budget".into(),
-                mode: RetrievalMode::Details as i32,
-                budget_tokens: 4000,
-                ..Default::default()
-            })
-            .await
-            .expect("recall")
-            .into_inner()
-            .details;
+        let details = support::recalled_in_detail(&channel, &me, "marketing budget").await;
         assert!(details.iter().any(|d| d.id == written.id), "{details:?}");
     }
     let status = Command::new("kill")

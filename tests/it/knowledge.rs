@@ -806,18 +806,7 @@ async fn reads_are_counted_by_the_time_the_node_stops(backend: Backend) {
     let before = stored(store.clone(), written.id.clone()).await;
     let mut reported = Vec::new();
     for _ in 0..3 {
-        let details = RetrieverServiceClient::new(node.channel.clone())
-            .recall(RecallRequest {
-                scope: Some(me.clone()),
-                query: "marketing budget".into(),
-                mode: RetrievalMode::Details as i32,
-                budget_tokens: 4000,
-                ..Default::default()
-            })
-            .await
-            .expect("recall")
-            .into_inner()
-            .details;
+        let details = support::recalled_in_detail(&node.channel, &me, "marketing budget").await;
         let shown = details.iter().find(|d| d.id == written.id).expect("recalled in detail");
         reported.push(shown.freshness);
     }

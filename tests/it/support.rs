@@ -107,6 +107,29 @@ pub async fn listed_memories(
     }
 }
 
+/// The memories a recall in detail of `query` shows `scope` at the retriever behind `channel`.
+pub async fn recalled_in_detail(
+    channel: &tonic::transport::Channel,
+    scope: &thinkus_proto::common::Scope,
+    query: &str,
+) -> Vec<thinkus_proto::common::MemoryDetails> {
+    use thinkus_proto::common::RetrievalMode;
+    use thinkus_proto::retriever::RecallRequest;
+    use thinkus_proto::retriever::retriever_service_client::RetrieverServiceClient;
+    RetrieverServiceClient::new(channel.clone())
+        .recall(RecallRequest {
+            scope: Some(scope.clone()),
+            query: query.into(),
+            mode: RetrievalMode::Details as i32,
+            budget_tokens: 4000,
+            ..Default::default()
+        })
+        .await
+        .expect("recall")
+        .into_inner()
+        .details
+}
+
 impl Drop for ChildGuard {
     fn drop(&mut self) {
         let _ = self.0.kill();
