@@ -235,6 +235,20 @@ pub struct ValueChange {
     pub statement: String,
 }
 
+impl ValueChange {
+    /// The change as told to a reader who may not read what states it: the old value and when,
+    /// without the new value, the record, its session or its sentence.
+    pub fn old_value_only(self) -> Self {
+        Self {
+            new: None,
+            memory_id: String::new(),
+            session_id: None,
+            statement: String::new(),
+            ..self
+        }
+    }
+}
+
 /// Correction actions (seed 001 section 3.5.3), and the priority a person adjusts (section 4.2).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]

@@ -217,33 +217,18 @@ pub(crate) async fn value_changes(
         let at = new.occurred_at.max(old.occurred_at);
         // A memory the reader may read, replaced by one it may not (another role's private
         // memory of the same subject): its value changed, and what it became is that role's.
-        if !readable.matches_memory(new) {
-            out.extend(
-                replaced_values(&old.content, &new.content)
-                    .into_iter()
-                    .map(|(o, _)| ValueChange {
-                        statement: String::new(),
-                        old: o,
-                        new: None,
-                        at,
-                        memory_id: String::new(),
-                        session_id: None,
-                    }),
-            );
-            continue;
-        }
-        out.extend(
-            replaced_values(&old.content, &new.content)
-                .into_iter()
-                .map(|(o, n)| ValueChange {
-                    statement: statement_of(&new.content, &o, n.as_deref()),
-                    old: o,
-                    new: n,
-                    at,
-                    memory_id: new.id.clone(),
-                    session_id: new.scope.session_id.clone(),
-                }),
-        );
+        let withheld = !readable.matches_memory(new);
+        out.extend(replaced_values(&old.content, &new.content).into_iter().map(|(o, n)| {
+            let change = ValueChange {
+                statement: statement_of(&new.content, &o, n.as_deref()),
+                old: o,
+                new: n,
+                at,
+                memory_id: new.id.clone(),
+                session_id: new.scope.session_id.clone(),
+            };
+            if withheld { change.old_value_only() } else { change }
+        }));
     }
     out.sort_by_key(|c| std::cmp::Reverse(c.at));
     let mut seen = std::collections::HashSet::new();
