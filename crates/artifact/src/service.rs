@@ -396,6 +396,13 @@ impl ArtifactService {
         })
     }
 
+    /// Listed records with their compacts (in their own language), in the order given.
+    fn listed<'a>(records: impl Iterator<Item = &'a ArtifactRecord>) -> Result<Vec<(ArtifactInfo, Compact)>, ApiError> {
+        records
+            .map(|record| Ok((Self::info(record)?, Self::compact_of(record, None)?)))
+            .collect()
+    }
+
     fn compact_of(record: &ArtifactRecord, language: Option<Language>) -> Result<Compact, ApiError> {
         let compacts: StoredCompacts = serde_json::from_str(&record.compact)
             .map_err(|err| ApiError::internal(format!("artifact {}: unreadable compact: {err}", record.id)))?;
@@ -907,10 +914,7 @@ impl ArtifactApi for ArtifactService {
                 request.offset,
             )
             .await?;
-        records
-            .iter()
-            .map(|record| Ok((Self::info(record)?, Self::compact_of(record, None)?)))
-            .collect()
+        Self::listed(records.iter())
     }
 
     async fn list_near(&self, scope: Scope, limit: usize) -> Result<Vec<(ArtifactInfo, Compact)>, ApiError> {
@@ -930,9 +934,7 @@ impl ArtifactApi for ArtifactService {
         // The session's first (newest first, as read), then the rest of the project's.
         let (mut near, others): (Vec<_>, Vec<_>) = records.iter().partition(|record| record.session_id == *session);
         near.extend(others);
-        near.into_iter()
-            .map(|record| Ok((Self::info(record)?, Self::compact_of(record, None)?)))
-            .collect()
+        Self::listed(near.into_iter())
     }
 
     async fn delete(&self, scope: Scope, artifact_id: String) -> Result<(), ApiError> {
