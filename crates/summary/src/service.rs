@@ -756,10 +756,10 @@ impl SummaryApi for Summarizer {
         budget_tokens: u32,
         language: Language,
     ) -> Result<Option<(SessionSummary, Rendered)>, ApiError> {
+        let budget = self.render_budget(Some(budget_tokens))?;
         let Some(previous) = self.previous(scope, now).await? else {
             return Ok(None);
         };
-        let budget = self.render_budget(Some(budget_tokens))?;
         let rendered = self.rendered(&previous, budget, Some(language), Some(now));
         Ok(Some((previous, rendered)))
     }
