@@ -380,10 +380,8 @@ impl Retriever {
         }
         match self.store.get_memories(owner, &ids).await {
             Ok(found) => decisions.extend(found.into_iter().map(|m| (m.id, m.summary))),
-            Err(err) => {
-                tracing::warn!(%err, "related decisions could not be read");
-                return HashMap::new();
-            }
+            // The recall answers without them; those it had read already stay.
+            Err(err) => tracing::warn!(%err, "related decisions could not be read"),
         }
         decisions
     }
