@@ -11,7 +11,10 @@
 //! in its content (case-insensitive). Precision = matched stored memories / stored memories on
 //! lines that expect something; recall = matched expected items / expected items; junk_ratio =
 //! share of `expected: []` lines where something was stored. Stored memories of noise lines
-//! count against the junk ratio only.
+//! count against the junk ratio only. The same precision and recall with the type left out
+//! ("any type": the content holds the keywords) are printed beside them, so that a miss of
+//! the content and a type other than the labeller's are told apart; the targets are on the
+//! typed figures.
 //!
 //! Earlier messages (`context`) precede the utterance, alternating with the assistant's turn
 //! just before it; what the context alone yields was learned when it was said, so it is not
@@ -50,6 +53,10 @@ pub(crate) struct Score {
     pub noise_stored: usize,
     /// Memories stored from lines labelled "store nothing".
     pub noise_memories: usize,
+    /// Stored memories holding an expected item's keywords, whatever their type.
+    pub stored_content_matched: usize,
+    /// Expected items whose keywords a stored memory holds, whatever its type.
+    pub expected_content_found: usize,
 }
 
 impl Score {
@@ -68,6 +75,14 @@ impl Score {
             score.stored_matched = stored.iter().filter(|s| expected.iter().any(|e| e.matches(s))).count();
             score.expected = expected.len();
             score.expected_found = expected.iter().filter(|e| stored.iter().any(|s| e.matches(s))).count();
+            score.stored_content_matched = stored
+                .iter()
+                .filter(|s| expected.iter().any(|e| e.held_in(&s.content)))
+                .count();
+            score.expected_content_found = expected
+                .iter()
+                .filter(|e| stored.iter().any(|s| e.held_in(&s.content)))
+                .count();
         }
         score
     }
@@ -81,6 +96,8 @@ impl Score {
         self.noise_lines += other.noise_lines;
         self.noise_stored += other.noise_stored;
         self.noise_memories += other.noise_memories;
+        self.stored_content_matched += other.stored_content_matched;
+        self.expected_content_found += other.expected_content_found;
     }
 
     pub fn precision(&self) -> f64 {
@@ -93,6 +110,17 @@ impl Score {
 
     pub fn junk_ratio(&self) -> f64 {
         ratio(self.noise_stored, self.noise_lines, 0.0)
+    }
+
+    /// Precision with the type left out: what was stored holds what was expected, whichever of
+    /// the twelve types it was given. The gap to [`Score::precision`] is the typing's.
+    pub fn content_precision(&self) -> f64 {
+        ratio(self.stored_content_matched, self.stored, 1.0)
+    }
+
+    /// Recall with the type left out.
+    pub fn content_recall(&self) -> f64 {
+        ratio(self.expected_content_found, self.expected, 1.0)
     }
 
     /// Precision counting the memories stored from noise lines as wrong too.
@@ -284,29 +312,33 @@ pub async fn run(config: Config, data: &Path, verbose: bool, rules_only: bool) -
     }
     let mut overall = Score::default();
     say(format!(
-        "{:<8} {:>6} {:>10} {:>8} {:>11} {:>7}",
-        "lang", "lines", "precision", "recall", "junk_ratio", "stored"
+        "{:<8} {:>6} {:>10} {:>8} {:>11} {:>7} {:>17} {:>14}",
+        "lang", "lines", "precision", "recall", "junk_ratio", "stored", "precision (any type)", "recall (any type)"
     ));
     for (lang, score) in &by_lang {
         overall.add(score);
         say(format!(
-            "{:<8} {:>6} {:>10.3} {:>8.3} {:>11.3} {:>7}",
+            "{:<8} {:>6} {:>10.3} {:>8.3} {:>11.3} {:>7} {:>20.3} {:>17.3}",
             lang,
             score.lines,
             score.precision(),
             score.recall(),
             score.junk_ratio(),
-            score.stored
+            score.stored,
+            score.content_precision(),
+            score.content_recall()
         ));
     }
     say(format!(
-        "{:<8} {:>6} {:>10.3} {:>8.3} {:>11.3} {:>7}",
+        "{:<8} {:>6} {:>10.3} {:>8.3} {:>11.3} {:>7} {:>20.3} {:>17.3}",
         "overall",
         overall.lines,
         overall.precision(),
         overall.recall(),
         overall.junk_ratio(),
-        overall.stored
+        overall.stored,
+        overall.content_precision(),
+        overall.content_recall()
     ));
     say(format!(
         "{} lines in {:.2}s ({engine_name}); targets: precision >= 0.9, recall >= 0.8, junk_ratio <= 0.02, in each language",
@@ -324,15 +356,71 @@ pub async fn run(config: Config, data: &Path, verbose: bool, rules_only: bool) -
         "precision": round(overall.precision()),
         "recall": round(overall.recall()),
         "junk_ratio": round(overall.junk_ratio()),
+        "content_precision": round(overall.content_precision()),
+        "content_recall": round(overall.content_recall()),
         "p50_ms": (p50 * 10.0).round() / 10.0,
         "n": overall.lines,
         "by_language": by_lang.iter().map(|(lang, s)| (lang.clone(), json!({
             "precision": round(s.precision()),
             "recall": round(s.recall()),
             "junk_ratio": round(s.junk_ratio()),
+            "content_precision": round(s.content_precision()),
+            "content_recall": round(s.content_recall()),
             "n": s.lines,
         }))).collect::<BTreeMap<_, _>>(),
     })
     .to_string());
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use thinkus_common::model::MemoryType;
+
+    use super::*;
+
+    fn stored(memory_type: MemoryType, content: &str) -> Extracted {
+        Extracted {
+            memory_type,
+            content: content.into(),
+            summary: None,
+            importance: 3,
+            tags: Vec::new(),
+            relevant_role: None,
+            project_specific: false,
+            confidence: 1.0,
+        }
+    }
+
+    fn expected(memory_type: &str, keyword: &str) -> Expected {
+        Expected {
+            memory_type: memory_type.into(),
+            keywords: vec![keyword.into()],
+        }
+    }
+
+    #[test]
+    fn a_memory_of_another_type_counts_for_the_content_only() {
+        let want = [expected("fact", "两万八"), expected("constraint", "两万五")];
+        let got = [
+            stored(MemoryType::Constraint, "租金一个月两万八 押三付三"),
+            stored(MemoryType::Constraint, "价位两万五以内"),
+            stored(MemoryType::Issue, "明天还要改bug"),
+        ];
+        let score = Score::of_line(&want, &got);
+        assert_eq!((score.stored_matched, score.expected_found), (1, 1), "typed");
+        assert_eq!(
+            (score.stored_content_matched, score.expected_content_found),
+            (2, 2),
+            "any type"
+        );
+        assert!((score.precision() - 1.0 / 3.0).abs() < 1e-9 && (score.content_precision() - 2.0 / 3.0).abs() < 1e-9);
+        assert!((score.recall() - 0.5).abs() < 1e-9 && (score.content_recall() - 1.0).abs() < 1e-9);
+        // A noise line's memories count against the junk ratio alone.
+        let noise = Score::of_line(&[], &got);
+        assert_eq!(
+            (noise.stored, noise.stored_content_matched, noise.noise_memories),
+            (0, 0, 3)
+        );
+    }
 }
