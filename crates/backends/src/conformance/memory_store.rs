@@ -571,7 +571,8 @@ pub async fn listings_come_with_the_successors_of_what_they_list(store: &dyn Mem
 }
 
 /// An access raises the freshness up to its cap and counts, and leaves the version (an update
-/// read before it still applies); another user's access changes nothing.
+/// read before it still applies, and keeps the reads counted since); another user's access
+/// changes nothing.
 pub async fn access_is_counted_and_freshness_capped(store: &dyn MemoryStore) {
     let p = people();
     let own = memory(
@@ -623,6 +624,11 @@ pub async fn access_is_counted_and_freshness_capped(store: &dyn MemoryStore) {
         })
         .await
         .expect("an update made before the reads applies");
+    // The reads counted since stay: the access statistics are not the update's to write back.
+    let after = store.get_memory(&p.alice, &own.id).await.unwrap().unwrap();
+    assert_eq!(after.content, "own private decision, corrected");
+    assert_eq!(after.access_count, 2, "the reads counted after the update's read");
+    assert_eq!(after.last_accessed_at, read.last_accessed_at, "the last read's time");
 }
 
 /// A delete keeps the memory's history records without their content (the deletion's own

@@ -189,7 +189,9 @@ pub trait MemoryStore: OwnerSections {
     /// Marks memories read: last access time, access count + 1, freshness + `boost` capped at
     /// `cap`. Returns how many of them were marked. The version stays: reads are not edits, and a
     /// person's correction of a memory an employee has just recalled must not meet a conflict.
-    /// An update made from an earlier read writes back that read's statistics.
+    /// An update made from an earlier read keeps the reads counted since (the count stays, the
+    /// later access time wins); the freshness it writes is its own, so a boost counted since is
+    /// lost to it.
     async fn record_access(
         &self,
         owner: &Owner,

@@ -350,17 +350,34 @@ impl SqlStore {
         for memory in &batch.updates {
             let columns: Vec<&str> = MEMORY_COLUMNS.split(", ").collect();
             // id, tenant_id and user_id identify the row; version is checked, then bumped.
-            let assignments: Vec<String> = columns[3..columns.len() - 1]
-                .iter()
-                .map(|c| format!("{c} = ?"))
-                .collect();
+            // The access statistics are `record_access`'s, which leaves the version: an update
+            // made from an earlier read keeps the reads counted since (the count stays, the
+            // later of the two access times wins).
+            let mut assignments: Vec<String> = Vec::new();
+            let mut args: Vec<Arg> = Vec::new();
+            for (column, arg) in columns[3..columns.len() - 1].iter().zip(&memory_args(memory)[3..]) {
+                match *column {
+                    "access_count" => {}
+                    "last_accessed_at" => {
+                        assignments.push(
+                            "last_accessed_at = CASE WHEN last_accessed_at IS NULL OR last_accessed_at < ? THEN ? \
+                             ELSE last_accessed_at END"
+                                .into(),
+                        );
+                        args.extend([arg.clone(), arg.clone()]);
+                    }
+                    column => {
+                        assignments.push(format!("{column} = ?"));
+                        args.push(arg.clone());
+                    }
+                }
+            }
             let mut q = Query::new(&format!(
                 "UPDATE memories SET {}, version = version + 1 WHERE id = ? AND tenant_id = ? AND user_id = ? AND version = ?",
                 assignments.join(", ")
             ));
-            let args = memory_args(memory);
-            for arg in &args[3..] {
-                q.arg(arg.clone());
+            for arg in args {
+                q.arg(arg);
             }
             q.text(memory.id.clone())
                 .owner(&memory.scope.owner())
