@@ -136,6 +136,15 @@ pub(crate) struct Expected {
 }
 
 impl Expected {
+    /// An item of one type and one keyword.
+    #[cfg(test)]
+    pub fn one(memory_type: &str, keyword: &str) -> Self {
+        Self {
+            memory_type: memory_type.into(),
+            keywords: vec![keyword.into()],
+        }
+    }
+
     /// Whether `text` holds every keyword (case-insensitive).
     pub fn held_in(&self, text: &str) -> bool {
         let text = text.to_lowercase();
@@ -392,16 +401,9 @@ mod tests {
         }
     }
 
-    fn expected(memory_type: &str, keyword: &str) -> Expected {
-        Expected {
-            memory_type: memory_type.into(),
-            keywords: vec![keyword.into()],
-        }
-    }
-
     #[test]
     fn a_memory_of_another_type_counts_for_the_content_only() {
-        let want = [expected("fact", "两万八"), expected("constraint", "两万五")];
+        let want = [Expected::one("fact", "两万八"), Expected::one("constraint", "两万五")];
         let got = [
             stored(MemoryType::Constraint, "租金一个月两万八 押三付三"),
             stored(MemoryType::Constraint, "价位两万五以内"),

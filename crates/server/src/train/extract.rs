@@ -1010,13 +1010,6 @@ pub fn run(args: &TrainArgs, config: &crate::config::Config) -> anyhow::Result<(
 mod tests {
     use super::*;
 
-    fn expected(memory_type: &str, keyword: &str) -> Expected {
-        Expected {
-            memory_type: memory_type.into(),
-            keywords: vec![keyword.into()],
-        }
-    }
-
     #[test]
     fn one_clause_gives_one_of_the_memories_it_holds() {
         // Clause 0 holds both memories, clause 1 only the first: both can be given.
@@ -1029,7 +1022,7 @@ mod tests {
     #[test]
     fn the_trainer_counts_a_line_as_the_bench_does() {
         let config = KnowledgeConfig::default();
-        let line = [expected("constraint", "5万"), expected("action_item", "小王")];
+        let line = [Expected::one("constraint", "5万"), Expected::one("action_item", "小王")];
         let candidates = [
             rules::candidate_for(
                 thinkus_common::model::MemoryType::Constraint,
