@@ -64,8 +64,12 @@ pub fn otlp_endpoint(config: &TelemetryConfig) -> Option<String> {
 pub fn init(service_name: &str, config: &TelemetryConfig) -> anyhow::Result<TelemetryGuard> {
     global::set_text_map_propagator(TraceContextPropagator::new());
 
+    // qdrant-edge warns at every start that two of Qdrant server's start-up steps did not run
+    // (its feature flags, its multi-mmap check): the crate exports neither, and both defaults are
+    // what an embedded index wants. Only those two modules are quieted; its other warnings stay.
     let default_filter = format!(
-        "{},h2=warn,hyper=warn,hyper_util=warn,tower=warn,sqlx=warn,aws_smithy_runtime=warn,aws_config=warn,qdrant_edge=warn,opentelemetry=warn,tonic=info",
+        "{},h2=warn,hyper=warn,hyper_util=warn,tower=warn,sqlx=warn,aws_smithy_runtime=warn,aws_config=warn,qdrant_edge=warn,\
+         qdrant_edge::common::flags=error,qdrant_edge::common::mmap::ops=error,opentelemetry=warn,tonic=info",
         config.log_level
     );
     let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new(default_filter));
