@@ -50,12 +50,31 @@ pub fn workspace_root() -> std::path::PathBuf {
     std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR"))
 }
 
-/// A free loopback port.
+/// A free loopback port for a listener a test starts later. A port the kernel hands out for
+/// `127.0.0.1:0` is free only until then: the kernel gives the same range to the tests' outgoing
+/// connections, and one of them took a port between its release and the listener's bind (a
+/// flaky "Address already in use"). These ports come from below that range, which the kernel
+/// never hands out on its own, each at most once per test run, and only when a bind says the
+/// port is free now.
 pub fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .map(|a| a.port())
-        .expect("a free port")
+    use std::sync::atomic::{AtomicU32, Ordering};
+    static NEXT: AtomicU32 = AtomicU32::new(0);
+    // The kernel's own range starts at 32768 unless configured lower.
+    let first_ephemeral = std::fs::read_to_string("/proc/sys/net/ipv4/ip_local_port_range")
+        .ok()
+        .and_then(|range| range.split_whitespace().next()?.parse::<u32>().ok())
+        .unwrap_or(32768);
+    let (low, high) = (10_000u32, first_ephemeral.max(12_000));
+    let span = high - low;
+    // Test runs at the same time (two checkouts) start apart.
+    let start = std::process::id().wrapping_mul(7919) % span;
+    for _ in 0..span {
+        let port = low + (start + NEXT.fetch_add(1, Ordering::Relaxed)) % span;
+        if std::net::TcpListener::bind(("127.0.0.1", port as u16)).is_ok() {
+            return port as u16;
+        }
+    }
+    panic!("no free loopback port between {low} and {high}");
 }
 
 /// A child process killed when dropped.
@@ -286,4 +305,19 @@ pub(crate) async fn remember_decision(
         })
         .await
         .expect("remember");
+}
+
+#[test]
+fn free_ports_are_distinct_free_and_outside_the_kernels_own_range() {
+    let first_ephemeral: u16 = std::fs::read_to_string("/proc/sys/net/ipv4/ip_local_port_range")
+        .ok()
+        .and_then(|range| range.split_whitespace().next()?.parse().ok())
+        .unwrap_or(32768);
+    let ports: Vec<u16> = (0..50).map(|_| free_port()).collect();
+    let distinct: std::collections::BTreeSet<u16> = ports.iter().copied().collect();
+    assert_eq!(distinct.len(), ports.len(), "{ports:?}");
+    for port in ports {
+        assert!(port < first_ephemeral.max(12_000), "{port} is in the kernel's range");
+        std::net::TcpListener::bind(("127.0.0.1", port)).expect("the port is free");
+    }
 }
