@@ -59,12 +59,7 @@ pub fn workspace_root() -> std::path::PathBuf {
 pub fn free_port() -> u16 {
     use std::sync::atomic::{AtomicU32, Ordering};
     static NEXT: AtomicU32 = AtomicU32::new(0);
-    // The kernel's own range starts at 32768 unless configured lower.
-    let first_ephemeral = std::fs::read_to_string("/proc/sys/net/ipv4/ip_local_port_range")
-        .ok()
-        .and_then(|range| range.split_whitespace().next()?.parse::<u32>().ok())
-        .unwrap_or(32768);
-    let (low, high) = (10_000u32, first_ephemeral.max(12_000));
+    let (low, high) = test_ports();
     let span = high - low;
     // Test runs at the same time (two checkouts) start apart.
     let start = std::process::id().wrapping_mul(7919) % span;
@@ -75,6 +70,16 @@ pub fn free_port() -> u16 {
         }
     }
     panic!("no free loopback port between {low} and {high}");
+}
+
+/// The ports [`free_port`] hands out, `low..high`: from 10,000 to where the kernel's own range
+/// for outgoing connections starts (32768 unless configured lower).
+fn test_ports() -> (u32, u32) {
+    let first_ephemeral = std::fs::read_to_string("/proc/sys/net/ipv4/ip_local_port_range")
+        .ok()
+        .and_then(|range| range.split_whitespace().next()?.parse::<u32>().ok())
+        .unwrap_or(32768);
+    (10_000, first_ephemeral.max(12_000))
 }
 
 /// A child process killed when dropped.
@@ -309,15 +314,15 @@ pub(crate) async fn remember_decision(
 
 #[test]
 fn free_ports_are_distinct_free_and_outside_the_kernels_own_range() {
-    let first_ephemeral: u16 = std::fs::read_to_string("/proc/sys/net/ipv4/ip_local_port_range")
-        .ok()
-        .and_then(|range| range.split_whitespace().next()?.parse().ok())
-        .unwrap_or(32768);
+    let (low, high) = test_ports();
     let ports: Vec<u16> = (0..50).map(|_| free_port()).collect();
     let distinct: std::collections::BTreeSet<u16> = ports.iter().copied().collect();
     assert_eq!(distinct.len(), ports.len(), "{ports:?}");
     for port in ports {
-        assert!(port < first_ephemeral.max(12_000), "{port} is in the kernel's range");
+        assert!(
+            (low..high).contains(&u32::from(port)),
+            "{port} is outside {low}..{high}"
+        );
         std::net::TcpListener::bind(("127.0.0.1", port)).expect("the port is free");
     }
 }

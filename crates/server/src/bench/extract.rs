@@ -319,16 +319,10 @@ pub async fn run(config: Config, data: &Path, verbose: bool, rules_only: bool) -
         }
         by_lang.entry(labelled.lang.clone()).or_default().add(&score);
     }
-    let mut overall = Score::default();
-    say(format!(
-        "{:<8} {:>6} {:>10} {:>8} {:>11} {:>7} {:>17} {:>14}",
-        "lang", "lines", "precision", "recall", "junk_ratio", "stored", "precision (any type)", "recall (any type)"
-    ));
-    for (lang, score) in &by_lang {
-        overall.add(score);
-        say(format!(
-            "{:<8} {:>6} {:>10.3} {:>8.3} {:>11.3} {:>7} {:>20.3} {:>17.3}",
-            lang,
+    // One row of the table per language, then the whole set.
+    let row = |label: &str, score: &Score| {
+        format!(
+            "{label:<8} {:>6} {:>10.3} {:>8.3} {:>11.3} {:>7} {:>20.3} {:>17.3}",
             score.lines,
             score.precision(),
             score.recall(),
@@ -336,19 +330,18 @@ pub async fn run(config: Config, data: &Path, verbose: bool, rules_only: bool) -
             score.stored,
             score.content_precision(),
             score.content_recall()
-        ));
-    }
+        )
+    };
+    let mut overall = Score::default();
     say(format!(
-        "{:<8} {:>6} {:>10.3} {:>8.3} {:>11.3} {:>7} {:>20.3} {:>17.3}",
-        "overall",
-        overall.lines,
-        overall.precision(),
-        overall.recall(),
-        overall.junk_ratio(),
-        overall.stored,
-        overall.content_precision(),
-        overall.content_recall()
+        "{:<8} {:>6} {:>10} {:>8} {:>11} {:>7} {:>20} {:>17}",
+        "lang", "lines", "precision", "recall", "junk_ratio", "stored", "precision (any type)", "recall (any type)"
     ));
+    for (lang, score) in &by_lang {
+        overall.add(score);
+        say(row(lang, score));
+    }
+    say(row("overall", &overall));
     say(format!(
         "{} lines in {:.2}s ({engine_name}); targets: precision >= 0.9, recall >= 0.8, junk_ratio <= 0.02, in each language",
         overall.lines,
