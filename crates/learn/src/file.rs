@@ -8,6 +8,7 @@ use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
 use crate::network::Network;
+use crate::ngrams::NgramHead;
 
 pub const FORMAT: &str = "thinkus-heads";
 pub const VERSION: u32 = 1;
@@ -74,6 +75,9 @@ pub struct HeadFile {
     /// Settings and cross-validation figures behind each choice (for people; not read).
     pub choices: serde_json::Value,
     pub heads: BTreeMap<String, Network>,
+    /// Heads over the text's hashed n-grams rather than its embedding, by name.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub ngram_heads: BTreeMap<String, NgramHead>,
 }
 
 impl HeadFile {
@@ -93,6 +97,7 @@ impl HeadFile {
             kept_rules: Vec::new(),
             choices: serde_json::Value::Null,
             heads: BTreeMap::new(),
+            ngram_heads: BTreeMap::new(),
         }
     }
 
@@ -110,6 +115,11 @@ impl HeadFile {
                 return Err(HeadError::Width(name.clone(), head.inputs(), file.dim));
             }
         }
+        for (name, head) in &file.ngram_heads {
+            if !head.is_consistent() {
+                return Err(HeadError::Shapes(name.clone()));
+            }
+        }
         Ok(file)
     }
 
@@ -122,6 +132,10 @@ impl HeadFile {
 
     pub fn head(&self, name: &str) -> Option<&Network> {
         self.heads.get(name)
+    }
+
+    pub fn ngram_head(&self, name: &str) -> Option<&NgramHead> {
+        self.ngram_heads.get(name)
     }
 
     pub fn threshold(&self, name: &str) -> Option<f32> {
@@ -170,6 +184,27 @@ mod tests {
             HeadFile::parse(&text.replace("\"version\": 1", "\"version\": 2")),
             Err(HeadError::Version(..))
         ));
+        assert!(
+            !text.contains("ngram_heads"),
+            "a file without n-gram heads reads as before"
+        );
+        let mut head = crate::ngrams::train(
+            &["a b", "c d"],
+            &[0, 1],
+            &[1.0, 1.0],
+            vec!["yes".into(), "no".into()],
+            &crate::ngrams::NgramSettings {
+                buckets: 64,
+                steps: 5,
+                ..Default::default()
+            },
+        );
+        file.ngram_heads.insert("need.ngrams".into(), head.clone());
+        assert_eq!(HeadFile::parse(&file.to_json()).unwrap(), file);
+        head.idf.pop();
+        file.ngram_heads.insert("need.ngrams".into(), head);
+        assert!(matches!(HeadFile::parse(&file.to_json()), Err(HeadError::Shapes(..))));
+        file.ngram_heads.clear();
         file.dim = 4;
         assert!(matches!(HeadFile::parse(&file.to_json()), Err(HeadError::Width(..))));
     }

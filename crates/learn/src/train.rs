@@ -124,14 +124,15 @@ const BETA1: f32 = 0.9;
 const BETA2: f32 = 0.999;
 const EPSILON: f32 = 1e-8;
 
-fn adam(values: &mut [f32], gradient: &[f32], moments: &mut (Vec<f32>, Vec<f32>), rate: f32, step: i32) {
+/// One Adam step of `values` along `gradient`, with its first and second moments.
+pub(crate) fn adam(values: &mut [f32], gradient: &[f32], first: &mut [f32], second: &mut [f32], rate: f32, step: i32) {
     let correction1 = 1.0 - BETA1.powi(step);
     let correction2 = 1.0 - BETA2.powi(step);
     for (((v, g), m), s) in values
         .iter_mut()
         .zip(gradient)
-        .zip(moments.0.iter_mut())
-        .zip(moments.1.iter_mut())
+        .zip(first.iter_mut())
+        .zip(second.iter_mut())
     {
         *m = BETA1 * *m + (1.0 - BETA1) * g;
         *s = BETA2 * *s + (1.0 - BETA2) * g * g;
@@ -263,8 +264,15 @@ pub fn train(
                 for (gw, w) in g.weights.iter_mut().zip(&layer.weights) {
                     *gw += settings.l2 * w;
                 }
-                adam(&mut layer.weights, &g.weights, &mut m.weights, rate, t);
-                adam(&mut layer.bias, &g.bias, &mut m.bias, rate, t);
+                adam(
+                    &mut layer.weights,
+                    &g.weights,
+                    &mut m.weights.0,
+                    &mut m.weights.1,
+                    rate,
+                    t,
+                );
+                adam(&mut layer.bias, &g.bias, &mut m.bias.0, &mut m.bias.1, rate, t);
             }
         }
     }

@@ -2,7 +2,10 @@
 //! the same vector the retriever searches with), trained by `thinkus train controller`:
 //! - `need`: yes, no or maybe (softmax);
 //! - `mode`: details rather than catalog, for messages that need memory (sigmoid);
-//! - `types`: which memory types to look at (one sigmoid per type).
+//! - `types`: which memory types to look at (one sigmoid per type);
+//! - `need.ngrams` (when the file has it): need again, from the message's own words (hashed
+//!   character and word n-grams), its probabilities mixed with the embedding head's at the
+//!   file's `need.ngram_share`.
 //!
 //! How they combine with the rules (each choice made by cross-validation on the training data,
 //! recorded in the weight file): the rules' answer stands for the signals precise enough on
@@ -12,7 +15,7 @@
 //! (dates are structure, not meaning) and the budget tiers.
 
 use thinkus_common::model::{ControlDecision, Language, MemoryType, NeedMemory, RetrievalMode, TimeRange};
-use thinkus_learn::{HeadError, HeadFile, Network};
+use thinkus_learn::{HeadError, HeadFile, Network, NgramHead};
 
 use crate::rules::{self, RuleInput, Signal};
 
@@ -92,6 +95,8 @@ pub struct Learned {
     pub need: Vec<Network>,
     pub mode: Vec<Network>,
     pub types: Vec<Network>,
+    /// The need head over the message's n-grams, and its share of the need probabilities.
+    pub ngrams: Option<(NgramHead, f32)>,
     /// The heads read the rules' signal too.
     pub stacked: bool,
     pub policy: Policy,
@@ -125,6 +130,10 @@ impl Learned {
             need: head("need")?,
             mode: head("mode")?,
             types: head("types")?,
+            ngrams: match file.ngram_head(NGRAM_HEAD) {
+                None => None,
+                Some(head) => Some((head.clone(), threshold(NGRAM_SHARE)?)),
+            },
             stacked: file.flag("stacked"),
             policy: Policy {
                 kept: file.kept_rules.clone(),
@@ -138,6 +147,13 @@ impl Learned {
             || learned.mode.iter().any(|n| n.labels != ["details"])
         {
             return Err(HeadError::Unreadable("unexpected need or mode labels".into()));
+        }
+        if learned
+            .ngrams
+            .as_ref()
+            .is_some_and(|(head, share)| head.labels != ["yes", "no", "maybe"] || !(0.0..=1.0).contains(share))
+        {
+            return Err(HeadError::Unreadable("unexpected n-gram need head".into()));
         }
         if learned.types.iter().any(|n| n.labels.len() != TYPES.len()) {
             return Err(HeadError::Unreadable("unexpected type labels".into()));
@@ -156,9 +172,12 @@ impl Learned {
     }
 
     /// The heads' probabilities for a message whose rule decision is `rule`.
-    pub fn probabilities(&self, embedding: &[f32], rule: &ControlDecision) -> Probabilities {
+    pub fn probabilities(&self, embedding: &[f32], message: &str, rule: &ControlDecision) -> Probabilities {
         let x = inputs(embedding, rule, self.stacked);
-        let need = average(&self.need, &x);
+        let mut need = average(&self.need, &x);
+        if let Some((head, share)) = &self.ngrams {
+            need = mix(&need, &head.predict(message), *share);
+        }
         Probabilities {
             yes: need[0],
             no: need[1],
@@ -171,7 +190,7 @@ impl Learned {
     /// The rules, then the heads on `embedding`.
     pub fn decide(&self, embedding: &[f32], input: &RuleInput<'_>) -> ControlDecision {
         let rule = rules::decide(input);
-        let p = self.probabilities(embedding, &rule);
+        let p = self.probabilities(embedding, input.message, &rule);
         self.policy.combine(rule, &p, input)
     }
 }
@@ -261,6 +280,19 @@ impl Policy {
         file.flags.insert("stacked".into(), stacked);
         file.flags.insert("rule_types".into(), self.rule_types);
     }
+}
+
+/// The file's name of the need head over n-grams, and of its share of the need probabilities.
+pub const NGRAM_HEAD: &str = "need.ngrams";
+pub const NGRAM_SHARE: &str = "need.ngram_share";
+
+/// The embedding head's need probabilities mixed with the n-gram head's: `share` of the latter.
+pub fn mix(embedding: &[f32], ngrams: &[f32], share: f32) -> Vec<f32> {
+    embedding
+        .iter()
+        .zip(ngrams)
+        .map(|(e, n)| (1.0 - share) * e + share * n)
+        .collect()
 }
 
 /// The key of a head's `k`-th network (from 0) in a weight file: "need", then "need.2",
@@ -405,10 +437,73 @@ mod tests {
     }
 
     #[test]
+    fn an_ngram_head_takes_its_share_of_the_need_probabilities() {
+        let mut file = HeadFile::parse(BUILTIN).expect("the built-in weight file reads");
+        file.ngram_heads.clear();
+        file.thresholds.remove(NGRAM_SHARE);
+        let without = Learned::from_file(&file).expect("the heads read");
+        assert!(without.ngrams.is_none());
+        // A head over n-grams that reads "what did we" as yes and "what is" as no.
+        let texts = [
+            "what did we pick",
+            "what did we say",
+            "what did we agree",
+            "what is a cache",
+            "what is tls",
+            "what is rust",
+        ];
+        let head = thinkus_learn::ngrams::train(
+            &texts,
+            &[0, 0, 0, 1, 1, 1],
+            &[1.0; 6],
+            vec!["yes".into(), "no".into(), "maybe".into()],
+            &thinkus_learn::ngrams::NgramSettings {
+                buckets: 1 << 12,
+                ..Default::default()
+            },
+        );
+        file.ngram_heads.insert(NGRAM_HEAD.into(), head.clone());
+        assert!(
+            Learned::from_file(&file).is_err(),
+            "a head without its share is refused"
+        );
+        file.thresholds.insert(NGRAM_SHARE.into(), 0.5);
+        let with = Learned::from_file(&file).expect("the heads read");
+        let embedding: Vec<f32> = (0..384).map(|i| ((i * 5 % 11) as f32 - 5.0) / 30.0).collect();
+        for message in ["what did we pick for the cache", "what is a p99"] {
+            let rule = rules::decide(&RuleInput {
+                message,
+                message_count: 5,
+                ..Default::default()
+            });
+            let alone = without.probabilities(&embedding, message, &rule);
+            let mixed = with.probabilities(&embedding, message, &rule);
+            let words = head.predict(message);
+            assert!((mixed.no - (alone.no + words[1]) / 2.0).abs() < 1e-6, "{message}");
+            assert!((mixed.yes - (alone.yes + words[0]) / 2.0).abs() < 1e-6, "{message}");
+            assert_eq!(mixed.details, alone.details, "mode is the embedding's alone");
+        }
+        let rule = rules::decide(&RuleInput {
+            message: "x",
+            ..Default::default()
+        });
+        assert!(
+            with.probabilities(&embedding, "what did we pick for the cache", &rule)
+                .yes
+                > with.probabilities(&embedding, "what is a p99", &rule).yes,
+            "the same vector, other words: the n-gram head moves need"
+        );
+        // A share outside 0..=1 is refused.
+        file.thresholds.insert(NGRAM_SHARE.into(), 1.5);
+        assert!(Learned::from_file(&file).is_err());
+    }
+
+    #[test]
     fn a_head_of_several_seeds_averages_their_outputs() {
         let mut file = HeadFile::parse(BUILTIN).expect("the built-in weight file reads");
-        // One network per head, then a second need network.
+        // One network per head, then a second need network; no n-gram head.
         file.heads.retain(|name, _| !name.contains('.'));
+        file.ngram_heads.clear();
         let one = Learned::from_file(&file).expect("the heads read");
         assert_eq!(one.need.len(), 1);
         let mut other = file.head("need").expect("a need head").clone();
@@ -425,8 +520,8 @@ mod tests {
             ..Default::default()
         });
         let x = inputs(&embedding, &rule, one.stacked);
-        let alone = one.probabilities(&embedding, &rule);
-        let averaged = two.probabilities(&embedding, &rule);
+        let alone = one.probabilities(&embedding, "what did we decide about the vendor", &rule);
+        let averaged = two.probabilities(&embedding, "what did we decide about the vendor", &rule);
         let expected = (alone.no + other.predict(&x)[1]) / 2.0;
         assert!((averaged.no - expected).abs() < 1e-6, "{} vs {expected}", averaged.no);
         assert!(

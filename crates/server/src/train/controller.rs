@@ -26,6 +26,7 @@ use anyhow::Context;
 use serde_json::{Value, json};
 use thinkus_common::model::{ControlDecision, MemoryType, NeedMemory, RetrievalMode};
 use thinkus_e5::Role;
+use thinkus_learn::ngrams::{self, NgramHead, NgramSettings};
 use thinkus_learn::train::{Targets, train};
 use thinkus_learn::{HeadFile, Network, folds};
 use thinkus_memory_controller::learned::{self, Policy, Probabilities, TYPES};
@@ -242,6 +243,52 @@ fn unpack(values: &[f32]) -> Probabilities {
         types: values[4..].to_vec(),
     }
 }
+
+/// The need head over n-grams trained on `train_on`, with the need classes balanced or not.
+fn fit_ngrams(lines: &[Line], train_on: &[usize], l2: f32, training: Training) -> NgramHead {
+    let texts: Vec<&str> = train_on.iter().map(|i| lines[*i].text.as_str()).collect();
+    let classes: Vec<usize> = train_on.iter().map(|i| need_class(lines[*i].need)).collect();
+    let weights = training.weights(&classes, 3);
+    ngrams::train(
+        &texts,
+        &classes,
+        &weights,
+        NEED_LABELS.iter().map(|s| s.to_string()).collect(),
+        &NgramSettings {
+            l2,
+            ..NgramSettings::default()
+        },
+    )
+}
+
+/// Out-of-fold need probabilities of the n-gram head.
+fn ngram_oof(lines: &[Line], folds: &[usize], k: usize, l2: f32, training: Training) -> Vec<Vec<f32>> {
+    out_of_fold(folds, k, |train_on, test| {
+        let head = fit_ngrams(lines, train_on, l2, training);
+        test.iter().map(|i| head.predict(&lines[*i].text)).collect()
+    })
+}
+
+/// The heads' out-of-fold probabilities with the need part mixed with the n-gram head's at
+/// `share` (none: as they are).
+fn with_ngrams(oof: &[Vec<f32>], ngram: &[Vec<f32>], share: Option<f32>) -> Vec<Vec<f32>> {
+    oof.iter()
+        .zip(ngram)
+        .map(|(values, n)| {
+            let mut values = values.clone();
+            if let Some(share) = share {
+                let need = learned::mix(&values[..3], n, share);
+                values[..3].copy_from_slice(&need);
+            }
+            values
+        })
+        .collect()
+}
+
+/// The L2 penalties tried for the n-gram head (against the mean loss per line), and the
+/// shares of the need probabilities it may take.
+const NGRAM_L2: [f32; 3] = [3e-5, 1e-5, 3e-6];
+const NGRAM_SHARES: [f32; 3] = [0.25, 0.5, 0.75];
 
 /// The bench's figures over some decisions.
 #[derive(Debug, Clone, Copy, Default)]
@@ -830,6 +877,60 @@ pub fn run(args: &TrainArgs, config: &crate::config::Config) -> anyhow::Result<(
         rule_types: chosen.rule_types,
         ..default_policy()
     };
+    // The n-gram need head: its L2 penalty by its need score alone, then its share of the need
+    // probabilities beside the chosen heads, both on the near-duplicate folds with the chosen
+    // combination; whether it joins the heads at all is decided on the topic folds below.
+    let near_kept = kept_by_fold(&lines, &rule, &fold_of, args.folds, share);
+    let near_figures = |oof: &[Vec<f32>]| {
+        let combination = Combination {
+            lines: &lines,
+            rule: &rule,
+            oof,
+            kept_by_fold: near_kept.clone(),
+            folds: &fold_of,
+        };
+        let (policy, _) = combination.tune(Policy {
+            rule_types: chosen.rule_types,
+            ..default_policy()
+        });
+        figures(&lines, &combination.decisions(&policy))
+    };
+    let mut ngram_trials = Vec::new();
+    let mut best_l2: Option<(f64, f32, Vec<Vec<f32>>)> = None;
+    for l2 in NGRAM_L2 {
+        let started = std::time::Instant::now();
+        let ngram = ngram_oof(&lines, &fold_of, args.folds, l2, Training::PLAIN);
+        let by = near_figures(&with_ngrams(&oof, &ngram, Some(1.0)));
+        say(format!(
+            "{:<60} need {:.3} | {} | {:.0}s",
+            format!("n-gram need head alone, l2 {l2:e}"),
+            by["all"].need_score(),
+            by["all"].row(),
+            started.elapsed().as_secs_f64()
+        ));
+        ngram_trials.push(json!({"l2": l2, "share": 1.0, "need_score": (by["all"].need_score() * 1000.0).round() / 1000.0, "figures": by["all"].json()}));
+        if best_l2.as_ref().is_none_or(|b| by["all"].need_score() < b.0) {
+            best_l2 = Some((by["all"].need_score(), l2, ngram));
+        }
+    }
+    let (_, ngram_l2, ngram_near) = best_l2.context("no n-gram setting")?;
+    let mut best_share: Option<(f64, f32)> = None;
+    for share in NGRAM_SHARES {
+        let by = near_figures(&with_ngrams(&oof, &ngram_near, Some(share)));
+        say(format!(
+            "{:<60} need {:.3} | {} | {}",
+            format!("heads with the n-gram head at share {share}"),
+            by["all"].need_score(),
+            by["all"].row(),
+            language_rows(&by)
+        ));
+        ngram_trials.push(json!({"l2": ngram_l2, "share": share, "need_score": (by["all"].need_score() * 1000.0).round() / 1000.0, "figures": by["all"].json()}));
+        if best_share.as_ref().is_none_or(|b| by["all"].need_score() < b.0) {
+            best_share = Some((by["all"].need_score(), share));
+        }
+    }
+    let (_, ngram_share) = best_share.context("no n-gram share")?;
+    say(format!("n-gram need head: l2 {ngram_l2:e}, share {ngram_share}"));
     let vectors = &by_prefix.iter().find(|(p, _)| *p == prefix).context("prefix")?.1;
     let x: Vec<Vec<f32>> = vectors
         .iter()
@@ -893,40 +994,57 @@ pub fn run(args: &TrainArgs, config: &crate::config::Config) -> anyhow::Result<(
     ];
     let mut options: Vec<Trial> = Vec::new();
     let mut option_records = Vec::new();
+    let topic_ngrams = [false, true].map(|balanced| {
+        ngram_oof(
+            &lines,
+            &topic_fold_of,
+            args.folds,
+            ngram_l2,
+            Training { balanced, seeds: 1 },
+        )
+    });
     for training in trainings {
         let started = std::time::Instant::now();
-        let oof = out_of_fold(&topic_fold_of, args.folds, |train_on, test| {
+        let heads_oof = out_of_fold(&topic_fold_of, args.folds, |train_on, test| {
             let heads = fit(&lines, &x, train_on, models, training);
             test.iter().map(|i| probabilities(&heads, &x[*i])).collect()
         });
-        let decisions = Combination {
-            lines: &lines,
-            rule: &rule,
-            oof: &oof,
-            kept_by_fold: topic_kept.clone(),
-            folds: &topic_fold_of,
+        for with in [None, Some(ngram_share)] {
+            let oof = with_ngrams(&heads_oof, &topic_ngrams[usize::from(training.balanced)], with);
+            let name = match with {
+                None => training.name(),
+                Some(share) => format!("{}, n-gram need head at {share}", training.name()),
+            };
+            let decisions = Combination {
+                lines: &lines,
+                rule: &rule,
+                oof: &oof,
+                kept_by_fold: topic_kept.clone(),
+                folds: &topic_fold_of,
+            }
+            .nested(&start, args.folds);
+            let by = figures(&lines, &decisions);
+            say(format!(
+                "{:<60} need {:.3} | {} | {} | {:.0}s",
+                format!("topic folds, nested: {name}"),
+                by["all"].need_score(),
+                by["all"].row(),
+                language_rows(&by),
+                started.elapsed().as_secs_f64()
+            ));
+            option_records.push(json!({
+                "training": name,
+                "need_score": (by["all"].need_score() * 1000.0).round() / 1000.0,
+                "figures": figures_json(&by),
+            }));
+            options.push(Trial {
+                training,
+                ngram_share: with,
+                oof,
+                by,
+                decisions,
+            });
         }
-        .nested(&start, args.folds);
-        let by = figures(&lines, &decisions);
-        say(format!(
-            "{:<60} need {:.3} | {} | {} | {:.0}s",
-            format!("topic folds, nested: {}", training.name()),
-            by["all"].need_score(),
-            by["all"].row(),
-            language_rows(&by),
-            started.elapsed().as_secs_f64()
-        ));
-        option_records.push(json!({
-            "training": training.name(),
-            "need_score": (by["all"].need_score() * 1000.0).round() / 1000.0,
-            "figures": figures_json(&by),
-        }));
-        options.push(Trial {
-            training,
-            oof,
-            by,
-            decisions,
-        });
     }
     let plain = options[0].by["all"];
     let diagnosis = diagnosis(&lines, &rule, &options[0].decisions, &kept);
@@ -941,6 +1059,7 @@ pub fn run(args: &TrainArgs, config: &crate::config::Config) -> anyhow::Result<(
         })
         .unwrap_or(&options[0]);
     let training = landed.training;
+    let landed_share = landed.ngram_share;
     // The thresholds of the file: tuned on every line's topic-fold prediction of the landed
     // training (the near-duplicate folds' predictions are closer to their lines than new text).
     let (tuned, _) = Combination {
@@ -953,8 +1072,11 @@ pub fn run(args: &TrainArgs, config: &crate::config::Config) -> anyhow::Result<(
     .tune(start.clone());
     let policy = Policy { kept, ..tuned };
     say(format!(
-        "landed: {}; kept signals {:?}, rule types {}, no >= {:.3}, details >= {:.2}, types >= {:.2}",
+        "landed: {}{}; kept signals {:?}, rule types {}, no >= {:.3}, details >= {:.2}, types >= {:.2}",
         training.name(),
+        landed_share
+            .map(|s| format!(", n-gram need head at {s}"))
+            .unwrap_or_default(),
         policy.kept,
         policy.rule_types,
         policy.no_threshold,
@@ -973,6 +1095,13 @@ pub fn run(args: &TrainArgs, config: &crate::config::Config) -> anyhow::Result<(
             file.heads.insert(learned::member_key(name, k), network);
         }
     }
+    if let Some(share) = landed_share {
+        file.ngram_heads.insert(
+            learned::NGRAM_HEAD.into(),
+            fit_ngrams(&lines, &everyone, ngram_l2, training),
+        );
+        file.thresholds.insert(learned::NGRAM_SHARE.into(), share);
+    }
     policy.record(&mut file, stacked);
     file.choices = json!({
         "folds": args.folds,
@@ -985,12 +1114,20 @@ pub fn run(args: &TrainArgs, config: &crate::config::Config) -> anyhow::Result<(
         "policies": policies,
         "chosen": figures_json(&chosen_figures),
         "chosen_nested": figures_json(&nested_near),
+        "ngrams": {
+            "features": "hashed character 1-3-grams and word 1-2-grams of the message, 1 + ln(count), inverse document frequency, length 1",
+            "buckets": ngrams::BUCKETS,
+            "trials": ngram_trials,
+            "l2": ngram_l2,
+            "share": ngram_share,
+        },
         "topic_folds": {
             "topics": topic_count,
             "grouping": format!("k-means over the query vectors into {TOPICS} topics, each near-duplicate group whole to its first line's topic"),
             "options": option_records,
             "landing_rule": "an option replaces the plain heads when, nested on topic folds, its need score is at most 0.005 worse, mode and type recall at most 0.005 worse, and need score better by more than 0.01 or mode by more than 0.01; of those the lowest need score",
-            "landed": training.name(),
+            "landed": landed.training.name(),
+            "landed_ngram_share": landed_share,
             "thresholds_from": "every line's topic-fold prediction of the landed training",
             "diagnosis": diagnosis,
         },
@@ -1001,6 +1138,8 @@ pub fn run(args: &TrainArgs, config: &crate::config::Config) -> anyhow::Result<(
 /// One way of training the heads, cross-validated on the topic folds with nested thresholds.
 struct Trial {
     training: Training,
+    /// The n-gram need head's share of the need probabilities, when it joins the heads.
+    ngram_share: Option<f32>,
     oof: Vec<Vec<f32>>,
     by: BTreeMap<String, Figures>,
     decisions: Vec<ControlDecision>,
