@@ -5,9 +5,7 @@
 //! - `types`: which memory types to look at (one sigmoid per type);
 //! - `need.ngrams` (when the file has it): need again, from the message's own words (hashed
 //!   character and word n-grams), its probabilities mixed with the embedding head's at the
-//!   file's `need.ngram_share`;
-//! - `mode.ngrams` (when the file has it): catalog or details from the message's n-grams, mixed
-//!   with the mode head's at `mode.ngram_share`.
+//!   file's `need.ngram_share`.
 //!
 //! How they combine with the rules (each choice made by cross-validation on the training data,
 //! recorded in the weight file): the rules' answer stands for the signals precise enough on
@@ -99,9 +97,6 @@ pub struct Learned {
     pub types: Vec<Network>,
     /// The need head over the message's n-grams, and its share of the need probabilities.
     pub ngrams: Option<(NgramHead, f32)>,
-    /// The mode head over the message's n-grams (catalog, details), and its share of the
-    /// details probability.
-    pub mode_ngrams: Option<(NgramHead, f32)>,
     /// The heads read the rules' signal too.
     pub stacked: bool,
     pub policy: Policy,
@@ -139,10 +134,6 @@ impl Learned {
                 None => None,
                 Some(head) => Some((head.clone(), threshold(NGRAM_SHARE)?)),
             },
-            mode_ngrams: match file.ngram_head(MODE_NGRAM_HEAD) {
-                None => None,
-                Some(head) => Some((head.clone(), threshold(MODE_NGRAM_SHARE)?)),
-            },
             stacked: file.flag("stacked"),
             policy: Policy {
                 kept: file.kept_rules.clone(),
@@ -163,13 +154,6 @@ impl Learned {
             .is_some_and(|(head, share)| head.labels != ["yes", "no", "maybe"] || !(0.0..=1.0).contains(share))
         {
             return Err(HeadError::Unreadable("unexpected n-gram need head".into()));
-        }
-        if learned
-            .mode_ngrams
-            .as_ref()
-            .is_some_and(|(head, share)| head.labels != MODE_NGRAM_LABELS || !(0.0..=1.0).contains(share))
-        {
-            return Err(HeadError::Unreadable("unexpected n-gram mode head".into()));
         }
         if learned.types.iter().any(|n| n.labels.len() != TYPES.len()) {
             return Err(HeadError::Unreadable("unexpected type labels".into()));
@@ -194,15 +178,11 @@ impl Learned {
         if let Some((head, share)) = &self.ngrams {
             need = mix(&need, &head.predict(message), *share);
         }
-        let mut details = average(&self.mode, &x)[0];
-        if let Some((head, share)) = &self.mode_ngrams {
-            details = mix(&[details], &head.predict(message)[1..], *share)[0];
-        }
         Probabilities {
             yes: need[0],
             no: need[1],
             maybe: need[2],
-            details,
+            details: average(&self.mode, &x)[0],
             types: average(&self.types, &x),
         }
     }
@@ -305,10 +285,6 @@ impl Policy {
 /// The file's name of the need head over n-grams, and of its share of the need probabilities.
 pub const NGRAM_HEAD: &str = "need.ngrams";
 pub const NGRAM_SHARE: &str = "need.ngram_share";
-/// The same for mode: a softmax over [`MODE_NGRAM_LABELS`], whose "details" is mixed.
-pub const MODE_NGRAM_HEAD: &str = "mode.ngrams";
-pub const MODE_NGRAM_SHARE: &str = "mode.ngram_share";
-pub const MODE_NGRAM_LABELS: [&str; 2] = ["catalog", "details"];
 
 /// The embedding head's need probabilities mixed with the n-gram head's: `share` of the latter.
 pub fn mix(embedding: &[f32], ngrams: &[f32], share: f32) -> Vec<f32> {
@@ -461,7 +437,7 @@ mod tests {
     }
 
     #[test]
-    fn ngram_heads_take_their_share_of_need_and_details() {
+    fn an_ngram_head_takes_its_share_of_the_need_probabilities() {
         let mut file = HeadFile::parse(BUILTIN).expect("the built-in weight file reads");
         file.ngram_heads.clear();
         file.thresholds.remove(NGRAM_SHARE);
@@ -516,38 +492,6 @@ mod tests {
                 .yes
                 > with.probabilities(&embedding, "what is a p99", &rule).yes,
             "the same vector, other words: the n-gram head moves need"
-        );
-        // A mode head over n-grams takes its share of the details probability, and only that.
-        let mode_head = thinkus_learn::ngrams::train(
-            &texts,
-            &[1, 1, 1, 0, 0, 0],
-            &[1.0; 6],
-            MODE_NGRAM_LABELS.iter().map(|s| s.to_string()).collect(),
-            &thinkus_learn::ngrams::NgramSettings {
-                buckets: 1 << 12,
-                ..Default::default()
-            },
-        );
-        file.ngram_heads.insert(MODE_NGRAM_HEAD.into(), mode_head.clone());
-        assert!(
-            Learned::from_file(&file).is_err(),
-            "a mode head without its share is refused"
-        );
-        file.thresholds.insert(MODE_NGRAM_SHARE.into(), 0.25);
-        let both = Learned::from_file(&file).expect("the heads read");
-        let message = "what did we pick for the cache";
-        let rule = rules::decide(&RuleInput {
-            message,
-            message_count: 5,
-            ..Default::default()
-        });
-        let need_only = with.probabilities(&embedding, message, &rule);
-        let mixed = both.probabilities(&embedding, message, &rule);
-        let words = mode_head.predict(message);
-        assert!((mixed.details - (0.75 * need_only.details + 0.25 * words[1])).abs() < 1e-6);
-        assert_eq!(
-            (mixed.yes, mixed.no, mixed.types.clone()),
-            (need_only.yes, need_only.no, need_only.types)
         );
         // A share outside 0..=1 is refused.
         file.thresholds.insert(NGRAM_SHARE.into(), 1.5);

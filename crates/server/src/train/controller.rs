@@ -244,40 +244,16 @@ fn unpack(values: &[f32]) -> Probabilities {
     }
 }
 
-/// What a head over n-grams predicts: need (yes, no, maybe; every line) or mode (catalog,
-/// details; the lines that need memory).
-#[derive(Debug, Clone, Copy, PartialEq)]
-enum Target {
-    Need,
-    Mode,
-}
-
-/// A head over n-grams trained on `train_on`, its classes balanced or not.
-fn fit_ngrams(lines: &[Line], train_on: &[usize], target: Target, l2: f32, training: Training) -> NgramHead {
-    let on: Vec<usize> = match target {
-        Target::Need => train_on.to_vec(),
-        Target::Mode => train_on
-            .iter()
-            .copied()
-            .filter(|i| lines[*i].need != NeedMemory::No)
-            .collect(),
-    };
-    let texts: Vec<&str> = on.iter().map(|i| lines[*i].text.as_str()).collect();
-    let (classes, labels): (Vec<usize>, &[&str]) = match target {
-        Target::Need => (on.iter().map(|i| need_class(lines[*i].need)).collect(), &NEED_LABELS),
-        Target::Mode => (
-            on.iter()
-                .map(|i| usize::from(lines[*i].mode == RetrievalMode::Details))
-                .collect(),
-            &learned::MODE_NGRAM_LABELS,
-        ),
-    };
-    let weights = training.weights(&classes, labels.len());
+/// The need head over n-grams trained on `train_on`, with the need classes balanced or not.
+fn fit_ngrams(lines: &[Line], train_on: &[usize], l2: f32, training: Training) -> NgramHead {
+    let texts: Vec<&str> = train_on.iter().map(|i| lines[*i].text.as_str()).collect();
+    let classes: Vec<usize> = train_on.iter().map(|i| need_class(lines[*i].need)).collect();
+    let weights = training.weights(&classes, 3);
     ngrams::train(
         &texts,
         &classes,
         &weights,
-        labels.iter().map(|s| s.to_string()).collect(),
+        NEED_LABELS.iter().map(|s| s.to_string()).collect(),
         &NgramSettings {
             l2,
             ..NgramSettings::default()
@@ -285,52 +261,32 @@ fn fit_ngrams(lines: &[Line], train_on: &[usize], target: Target, l2: f32, train
     )
 }
 
-/// Out-of-fold probabilities of a head over n-grams, for every line.
-fn ngram_oof(lines: &[Line], folds: &[usize], k: usize, target: Target, l2: f32, training: Training) -> Vec<Vec<f32>> {
+/// Out-of-fold need probabilities of the n-gram head.
+fn ngram_oof(lines: &[Line], folds: &[usize], k: usize, l2: f32, training: Training) -> Vec<Vec<f32>> {
     out_of_fold(folds, k, |train_on, test| {
-        let head = fit_ngrams(lines, train_on, target, l2, training);
+        let head = fit_ngrams(lines, train_on, l2, training);
         test.iter().map(|i| head.predict(&lines[*i].text)).collect()
     })
 }
 
-/// The n-gram heads' shares of the need and details probabilities (none: not used).
-#[derive(Debug, Clone, Copy, Default, PartialEq)]
-struct Mix {
-    need: Option<f32>,
-    mode: Option<f32>,
-}
-
-impl Mix {
-    fn name(self) -> String {
-        let part = |head: &str, share: Option<f32>| share.map(|s| format!(", n-gram {head} head at {s}"));
-        [part("need", self.need), part("mode", self.mode)]
-            .into_iter()
-            .flatten()
-            .collect()
-    }
-}
-
-/// The heads' out-of-fold probabilities with the need part and the details probability mixed
-/// with the n-gram heads' out-of-fold ones (`need`, `mode`) at the shares of `mix`.
-fn with_ngrams(oof: &[Vec<f32>], need: &[Vec<f32>], mode: &[Vec<f32>], mix: Mix) -> Vec<Vec<f32>> {
+/// The heads' out-of-fold probabilities with the need part mixed with the n-gram head's at
+/// `share` (none: as they are).
+fn with_ngrams(oof: &[Vec<f32>], ngram: &[Vec<f32>], share: Option<f32>) -> Vec<Vec<f32>> {
     oof.iter()
-        .enumerate()
-        .map(|(i, values)| {
+        .zip(ngram)
+        .map(|(values, n)| {
             let mut values = values.clone();
-            if let Some(share) = mix.need {
-                let mixed = learned::mix(&values[..3], &need[i], share);
-                values[..3].copy_from_slice(&mixed);
-            }
-            if let Some(share) = mix.mode {
-                values[3] = learned::mix(&values[3..4], &mode[i][1..], share)[0];
+            if let Some(share) = share {
+                let need = learned::mix(&values[..3], n, share);
+                values[..3].copy_from_slice(&need);
             }
             values
         })
         .collect()
 }
 
-/// The L2 penalties tried for an n-gram head (against the mean loss per line), and the shares
-/// of the probabilities it may take.
+/// The L2 penalties tried for the n-gram head (against the mean loss per line), and the
+/// shares of the need probabilities it may take.
 const NGRAM_L2: [f32; 3] = [3e-5, 1e-5, 3e-6];
 const NGRAM_SHARES: [f32; 3] = [0.25, 0.5, 0.75];
 
@@ -940,72 +896,41 @@ pub fn run(args: &TrainArgs, config: &crate::config::Config) -> anyhow::Result<(
         figures(&lines, &combination.decisions(&policy))
     };
     let mut ngram_trials = Vec::new();
-    // Each n-gram head: its L2 penalty with it alone deciding its part (need by the need
-    // score, mode by its accuracy), then its share beside the chosen heads (with the need
-    // head's chosen mix when choosing mode's).
-    let mut chosen_mix = Mix::default();
-    let mut near_ngrams: Vec<Vec<Vec<f32>>> = Vec::new();
-    let mut ngram_l2 = [0f32; 2];
-    for (t, target) in [Target::Need, Target::Mode].into_iter().enumerate() {
-        let loss = |f: &Figures| match target {
-            Target::Need => f.need_score(),
-            Target::Mode => 1.0 - f.mode(),
-        };
-        let mixed = |share: f32| match target {
-            Target::Need => Mix {
-                need: Some(share),
-                ..chosen_mix
-            },
-            Target::Mode => Mix {
-                mode: Some(share),
-                ..chosen_mix
-            },
-        };
-        let empty = vec![Vec::new(); lines.len()];
-        let mut best_l2: Option<(f64, f32, Vec<Vec<f32>>)> = None;
-        for l2 in NGRAM_L2 {
-            let started = std::time::Instant::now();
-            let predicted = ngram_oof(&lines, &fold_of, args.folds, target, l2, Training::PLAIN);
-            let (need, mode) = match target {
-                Target::Need => (&predicted, &empty),
-                Target::Mode => (&near_ngrams[0], &predicted),
-            };
-            let by = near_figures(&with_ngrams(&oof, need, mode, mixed(1.0)));
-            say(format!(
-                "{:<60} need {:.3} | {} | {:.0}s",
-                format!("n-gram {target:?} head alone, l2 {l2:e}"),
-                by["all"].need_score(),
-                by["all"].row(),
-                started.elapsed().as_secs_f64()
-            ));
-            ngram_trials.push(json!({"head": format!("{target:?}"), "l2": l2, "share": 1.0, "need_score": (by["all"].need_score() * 1000.0).round() / 1000.0, "figures": by["all"].json()}));
-            if best_l2.as_ref().is_none_or(|b| loss(&by["all"]) < b.0) {
-                best_l2 = Some((loss(&by["all"]), l2, predicted));
-            }
+    let mut best_l2: Option<(f64, f32, Vec<Vec<f32>>)> = None;
+    for l2 in NGRAM_L2 {
+        let started = std::time::Instant::now();
+        let ngram = ngram_oof(&lines, &fold_of, args.folds, l2, Training::PLAIN);
+        let by = near_figures(&with_ngrams(&oof, &ngram, Some(1.0)));
+        say(format!(
+            "{:<60} need {:.3} | {} | {:.0}s",
+            format!("n-gram need head alone, l2 {l2:e}"),
+            by["all"].need_score(),
+            by["all"].row(),
+            started.elapsed().as_secs_f64()
+        ));
+        ngram_trials.push(json!({"l2": l2, "share": 1.0, "need_score": (by["all"].need_score() * 1000.0).round() / 1000.0, "figures": by["all"].json()}));
+        if best_l2.as_ref().is_none_or(|b| by["all"].need_score() < b.0) {
+            best_l2 = Some((by["all"].need_score(), l2, ngram));
         }
-        let (_, l2, predicted) = best_l2.context("no n-gram setting")?;
-        ngram_l2[t] = l2;
-        near_ngrams.push(predicted);
-        let mut best_share: Option<(f64, f32)> = None;
-        for share in NGRAM_SHARES {
-            let mode = near_ngrams.get(1).unwrap_or(&near_ngrams[0]);
-            let by = near_figures(&with_ngrams(&oof, &near_ngrams[0], mode, mixed(share)));
-            say(format!(
-                "{:<60} need {:.3} | {} | {}",
-                format!("heads with the n-gram {target:?} head at share {share}"),
-                by["all"].need_score(),
-                by["all"].row(),
-                language_rows(&by)
-            ));
-            ngram_trials.push(json!({"head": format!("{target:?}"), "l2": l2, "share": share, "need_score": (by["all"].need_score() * 1000.0).round() / 1000.0, "figures": by["all"].json()}));
-            if best_share.as_ref().is_none_or(|b| loss(&by["all"]) < b.0) {
-                best_share = Some((loss(&by["all"]), share));
-            }
-        }
-        let (_, share) = best_share.context("no n-gram share")?;
-        chosen_mix = mixed(share);
-        say(format!("n-gram {target:?} head: l2 {l2:e}, share {share}"));
     }
+    let (_, ngram_l2, ngram_near) = best_l2.context("no n-gram setting")?;
+    let mut best_share: Option<(f64, f32)> = None;
+    for share in NGRAM_SHARES {
+        let by = near_figures(&with_ngrams(&oof, &ngram_near, Some(share)));
+        say(format!(
+            "{:<60} need {:.3} | {} | {}",
+            format!("heads with the n-gram head at share {share}"),
+            by["all"].need_score(),
+            by["all"].row(),
+            language_rows(&by)
+        ));
+        ngram_trials.push(json!({"l2": ngram_l2, "share": share, "need_score": (by["all"].need_score() * 1000.0).round() / 1000.0, "figures": by["all"].json()}));
+        if best_share.as_ref().is_none_or(|b| by["all"].need_score() < b.0) {
+            best_share = Some((by["all"].need_score(), share));
+        }
+    }
+    let (_, ngram_share) = best_share.context("no n-gram share")?;
+    say(format!("n-gram need head: l2 {ngram_l2:e}, share {ngram_share}"));
     let vectors = &by_prefix.iter().find(|(p, _)| *p == prefix).context("prefix")?.1;
     let x: Vec<Vec<f32>> = vectors
         .iter()
@@ -1069,41 +994,27 @@ pub fn run(args: &TrainArgs, config: &crate::config::Config) -> anyhow::Result<(
     ];
     let mut options: Vec<Trial> = Vec::new();
     let mut option_records = Vec::new();
-    // The n-gram heads' topic-fold predictions, unweighted and balanced.
     let topic_ngrams = [false, true].map(|balanced| {
-        [(Target::Need, 0), (Target::Mode, 1)].map(|(target, t)| {
-            ngram_oof(
-                &lines,
-                &topic_fold_of,
-                args.folds,
-                target,
-                ngram_l2[t],
-                Training { balanced, seeds: 1 },
-            )
-        })
+        ngram_oof(
+            &lines,
+            &topic_fold_of,
+            args.folds,
+            ngram_l2,
+            Training { balanced, seeds: 1 },
+        )
     });
-    let mixes = [
-        Mix::default(),
-        Mix {
-            mode: None,
-            ..chosen_mix
-        },
-        Mix {
-            need: None,
-            ..chosen_mix
-        },
-        chosen_mix,
-    ];
     for training in trainings {
         let started = std::time::Instant::now();
         let heads_oof = out_of_fold(&topic_fold_of, args.folds, |train_on, test| {
             let heads = fit(&lines, &x, train_on, models, training);
             test.iter().map(|i| probabilities(&heads, &x[*i])).collect()
         });
-        for mix in mixes {
-            let [need, mode] = &topic_ngrams[usize::from(training.balanced)];
-            let oof = with_ngrams(&heads_oof, need, mode, mix);
-            let name = format!("{}{}", training.name(), mix.name());
+        for with in [None, Some(ngram_share)] {
+            let oof = with_ngrams(&heads_oof, &topic_ngrams[usize::from(training.balanced)], with);
+            let name = match with {
+                None => training.name(),
+                Some(share) => format!("{}, n-gram need head at {share}", training.name()),
+            };
             let decisions = Combination {
                 lines: &lines,
                 rule: &rule,
@@ -1128,7 +1039,7 @@ pub fn run(args: &TrainArgs, config: &crate::config::Config) -> anyhow::Result<(
             }));
             options.push(Trial {
                 training,
-                mix,
+                ngram_share: with,
                 oof,
                 by,
                 decisions,
@@ -1148,7 +1059,7 @@ pub fn run(args: &TrainArgs, config: &crate::config::Config) -> anyhow::Result<(
         })
         .unwrap_or(&options[0]);
     let training = landed.training;
-    let landed_mix = landed.mix;
+    let landed_share = landed.ngram_share;
     // The thresholds of the file: tuned on every line's topic-fold prediction of the landed
     // training (the near-duplicate folds' predictions are closer to their lines than new text).
     let (tuned, _) = Combination {
@@ -1163,7 +1074,9 @@ pub fn run(args: &TrainArgs, config: &crate::config::Config) -> anyhow::Result<(
     say(format!(
         "landed: {}{}; kept signals {:?}, rule types {}, no >= {:.3}, details >= {:.2}, types >= {:.2}",
         training.name(),
-        landed_mix.name(),
+        landed_share
+            .map(|s| format!(", n-gram need head at {s}"))
+            .unwrap_or_default(),
         policy.kept,
         policy.rule_types,
         policy.no_threshold,
@@ -1182,29 +1095,12 @@ pub fn run(args: &TrainArgs, config: &crate::config::Config) -> anyhow::Result<(
             file.heads.insert(learned::member_key(name, k), network);
         }
     }
-    for (t, target, share, head, key) in [
-        (
-            0,
-            Target::Need,
-            landed_mix.need,
-            learned::NGRAM_HEAD,
-            learned::NGRAM_SHARE,
-        ),
-        (
-            1,
-            Target::Mode,
-            landed_mix.mode,
-            learned::MODE_NGRAM_HEAD,
-            learned::MODE_NGRAM_SHARE,
-        ),
-    ] {
-        if let Some(share) = share {
-            file.ngram_heads.insert(
-                head.into(),
-                fit_ngrams(&lines, &everyone, target, ngram_l2[t], training),
-            );
-            file.thresholds.insert(key.into(), share);
-        }
+    if let Some(share) = landed_share {
+        file.ngram_heads.insert(
+            learned::NGRAM_HEAD.into(),
+            fit_ngrams(&lines, &everyone, ngram_l2, training),
+        );
+        file.thresholds.insert(learned::NGRAM_SHARE.into(), share);
     }
     policy.record(&mut file, stacked);
     file.choices = json!({
@@ -1222,8 +1118,8 @@ pub fn run(args: &TrainArgs, config: &crate::config::Config) -> anyhow::Result<(
             "features": "hashed character 1-3-grams and word 1-2-grams of the message, 1 + ln(count), inverse document frequency, length 1",
             "buckets": ngrams::BUCKETS,
             "trials": ngram_trials,
-            "l2": {"need": ngram_l2[0], "mode": ngram_l2[1]},
-            "share": {"need": chosen_mix.need, "mode": chosen_mix.mode},
+            "l2": ngram_l2,
+            "share": ngram_share,
         },
         "topic_folds": {
             "topics": topic_count,
@@ -1231,7 +1127,7 @@ pub fn run(args: &TrainArgs, config: &crate::config::Config) -> anyhow::Result<(
             "options": option_records,
             "landing_rule": "an option replaces the plain heads when, nested on topic folds, its need score is at most 0.005 worse, mode and type recall at most 0.005 worse, and need score better by more than 0.01 or mode by more than 0.01; of those the lowest need score",
             "landed": landed.training.name(),
-            "landed_ngram_shares": {"need": landed_mix.need, "mode": landed_mix.mode},
+            "landed_ngram_share": landed_share,
             "thresholds_from": "every line's topic-fold prediction of the landed training",
             "diagnosis": diagnosis,
         },
@@ -1242,8 +1138,8 @@ pub fn run(args: &TrainArgs, config: &crate::config::Config) -> anyhow::Result<(
 /// One way of training the heads, cross-validated on the topic folds with nested thresholds.
 struct Trial {
     training: Training,
-    /// The n-gram heads' shares, when they join the heads.
-    mix: Mix,
+    /// The n-gram need head's share of the need probabilities, when it joins the heads.
+    ngram_share: Option<f32>,
     oof: Vec<Vec<f32>>,
     by: BTreeMap<String, Figures>,
     decisions: Vec<ControlDecision>,
