@@ -269,15 +269,15 @@ fn ngram_oof(lines: &[Line], folds: &[usize], k: usize, l2: f32, training: Train
     })
 }
 
-/// The heads' out-of-fold probabilities with the need part mixed with the n-gram head's at
-/// `share` (none: as they are).
-fn with_ngrams(oof: &[Vec<f32>], ngram: &[Vec<f32>], share: Option<f32>) -> Vec<Vec<f32>> {
+/// The heads' out-of-fold probabilities with the need part mixed with the n-gram head's
+/// out-of-fold ones at a share (none: as they are).
+fn with_ngrams(oof: &[Vec<f32>], ngram: Option<(&[Vec<f32>], f32)>) -> Vec<Vec<f32>> {
     oof.iter()
-        .zip(ngram)
-        .map(|(values, n)| {
+        .enumerate()
+        .map(|(i, values)| {
             let mut values = values.clone();
-            if let Some(share) = share {
-                let need = learned::mix(&values[..3], n, share);
+            if let Some((ngram, share)) = ngram {
+                let need = learned::mix(&values[..3], &ngram[i], share);
                 values[..3].copy_from_slice(&need);
             }
             values
@@ -877,9 +877,10 @@ pub fn run(args: &TrainArgs, config: &crate::config::Config) -> anyhow::Result<(
         rule_types: chosen.rule_types,
         ..default_policy()
     };
-    // The n-gram need head: its L2 penalty by its need score alone, then its share of the need
-    // probabilities beside the chosen heads, both on the near-duplicate folds with the chosen
-    // combination; whether it joins the heads at all is decided on the topic folds below.
+    // With --ngrams, the n-gram need head: its L2 penalty by its need score alone, then its
+    // share of the need probabilities beside the chosen heads, both on the near-duplicate folds
+    // with the chosen combination; whether it joins the heads at all is decided on the topic
+    // folds below.
     let near_kept = kept_by_fold(&lines, &rule, &fold_of, args.folds, share);
     let near_figures = |oof: &[Vec<f32>]| {
         let combination = Combination {
@@ -896,41 +897,46 @@ pub fn run(args: &TrainArgs, config: &crate::config::Config) -> anyhow::Result<(
         figures(&lines, &combination.decisions(&policy))
     };
     let mut ngram_trials = Vec::new();
-    let mut best_l2: Option<(f64, f32, Vec<Vec<f32>>)> = None;
-    for l2 in NGRAM_L2 {
-        let started = std::time::Instant::now();
-        let ngram = ngram_oof(&lines, &fold_of, args.folds, l2, Training::PLAIN);
-        let by = near_figures(&with_ngrams(&oof, &ngram, Some(1.0)));
-        say(format!(
-            "{:<60} need {:.3} | {} | {:.0}s",
-            format!("n-gram need head alone, l2 {l2:e}"),
-            by["all"].need_score(),
-            by["all"].row(),
-            started.elapsed().as_secs_f64()
-        ));
-        ngram_trials.push(json!({"l2": l2, "share": 1.0, "need_score": (by["all"].need_score() * 1000.0).round() / 1000.0, "figures": by["all"].json()}));
-        if best_l2.as_ref().is_none_or(|b| by["all"].need_score() < b.0) {
-            best_l2 = Some((by["all"].need_score(), l2, ngram));
+    let ngram: Option<(f32, f32)> = if args.ngrams {
+        let mut best_l2: Option<(f64, f32, Vec<Vec<f32>>)> = None;
+        for l2 in NGRAM_L2 {
+            let started = std::time::Instant::now();
+            let ngram = ngram_oof(&lines, &fold_of, args.folds, l2, Training::PLAIN);
+            let by = near_figures(&with_ngrams(&oof, Some((&ngram, 1.0))));
+            say(format!(
+                "{:<60} need {:.3} | {} | {:.0}s",
+                format!("n-gram need head alone, l2 {l2:e}"),
+                by["all"].need_score(),
+                by["all"].row(),
+                started.elapsed().as_secs_f64()
+            ));
+            ngram_trials.push(json!({"l2": l2, "share": 1.0, "need_score": (by["all"].need_score() * 1000.0).round() / 1000.0, "figures": by["all"].json()}));
+            if best_l2.as_ref().is_none_or(|b| by["all"].need_score() < b.0) {
+                best_l2 = Some((by["all"].need_score(), l2, ngram));
+            }
         }
-    }
-    let (_, ngram_l2, ngram_near) = best_l2.context("no n-gram setting")?;
-    let mut best_share: Option<(f64, f32)> = None;
-    for share in NGRAM_SHARES {
-        let by = near_figures(&with_ngrams(&oof, &ngram_near, Some(share)));
-        say(format!(
-            "{:<60} need {:.3} | {} | {}",
-            format!("heads with the n-gram head at share {share}"),
-            by["all"].need_score(),
-            by["all"].row(),
-            language_rows(&by)
-        ));
-        ngram_trials.push(json!({"l2": ngram_l2, "share": share, "need_score": (by["all"].need_score() * 1000.0).round() / 1000.0, "figures": by["all"].json()}));
-        if best_share.as_ref().is_none_or(|b| by["all"].need_score() < b.0) {
-            best_share = Some((by["all"].need_score(), share));
+        let (_, ngram_l2, ngram_near) = best_l2.context("no n-gram setting")?;
+        let mut best_share: Option<(f64, f32)> = None;
+        for share in NGRAM_SHARES {
+            let by = near_figures(&with_ngrams(&oof, Some((&ngram_near, share))));
+            say(format!(
+                "{:<60} need {:.3} | {} | {}",
+                format!("heads with the n-gram head at share {share}"),
+                by["all"].need_score(),
+                by["all"].row(),
+                language_rows(&by)
+            ));
+            ngram_trials.push(json!({"l2": ngram_l2, "share": share, "need_score": (by["all"].need_score() * 1000.0).round() / 1000.0, "figures": by["all"].json()}));
+            if best_share.as_ref().is_none_or(|b| by["all"].need_score() < b.0) {
+                best_share = Some((by["all"].need_score(), share));
+            }
         }
-    }
-    let (_, ngram_share) = best_share.context("no n-gram share")?;
-    say(format!("n-gram need head: l2 {ngram_l2:e}, share {ngram_share}"));
+        let (_, ngram_share) = best_share.context("no n-gram share")?;
+        say(format!("n-gram need head: l2 {ngram_l2:e}, share {ngram_share}"));
+        Some((ngram_l2, ngram_share))
+    } else {
+        None
+    };
     let vectors = &by_prefix.iter().find(|(p, _)| *p == prefix).context("prefix")?.1;
     let x: Vec<Vec<f32>> = vectors
         .iter()
@@ -994,14 +1000,8 @@ pub fn run(args: &TrainArgs, config: &crate::config::Config) -> anyhow::Result<(
     ];
     let mut options: Vec<Trial> = Vec::new();
     let mut option_records = Vec::new();
-    let topic_ngrams = [false, true].map(|balanced| {
-        ngram_oof(
-            &lines,
-            &topic_fold_of,
-            args.folds,
-            ngram_l2,
-            Training { balanced, seeds: 1 },
-        )
+    let topic_ngrams = ngram.map(|(l2, _)| {
+        [false, true].map(|balanced| ngram_oof(&lines, &topic_fold_of, args.folds, l2, Training { balanced, seeds: 1 }))
     });
     for training in trainings {
         let started = std::time::Instant::now();
@@ -1009,8 +1009,12 @@ pub fn run(args: &TrainArgs, config: &crate::config::Config) -> anyhow::Result<(
             let heads = fit(&lines, &x, train_on, models, training);
             test.iter().map(|i| probabilities(&heads, &x[*i])).collect()
         });
-        for with in [None, Some(ngram_share)] {
-            let oof = with_ngrams(&heads_oof, &topic_ngrams[usize::from(training.balanced)], with);
+        for with in std::iter::once(None).chain(ngram.map(|(_, share)| Some(share))) {
+            let mixed = topic_ngrams
+                .as_ref()
+                .zip(with)
+                .map(|(t, share)| (&t[usize::from(training.balanced)][..], share));
+            let oof = with_ngrams(&heads_oof, mixed);
             let name = match with {
                 None => training.name(),
                 Some(share) => format!("{}, n-gram need head at {share}", training.name()),
@@ -1095,11 +1099,9 @@ pub fn run(args: &TrainArgs, config: &crate::config::Config) -> anyhow::Result<(
             file.heads.insert(learned::member_key(name, k), network);
         }
     }
-    if let Some(share) = landed_share {
-        file.ngram_heads.insert(
-            learned::NGRAM_HEAD.into(),
-            fit_ngrams(&lines, &everyone, ngram_l2, training),
-        );
+    if let (Some(share), Some((l2, _))) = (landed_share, ngram) {
+        file.ngram_heads
+            .insert(learned::NGRAM_HEAD.into(), fit_ngrams(&lines, &everyone, l2, training));
         file.thresholds.insert(learned::NGRAM_SHARE.into(), share);
     }
     policy.record(&mut file, stacked);
@@ -1114,24 +1116,26 @@ pub fn run(args: &TrainArgs, config: &crate::config::Config) -> anyhow::Result<(
         "policies": policies,
         "chosen": figures_json(&chosen_figures),
         "chosen_nested": figures_json(&nested_near),
-        "ngrams": {
-            "features": "hashed character 1-3-grams and word 1-2-grams of the message, 1 + ln(count), inverse document frequency, length 1",
-            "buckets": ngrams::BUCKETS,
-            "trials": ngram_trials,
-            "l2": ngram_l2,
-            "share": ngram_share,
-        },
         "topic_folds": {
             "topics": topic_count,
             "grouping": format!("k-means over the query vectors into {TOPICS} topics, each near-duplicate group whole to its first line's topic"),
             "options": option_records,
             "landing_rule": "an option replaces the plain heads when, nested on topic folds, its need score is at most 0.005 worse, mode and type recall at most 0.005 worse, and need score better by more than 0.01 or mode by more than 0.01; of those the lowest need score",
             "landed": landed.training.name(),
-            "landed_ngram_share": landed_share,
             "thresholds_from": "every line's topic-fold prediction of the landed training",
             "diagnosis": diagnosis,
         },
     });
+    if let Some((l2, share)) = ngram {
+        file.choices["ngrams"] = json!({
+            "features": "hashed character 1-3-grams and word 1-2-grams of the message, 1 + ln(count), inverse document frequency, length 1",
+            "buckets": ngrams::BUCKETS,
+            "trials": ngram_trials,
+            "l2": l2,
+            "share": share,
+            "landed_share": landed_share,
+        });
+    }
     write(&file, &args.out_or("controller"), args.dry_run)
 }
 

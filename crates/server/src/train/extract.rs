@@ -615,6 +615,7 @@ fn diagnose(data: &Data, evaluation: &Evaluation, policy: Policy) -> Value {
 }
 
 pub fn run(args: &TrainArgs, config: &crate::config::Config) -> anyhow::Result<()> {
+    anyhow::ensure!(!args.ngrams, "--ngrams: only the controller has an n-gram head");
     let files = args.read()?;
     let mut lines = Vec::new();
     for (file, text) in &files {

@@ -54,6 +54,11 @@ pub struct TrainArgs {
     /// Measure and print, write nothing.
     #[arg(long)]
     pub dry_run: bool,
+    /// The controller only: also measure a need head over the message's hashed n-grams, which
+    /// joins the heads when the landing rule takes it. Off by default: trained with it, the
+    /// controller lowered LoCoMo's evidence in context (`bench tokens`, docs/benchmarks.md).
+    #[arg(long)]
+    pub ngrams: bool,
 }
 
 impl TrainArgs {
@@ -66,6 +71,9 @@ impl TrainArgs {
         }
         if self.folds != 5 {
             parts.push(format!("--folds {}", self.folds));
+        }
+        if self.ngrams {
+            parts.push("--ngrams".into());
         }
         parts.join(" ")
     }
