@@ -1185,6 +1185,21 @@ mod tests {
     use super::*;
 
     #[test]
+    fn the_ngram_heads_share_mixes_need_and_nothing_else() {
+        let oof = vec![vec![0.6, 0.3, 0.1, 0.7, 0.2, 0.9], vec![0.1, 0.8, 0.1, 0.4, 0.5, 0.5]];
+        assert_eq!(with_ngrams(&oof, None), oof, "without the head, as they are");
+        let ngram = vec![vec![0.2, 0.7, 0.1], vec![0.5, 0.4, 0.1]];
+        let mixed = with_ngrams(&oof, Some((&ngram, 0.25)));
+        for (i, row) in mixed.iter().enumerate() {
+            for o in 0..3 {
+                let expected = 0.75 * oof[i][o] + 0.25 * ngram[i][o];
+                assert!((row[o] - expected).abs() < 1e-6, "line {i} output {o}");
+            }
+            assert_eq!(row[3..], oof[i][3..], "mode and types are the embedding heads'");
+        }
+    }
+
+    #[test]
     fn balanced_weights_give_every_class_the_same_total() {
         let classes = [0, 0, 0, 1, 2, 2];
         let balanced = Training {

@@ -280,3 +280,33 @@ pub fn paired_difference(a: &[f64], b: &[f64]) -> (f64, f64) {
     let variance = differences.iter().map(|d| (d - mean).powi(2)).sum::<f64>() / (n - 1.0).max(1.0);
     (mean, (variance / n).sqrt())
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn args(ngrams: bool, folds: usize) -> TrainArgs {
+        TrainArgs {
+            data: vec![PathBuf::from("datasets/a.jsonl"), PathBuf::from("datasets/b.jsonl")],
+            out: Some(PathBuf::from("/tmp/x.json")),
+            cache: PathBuf::from("data/embeddings.bin"),
+            folds,
+            dry_run: true,
+            ngrams,
+        }
+    }
+
+    /// The recorded command reproduces the run: every option that changes the weights is in
+    /// it, the ones that do not (where to write, the cache, a dry run) are not.
+    #[test]
+    fn the_recorded_command_names_what_changes_the_weights() {
+        assert_eq!(
+            args(false, 5).command("controller"),
+            "thinkus train controller --data datasets/a.jsonl --data datasets/b.jsonl"
+        );
+        assert_eq!(
+            args(true, 4).command("controller"),
+            "thinkus train controller --data datasets/a.jsonl --data datasets/b.jsonl --folds 4 --ngrams"
+        );
+    }
+}
