@@ -186,7 +186,7 @@ mod tests {
         ));
         assert!(
             !text.contains("ngram_heads"),
-            "a file without n-gram heads reads as before"
+            "a file without n-gram heads is written as before the map existed"
         );
         let mut head = crate::ngrams::train(
             &["a b", "c d"],

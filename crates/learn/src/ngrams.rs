@@ -37,7 +37,7 @@ pub struct NgramHead {
 }
 
 /// How an n-gram head is trained.
-#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq)]
 pub struct NgramSettings {
     pub buckets: usize,
     /// L2 penalty on the weights (not the biases), against the mean loss per sample.
@@ -86,7 +86,7 @@ fn normalised(text: &str) -> Vec<char> {
 }
 
 /// Each bucket a text's n-grams fall in, with `1 + ln(count)`, sorted by bucket.
-pub fn counts(text: &str, buckets: usize) -> Vec<(u32, f32)> {
+fn counts(text: &str, buckets: usize) -> Vec<(u32, f32)> {
     let chars = normalised(text);
     let mut hits: Vec<u32> = Vec::with_capacity(chars.len() * 5);
     let mut gram = String::new();
@@ -116,23 +116,15 @@ pub fn counts(text: &str, buckets: usize) -> Vec<(u32, f32)> {
         hits.push(bucket(b'w', &gram, buckets));
     }
     hits.sort_unstable();
-    let mut out: Vec<(u32, f32)> = Vec::new();
-    let mut i = 0;
-    while i < hits.len() {
-        let mut j = i;
-        while j < hits.len() && hits[j] == hits[i] {
-            j += 1;
-        }
-        out.push((hits[i], 1.0 + ((j - i) as f32).ln()));
-        i = j;
-    }
-    out
+    hits.chunk_by(|a, b| a == b)
+        .map(|run| (run[0], 1.0 + (run.len() as f32).ln()))
+        .collect()
 }
 
 /// The inverse document frequency of each bucket over some texts' counts:
 /// `ln((1 + n) / (1 + df)) + 1`, so a bucket no text has weighs the most and every weight is
 /// at least 1.
-pub fn inverse_frequency(texts: &[Vec<(u32, f32)>], buckets: usize) -> Vec<f32> {
+fn inverse_frequency(texts: &[Vec<(u32, f32)>], buckets: usize) -> Vec<f32> {
     let mut df = vec![0u32; buckets];
     for counts in texts {
         for (b, _) in counts {
@@ -146,7 +138,7 @@ pub fn inverse_frequency(texts: &[Vec<(u32, f32)>], buckets: usize) -> Vec<f32> 
 }
 
 /// Counts weighed by `idf` and scaled to length 1.
-pub fn weighed(counts: &[(u32, f32)], idf: &[f32]) -> Vec<(u32, f32)> {
+fn weighed(counts: &[(u32, f32)], idf: &[f32]) -> Vec<(u32, f32)> {
     let mut out: Vec<(u32, f32)> = counts.iter().map(|(b, c)| (*b, c * idf[*b as usize])).collect();
     let norm = out.iter().map(|(_, v)| v * v).sum::<f32>().sqrt();
     if norm > 0.0 {
@@ -166,11 +158,6 @@ impl NgramHead {
             && self.bias.len() == outputs
     }
 
-    /// The head's input for a text.
-    pub fn features(&self, text: &str) -> Vec<(u32, f32)> {
-        weighed(&counts(text, self.buckets), &self.idf)
-    }
-
     fn logits(&self, x: &[(u32, f32)]) -> Vec<f32> {
         let outputs = self.labels.len();
         let mut z = self.bias.clone();
@@ -185,7 +172,7 @@ impl NgramHead {
 
     /// The probabilities of the labels for a text.
     pub fn predict(&self, text: &str) -> Vec<f32> {
-        let mut z = self.logits(&self.features(text));
+        let mut z = self.logits(&weighed(&counts(text, self.buckets), &self.idf));
         activate(Output::Softmax, &mut z);
         z
     }
@@ -232,7 +219,6 @@ pub fn train(
     let mut bias_gradient = vec![0f32; outputs];
     let mut moments = (vec![0f32; buckets * outputs], vec![0f32; buckets * outputs]);
     let mut bias_moments = (vec![0f32; outputs], vec![0f32; outputs]);
-    let mut z = vec![0f32; outputs];
     for step in 1..=settings.steps.max(1) {
         for b in &used {
             gradient[b * outputs..(b + 1) * outputs]
@@ -245,7 +231,7 @@ pub fn train(
             if share == 0.0 {
                 continue;
             }
-            z.copy_from_slice(&head.logits(x));
+            let mut z = head.logits(x);
             activate(Output::Softmax, &mut z);
             for (o, p) in z.iter().enumerate() {
                 let d = (p - if classes[i] == o { 1.0 } else { 0.0 }) * share;

@@ -19,6 +19,9 @@ use thinkus_learn::{HeadError, HeadFile, Network, NgramHead};
 
 use crate::rules::{self, RuleInput, Signal};
 
+/// The `need` heads' labels, in their output order.
+pub const NEED_LABELS: [&str; 3] = ["yes", "no", "maybe"];
+
 /// The types the `types` head scores, in its label order.
 pub const TYPES: &[MemoryType] = &[
     MemoryType::ProjectDecision,
@@ -143,15 +146,14 @@ impl Learned {
                 rule_types: file.flag("rule_types"),
             },
         };
-        if learned.need.iter().any(|n| n.labels != ["yes", "no", "maybe"])
-            || learned.mode.iter().any(|n| n.labels != ["details"])
+        if learned.need.iter().any(|n| n.labels != NEED_LABELS) || learned.mode.iter().any(|n| n.labels != ["details"])
         {
             return Err(HeadError::Unreadable("unexpected need or mode labels".into()));
         }
         if learned
             .ngrams
             .as_ref()
-            .is_some_and(|(head, share)| head.labels != ["yes", "no", "maybe"] || !(0.0..=1.0).contains(share))
+            .is_some_and(|(head, share)| head.labels != NEED_LABELS || !(0.0..=1.0).contains(share))
         {
             return Err(HeadError::Unreadable("unexpected n-gram need head".into()));
         }

@@ -29,7 +29,7 @@ use thinkus_e5::Role;
 use thinkus_learn::ngrams::{self, NgramHead, NgramSettings};
 use thinkus_learn::train::{Targets, train};
 use thinkus_learn::{HeadFile, Network, folds};
-use thinkus_memory_controller::learned::{self, Policy, Probabilities, TYPES};
+use thinkus_memory_controller::learned::{self, NEED_LABELS, Policy, Probabilities, TYPES};
 use thinkus_memory_controller::rules::{self, RuleInput};
 
 use super::{Embeddings, LOCAL_EMBEDDER, MODELS, Model, TrainArgs, out_of_fold, say, write};
@@ -100,8 +100,6 @@ impl Line {
         }
     }
 }
-
-const NEED_LABELS: [&str; 3] = ["yes", "no", "maybe"];
 
 fn need_class(need: NeedMemory) -> usize {
     match need {
@@ -468,6 +466,14 @@ impl Combination<'_> {
             .collect()
     }
 
+    /// [`Combination::tune`] from `start`, and the tuned policy's figures overall and per
+    /// language.
+    fn tuned(&self, start: Policy) -> (Policy, BTreeMap<String, Figures>) {
+        let (policy, _) = self.tune(start);
+        let by = figures(self.lines, &self.decisions(&policy));
+        (policy, by)
+    }
+
     /// Thresholds searched in turn: "no" by the need score, details by mode accuracy, types
     /// by F2.
     fn tune(&self, policy: Policy) -> (Policy, Figures) {
@@ -810,8 +816,7 @@ pub fn run(args: &TrainArgs, config: &crate::config::Config) -> anyhow::Result<(
             kept_by_fold: vec![Vec::new(); args.folds],
             folds: &fold_of,
         };
-        let (policy, _) = combination.tune(default_policy());
-        let by = figures(&lines, &combination.decisions(&policy));
+        let (_, by) = combination.tuned(default_policy());
         say(format!(
             "{:<60} need {:.3} | {} | {}",
             format!("heads on the embedding alone ({})", unstacked.model.name()),
@@ -835,11 +840,10 @@ pub fn run(args: &TrainArgs, config: &crate::config::Config) -> anyhow::Result<(
                 kept_by_fold: kept_by_fold(&lines, &rule, &fold_of, args.folds, share),
                 folds: &fold_of,
             };
-            let (policy, _) = combination.tune(Policy {
+            let (policy, by) = combination.tuned(Policy {
                 rule_types,
                 ..default_policy()
             });
-            let by = figures(&lines, &combination.decisions(&policy));
             let all = by["all"];
             let name = match share {
                 None => format!("heads (stacked {stacked}), rule types {rule_types}"),
@@ -877,63 +881,53 @@ pub fn run(args: &TrainArgs, config: &crate::config::Config) -> anyhow::Result<(
         rule_types: chosen.rule_types,
         ..default_policy()
     };
+    let near_kept = kept_by_fold(&lines, &rule, &fold_of, args.folds, share);
     // With --ngrams, the n-gram need head: its L2 penalty by its need score alone, then its
     // share of the need probabilities beside the chosen heads, both on the near-duplicate folds
     // with the chosen combination; whether it joins the heads at all is decided on the topic
     // folds below.
-    let near_kept = kept_by_fold(&lines, &rule, &fold_of, args.folds, share);
-    let near_figures = |oof: &[Vec<f32>]| {
-        let combination = Combination {
-            lines: &lines,
-            rule: &rule,
-            oof,
-            kept_by_fold: near_kept.clone(),
-            folds: &fold_of,
-        };
-        let (policy, _) = combination.tune(Policy {
-            rule_types: chosen.rule_types,
-            ..default_policy()
-        });
-        figures(&lines, &combination.decisions(&policy))
-    };
     let mut ngram_trials = Vec::new();
     let ngram: Option<(f32, f32)> = if args.ngrams {
-        let mut best_l2: Option<(f64, f32, Vec<Vec<f32>>)> = None;
-        for l2 in NGRAM_L2 {
-            let started = std::time::Instant::now();
-            let ngram = ngram_oof(&lines, &fold_of, args.folds, l2, Training::PLAIN);
-            let by = near_figures(&with_ngrams(&oof, Some((&ngram, 1.0))));
-            say(format!(
-                "{:<60} need {:.3} | {} | {:.0}s",
-                format!("n-gram need head alone, l2 {l2:e}"),
-                by["all"].need_score(),
-                by["all"].row(),
-                started.elapsed().as_secs_f64()
-            ));
-            ngram_trials.push(json!({"l2": l2, "share": 1.0, "need_score": (by["all"].need_score() * 1000.0).round() / 1000.0, "figures": by["all"].json()}));
-            if best_l2.as_ref().is_none_or(|b| by["all"].need_score() < b.0) {
-                best_l2 = Some((by["all"].need_score(), l2, ngram));
+        // One setting's figures, printed and recorded; its need score.
+        let mut trial = |l2: f32, share: f32, ngram: &[Vec<f32>]| {
+            let (_, by) = Combination {
+                lines: &lines,
+                rule: &rule,
+                oof: &with_ngrams(&oof, Some((ngram, share))),
+                kept_by_fold: near_kept.clone(),
+                folds: &fold_of,
             }
-        }
-        let (_, ngram_l2, ngram_near) = best_l2.context("no n-gram setting")?;
-        let mut best_share: Option<(f64, f32)> = None;
-        for share in NGRAM_SHARES {
-            let by = near_figures(&with_ngrams(&oof, Some((&ngram_near, share))));
+            .tuned(start.clone());
+            let all = by["all"];
             say(format!(
                 "{:<60} need {:.3} | {} | {}",
-                format!("heads with the n-gram head at share {share}"),
-                by["all"].need_score(),
-                by["all"].row(),
+                format!("n-gram need head, l2 {l2:e}, share {share}"),
+                all.need_score(),
+                all.row(),
                 language_rows(&by)
             ));
-            ngram_trials.push(json!({"l2": ngram_l2, "share": share, "need_score": (by["all"].need_score() * 1000.0).round() / 1000.0, "figures": by["all"].json()}));
-            if best_share.as_ref().is_none_or(|b| by["all"].need_score() < b.0) {
-                best_share = Some((by["all"].need_score(), share));
+            ngram_trials.push(json!({"l2": l2, "share": share, "need_score": (all.need_score() * 1000.0).round() / 1000.0, "figures": all.json()}));
+            all.need_score()
+        };
+        let mut best_l2: Option<(f64, f32, Vec<Vec<f32>>)> = None;
+        for l2 in NGRAM_L2 {
+            let predicted = ngram_oof(&lines, &fold_of, args.folds, l2, Training::PLAIN);
+            let score = trial(l2, 1.0, &predicted);
+            if best_l2.as_ref().is_none_or(|b| score < b.0) {
+                best_l2 = Some((score, l2, predicted));
             }
         }
-        let (_, ngram_share) = best_share.context("no n-gram share")?;
-        say(format!("n-gram need head: l2 {ngram_l2:e}, share {ngram_share}"));
-        Some((ngram_l2, ngram_share))
+        let (_, l2, predicted) = best_l2.context("no n-gram setting")?;
+        let mut best_share: Option<(f64, f32)> = None;
+        for share in NGRAM_SHARES {
+            let score = trial(l2, share, &predicted);
+            if best_share.as_ref().is_none_or(|b| score < b.0) {
+                best_share = Some((score, share));
+            }
+        }
+        let (_, share) = best_share.context("no n-gram share")?;
+        say(format!("n-gram need head: l2 {l2:e}, share {share}"));
+        Some((l2, share))
     } else {
         None
     };
@@ -960,7 +954,7 @@ pub fn run(args: &TrainArgs, config: &crate::config::Config) -> anyhow::Result<(
             lines: &lines,
             rule: &rule,
             oof: &oof,
-            kept_by_fold: kept_by_fold(&lines, &rule, &fold_of, args.folds, share),
+            kept_by_fold: near_kept,
             folds: &fold_of,
         }
         .nested(&start, args.folds),
