@@ -13,12 +13,15 @@
 //! precision at the adding-only head's recall). A correction that names a value and a
 //! confirmed proposal stay the rules' whatever the head says. When the weight file says so
 //! (`stacked`), the head also reads what the rules saw in the clause (family, question,
-//! hypothetical, hedge, correction, figure).
+//! hypothetical, hedge, correction, figure). When the file has one (`clause.ngrams`, trained
+//! with `thinkus train extract --ngrams`), a second head over the clause's own words (hashed
+//! character and word n-grams) takes the file's `clause.ngram_share` of the probabilities.
 
 use serde_json::Value;
 use thinkus_backends::embed::{EmbedError, Embedder};
 use thinkus_common::model::MemoryType;
-use thinkus_learn::{HeadError, HeadFile, Network};
+use thinkus_learn::ngrams::mix;
+use thinkus_learn::{HeadError, HeadFile, Network, NgramHead};
 
 use crate::rules::{self, Reading, Segment};
 
@@ -39,6 +42,19 @@ pub const TYPES: &[MemoryType] = &[
 ];
 
 pub const NOT_A_MEMORY: &str = "none";
+
+/// The file's name of the clause head over n-grams, and of its share of the probabilities.
+pub const NGRAM_HEAD: &str = "clause.ngrams";
+pub const NGRAM_SHARE: &str = "clause.ngram_share";
+
+/// The labels of the clause heads: [`TYPES`], then [`NOT_A_MEMORY`].
+pub fn labels() -> Vec<String> {
+    TYPES
+        .iter()
+        .map(|t| t.as_str().to_string())
+        .chain([NOT_A_MEMORY.to_string()])
+        .collect()
+}
 
 /// What the head reads besides the embedding when stacked.
 pub fn rule_inputs(reading: &Reading) -> Vec<f32> {
@@ -187,6 +203,8 @@ pub struct LearnedExtraction {
     pub head: Network,
     pub stacked: bool,
     pub policy: Policy,
+    /// The head over the clause's n-grams and its share of the probabilities.
+    pub ngrams: Option<(NgramHead, f32)>,
 }
 
 /// The weight file built into the binary.
@@ -198,10 +216,25 @@ impl LearnedExtraction {
             .head("clause")
             .cloned()
             .ok_or_else(|| HeadError::Unreadable("no \"clause\" head".into()))?;
-        let expected: Vec<&str> = TYPES.iter().map(|t| t.as_str()).chain([NOT_A_MEMORY]).collect();
+        let expected = labels();
         if head.labels != expected {
             return Err(HeadError::Unreadable("unexpected clause labels".into()));
         }
+        let ngrams = match file.ngram_head(NGRAM_HEAD) {
+            None => None,
+            Some(ngrams) => {
+                if ngrams.labels != expected || !ngrams.is_consistent() {
+                    return Err(HeadError::Unreadable(format!(
+                        "the {NGRAM_HEAD} head does not fit its labels"
+                    )));
+                }
+                let share = file
+                    .threshold(NGRAM_SHARE)
+                    .filter(|s| (0.0..=1.0).contains(s))
+                    .ok_or_else(|| HeadError::Unreadable(format!("{NGRAM_HEAD} without a {NGRAM_SHARE} in [0, 1]")))?;
+                Some((ngrams.clone(), share))
+            }
+        };
         Ok(Self {
             embedder: file.embedder.clone(),
             prefix: file.prefix.clone(),
@@ -209,6 +242,7 @@ impl LearnedExtraction {
             head,
             stacked: file.flag("stacked"),
             policy: Policy::of_file(file)?,
+            ngrams,
         })
     }
 
@@ -219,6 +253,15 @@ impl LearnedExtraction {
     /// Whether an embedder's vectors are the ones the head reads.
     pub fn reads(&self, embedder: &dyn Embedder) -> bool {
         embedder.name() == self.embedder && embedder.dim() == self.dim
+    }
+
+    /// The heads' probabilities for one clause: one per [`TYPES`], then not a memory.
+    pub fn probabilities(&self, embedding: &[f32], text: &str, reading: &Reading) -> Vec<f32> {
+        let probabilities = self.head.predict(&inputs(embedding, reading, self.stacked));
+        match &self.ngrams {
+            Some((head, share)) => mix(&probabilities, &head.predict(text), *share),
+            None => probabilities,
+        }
     }
 
     /// The candidates of a conversation (`input` as [`rules::extract`] takes it): every clause
@@ -260,7 +303,7 @@ impl LearnedExtraction {
                             self.dim
                         )));
                     }
-                    let probabilities = self.head.predict(&inputs(&vector, reading, self.stacked));
+                    let probabilities = self.probabilities(&vector, text, reading);
                     if let Some(candidate) = self.policy.candidate(text, reading, &probabilities, role) {
                         out.push(candidate);
                     }
@@ -367,6 +410,63 @@ mod tests {
         assert!(
             keeps(policy, &as_correction(&rules), &answer(4, 0.99, 0.0)),
             "a correction keeps the rules' type"
+        );
+    }
+
+    #[test]
+    fn an_ngram_head_takes_its_share_of_the_clause_probabilities() {
+        let mut file = HeadFile::parse(BUILTIN).expect("the built-in file reads");
+        file.ngram_heads.clear();
+        file.thresholds.remove(NGRAM_SHARE);
+        let alone = LearnedExtraction::from_file(&file).expect("reads without an n-gram head");
+        assert!(alone.ngrams.is_none());
+        let texts = [
+            "Priya owns the vendor shortlist by Friday",
+            "哈哈好的",
+            "预算上限是五万",
+        ];
+        let head = thinkus_learn::ngrams::train(
+            &texts,
+            &[3, TYPES.len(), 4],
+            &[1.0; 3],
+            labels(),
+            &thinkus_learn::ngrams::NgramSettings {
+                buckets: 1024,
+                steps: 30,
+                ..Default::default()
+            },
+        );
+        file.ngram_heads.insert(NGRAM_HEAD.into(), head.clone());
+        assert!(
+            LearnedExtraction::from_file(&file).is_err(),
+            "a head without its share is refused"
+        );
+        file.thresholds.insert(NGRAM_SHARE.into(), 0.5);
+        let with = LearnedExtraction::from_file(&file).expect("reads with the n-gram head");
+        let embedding = vec![0.05; with.dim];
+        let reading = reading(None);
+        for text in texts {
+            let (mixed, own) = (
+                with.probabilities(&embedding, text, &reading),
+                alone.probabilities(&embedding, text, &reading),
+            );
+            let words = head.predict(text);
+            for o in 0..=TYPES.len() {
+                assert!((mixed[o] - (own[o] + words[o]) / 2.0).abs() < 1e-6, "{text}: label {o}");
+            }
+        }
+        file.thresholds.insert(NGRAM_SHARE.into(), 1.5);
+        assert!(
+            LearnedExtraction::from_file(&file).is_err(),
+            "a share above 1 is refused"
+        );
+        let mut wrong = head;
+        wrong.labels.swap(0, 1);
+        file.thresholds.insert(NGRAM_SHARE.into(), 0.5);
+        file.ngram_heads.insert(NGRAM_HEAD.into(), wrong);
+        assert!(
+            LearnedExtraction::from_file(&file).is_err(),
+            "labels in another order are refused"
         );
     }
 

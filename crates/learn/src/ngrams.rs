@@ -178,6 +178,16 @@ impl NgramHead {
     }
 }
 
+/// An embedding head's probabilities mixed with an n-gram head's over the same labels: `share`
+/// of the latter.
+pub fn mix(embedding: &[f32], ngrams: &[f32], share: f32) -> Vec<f32> {
+    embedding
+        .iter()
+        .zip(ngrams)
+        .map(|(e, n)| (1.0 - share) * e + share * n)
+        .collect()
+}
+
 /// Trains a head on texts with one class each and a weight per text. Panics when the shapes
 /// disagree: the callers build them.
 pub fn train(

@@ -288,14 +288,7 @@ impl Policy {
 pub const NGRAM_HEAD: &str = "need.ngrams";
 pub const NGRAM_SHARE: &str = "need.ngram_share";
 
-/// The embedding head's need probabilities mixed with the n-gram head's: `share` of the latter.
-pub fn mix(embedding: &[f32], ngrams: &[f32], share: f32) -> Vec<f32> {
-    embedding
-        .iter()
-        .zip(ngrams)
-        .map(|(e, n)| (1.0 - share) * e + share * n)
-        .collect()
-}
+pub use thinkus_learn::ngrams::mix;
 
 /// The key of a head's `k`-th network (from 0) in a weight file: "need", then "need.2",
 /// "need.3", ... for the seeds averaged.

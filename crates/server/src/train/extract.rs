@@ -37,8 +37,9 @@ use serde_json::{Value, json};
 use thinkus_e5::Role;
 use thinkus_knowledge_manager::KnowledgeConfig;
 use thinkus_knowledge_manager::learn::{Admission, Extracted, admit, extraction_call, parse_candidates};
-use thinkus_knowledge_manager::learned::{self, Choice, NOT_A_MEMORY, OFF, Policy, TYPES};
+use thinkus_knowledge_manager::learned::{self, Choice, OFF, Policy, TYPES};
 use thinkus_knowledge_manager::rules::{self, Reading, Segment};
+use thinkus_learn::ngrams::{self, NgramHead, NgramSettings};
 use thinkus_learn::train::{Targets, train};
 use thinkus_learn::{HeadFile, folds};
 
@@ -272,7 +273,8 @@ fn score_of(expected: usize, hits: &[Hit]) -> Score {
 /// Scores, overall ("all") and per language.
 type ByLanguage = BTreeMap<String, Score>;
 
-/// The thresholds searched: the head adds a clause at one of these.
+/// The thresholds searched: the head adds a clause at one of these. (0.15 to 0.25 were tried
+/// when the n-gram head at a share of 0.5 took 0.30 in every fold: no figure moved.)
 const ADDS: [f32; 14] = [
     0.30, 0.35, 0.40, 0.45, 0.50, 0.55, 0.60, 0.65, 0.70, 0.75, 0.80, 0.85, 0.90, 0.95,
 ];
@@ -614,8 +616,101 @@ fn diagnose(data: &Data, evaluation: &Evaluation, policy: Policy) -> Value {
     json!(counts)
 }
 
+/// The shares of the probabilities the n-gram head may take (`--ngrams`).
+const NGRAM_SHARES: [f32; 4] = [0.0, 0.25, 0.5, 0.75];
+
+/// The L2 penalties tried for the n-gram head (against the mean loss per clause).
+const NGRAM_L2: [f32; 4] = [1e-5, 1e-4, 1e-3, 1e-2];
+
+/// The mean negative log probability of each row's class (rows without predictions left out).
+fn log_loss(predictions: &[Vec<f32>], class: impl Fn(usize) -> usize) -> f64 {
+    let (sum, n) = predictions
+        .iter()
+        .enumerate()
+        .filter(|(_, p)| !p.is_empty())
+        .fold((0.0, 0usize), |(sum, n), (i, p)| {
+            (sum - f64::from(p[class(i)].max(1e-7)).ln(), n + 1)
+        });
+    if n == 0 { 0.0 } else { sum / n as f64 }
+}
+
+/// How much the n-gram head must add, by nested cross-validation, to be landed: the sum of
+/// precision (noise counted) and recall at least this much above the run without it.
+const NGRAM_GAIN: f64 = 0.01;
+
+/// Neither precision (noise counted) nor recall may fall more than this, overall, nor in
+/// either language by more than [`NGRAM_LANGUAGE_LOSS`].
+const NGRAM_LOSS: f64 = 0.005;
+const NGRAM_LANGUAGE_LOSS: f64 = 0.02;
+
+/// The landing rule of the n-gram head, fixed before its first run (2026-12-03): among the
+/// runs with it that lose neither precision (noise counted) nor recall against the landed run
+/// without it (by [`NGRAM_LOSS`] overall, [`NGRAM_LANGUAGE_LOSS`] in a language), the one with
+/// the highest sum of the two, if that sum gains at least [`NGRAM_GAIN`].
+fn ngram_landing<'a, R>(
+    without: &'a R,
+    with: impl Iterator<Item = &'a R>,
+    by: impl Fn(&R) -> &ByLanguage,
+) -> Option<&'a R> {
+    let sum = |s: &Score| s.precision_with_noise() + s.recall();
+    let base = by(without);
+    with.filter(|r| {
+        by(r).iter().all(|(language, s)| {
+            let loss = if language == "all" {
+                NGRAM_LOSS
+            } else {
+                NGRAM_LANGUAGE_LOSS
+            };
+            base.get(language).is_none_or(|b| {
+                s.precision_with_noise() >= b.precision_with_noise() - loss && s.recall() >= b.recall() - loss
+            })
+        })
+    })
+    .filter(|r| sum(&by(r)["all"]) >= sum(&base["all"]) + NGRAM_GAIN)
+    .max_by(|a, b| {
+        sum(&by(a)["all"])
+            .partial_cmp(&sum(&by(b)["all"]))
+            .unwrap_or(std::cmp::Ordering::Equal)
+    })
+}
+
+/// Out-of-fold probabilities with the n-gram head's mixed in at a share (rows without
+/// predictions stay empty).
+fn mixed(oof: &[Vec<f32>], ngram: Option<&[Vec<f32>]>, share: f32) -> Vec<Vec<f32>> {
+    match ngram {
+        Some(ngram) if share > 0.0 => oof
+            .iter()
+            .zip(ngram)
+            .map(|(e, n)| {
+                if e.is_empty() {
+                    Vec::new()
+                } else {
+                    ngrams::mix(e, n, share)
+                }
+            })
+            .collect(),
+        _ => oof.to_vec(),
+    }
+}
+
+/// A record with the n-gram head's share when it has one (a file trained without the head
+/// reads as before it existed).
+fn with_share_field(mut record: Value, share: f32) -> Value {
+    if share > 0.0 {
+        record["ngram_share"] = json!(share);
+    }
+    record
+}
+
+fn with_share(share: f32) -> String {
+    if share > 0.0 {
+        format!(", n-grams {share}")
+    } else {
+        String::new()
+    }
+}
+
 pub fn run(args: &TrainArgs, config: &crate::config::Config) -> anyhow::Result<()> {
-    anyhow::ensure!(!args.ngrams, "--ngrams: only the controller has an n-gram head");
     let files = args.read()?;
     let mut lines = Vec::new();
     for (file, text) in &files {
@@ -740,11 +835,7 @@ pub fn run(args: &TrainArgs, config: &crate::config::Config) -> anyhow::Result<(
         bench.row()
     );
 
-    let labels: Vec<String> = TYPES
-        .iter()
-        .map(|t| t.as_str().to_string())
-        .chain([NOT_A_MEMORY.to_string()])
-        .collect();
+    let labels = learned::labels();
     let fit = |x: &[Vec<f32>], on: &[usize], model: Model, labelling: Labelling| {
         let mut rows = Vec::new();
         let mut targets = Vec::new();
@@ -868,11 +959,57 @@ pub fn run(args: &TrainArgs, config: &crate::config::Config) -> anyhow::Result<(
     struct Nested {
         labelling: Labelling,
         joining: Joining,
+        /// The n-gram head's share of the probabilities (0: the embedding head alone).
+        share: f32,
         by: ByLanguage,
         per_fold: Vec<Value>,
     }
+    // With --ngrams, the first labelling's runs again with the n-gram head's out-of-fold
+    // probabilities mixed in at each share, its inner ones for the inner folds.
+    let fit_ngrams = |on: &[usize], l2: f32| -> NgramHead {
+        let mut texts = Vec::new();
+        let mut targets = Vec::new();
+        let mut weights = Vec::new();
+        for i in on {
+            for (class, weight) in Labelling::First.rows(&clauses[*i]) {
+                texts.push(clauses[*i].text.as_str());
+                targets.push(class);
+                weights.push(weight);
+            }
+        }
+        let settings = NgramSettings {
+            l2,
+            ..NgramSettings::default()
+        };
+        ngrams::train(&texts, &targets, &weights, labels.clone(), &settings)
+    };
+    // Its L2 penalty: the lowest out-of-fold log loss of the first labels (a head too sure of
+    // itself outvotes the embedding head whatever its share).
+    let ngram_l2 = if args.ngrams {
+        let mut losses = Vec::new();
+        for l2 in NGRAM_L2 {
+            let oof = out_of_fold(&clause_fold, args.folds, |on, test| {
+                let head = fit_ngrams(on, l2);
+                test.iter().map(|i| head.predict(&clauses[*i].text)).collect()
+            });
+            let loss = log_loss(&oof, |i| Labelling::First.rows(&clauses[i])[0].0);
+            say(format!("n-gram head, L2 {l2:e}: out-of-fold log loss {loss:.4}"));
+            losses.push((l2, loss));
+        }
+        losses
+            .iter()
+            .min_by(|a, b| a.1.total_cmp(&b.1))
+            .map_or(NgramSettings::default().l2, |(l2, _)| *l2)
+    } else {
+        NgramSettings::default().l2
+    };
+    let ngram_predict = |on: &[usize], test: &[usize]| {
+        let head = fit_ngrams(on, ngram_l2);
+        test.iter().map(|i| head.predict(&clauses[*i].text)).collect::<Vec<_>>()
+    };
+    let shares: &[f32] = if args.ngrams { &NGRAM_SHARES } else { &[0.0] };
     let mut nested_runs: Vec<Nested> = Vec::new();
-    let mut oof_of: Vec<(Labelling, Vec<Vec<f32>>)> = Vec::new();
+    let mut oof_of: Vec<(Labelling, f32, Vec<Vec<f32>>)> = Vec::new();
     let mut nested_rules = ByLanguage::new();
     for labelling in [Labelling::First, Labelling::Shared] {
         let started = std::time::Instant::now();
@@ -884,60 +1021,81 @@ pub fn run(args: &TrainArgs, config: &crate::config::Config) -> anyhow::Result<(
                 test.iter().map(|i| head.predict(&x[*i])).collect()
             })
         };
-        let outer = Evaluation::new(&data, &oof, &knowledge);
-        let mut runs: Vec<Nested> = Joining::ALL
+        let shares = if labelling == Labelling::First { shares } else { &[0.0] };
+        let ngram_oof = (shares.len() > 1).then(|| out_of_fold(&clause_fold, args.folds, ngram_predict));
+        let outers: Vec<(f32, Vec<Vec<f32>>)> = shares
             .iter()
-            .map(|joining| Nested {
-                labelling,
-                joining: *joining,
-                by: ByLanguage::new(),
-                per_fold: Vec::new(),
+            .map(|share| (*share, mixed(&oof, ngram_oof.as_deref(), *share)))
+            .collect();
+        let mut runs: Vec<Nested> = shares
+            .iter()
+            .flat_map(|share| {
+                Joining::ALL.iter().map(move |joining| Nested {
+                    labelling,
+                    joining: *joining,
+                    share: *share,
+                    by: ByLanguage::new(),
+                    per_fold: Vec::new(),
+                })
             })
             .collect();
         for f in 0..args.folds {
-            let inner = out_of_fold(&clause_fold, args.folds, |on, test| {
-                if test.first().is_none_or(|i| clause_fold[*i] == f) {
-                    return vec![Vec::new(); test.len()];
-                }
-                let on: Vec<usize> = on.iter().copied().filter(|i| clause_fold[*i] != f).collect();
-                let head = fit(&x, &on, model, labelling);
+            let inner_of = |predict: &(dyn Fn(&[usize], &[usize]) -> Vec<Vec<f32>> + Sync)| {
+                out_of_fold(&clause_fold, args.folds, |on, test| {
+                    if test.first().is_none_or(|i| clause_fold[*i] == f) {
+                        return vec![Vec::new(); test.len()];
+                    }
+                    let on: Vec<usize> = on.iter().copied().filter(|i| clause_fold[*i] != f).collect();
+                    predict(&on, test)
+                })
+            };
+            let inner = inner_of(&|on, test| {
+                let head = fit(&x, on, model, labelling);
                 test.iter().map(|i| head.predict(&x[*i])).collect()
             });
-            let inner_evaluation = Evaluation::new(&data, &inner, &knowledge);
+            let ngram_inner = (shares.len() > 1).then(|| inner_of(&ngram_predict));
             let in_fold = |l: usize| line_fold[l] == f;
             if labelling == Labelling::First {
+                let outer = Evaluation::new(&data, &oof, &knowledge);
                 for (k, s) in &outer.score(RULES_ONLY, &in_fold) {
                     nested_rules.entry(k.clone()).or_default().add(s);
                 }
             }
-            for run in &mut runs {
-                let (policy, _) = inner_evaluation.tune(run.joining, &|l| line_fold[l] != f);
-                let by = outer.score(policy, &in_fold);
-                say(format!(
-                    "  {} labels, {}, fold {f}: {} | {}",
-                    labelling.name(),
-                    run.joining.name(),
-                    describe(policy),
-                    by["all"].row()
-                ));
-                run.per_fold.push(json!({"add": policy.add, "veto": (policy.veto < OFF).then_some(policy.veto), "retype": (policy.retype < OFF).then_some(policy.retype), "figures": figures(&by)}));
-                for (k, s) in &by {
-                    run.by.entry(k.clone()).or_default().add(s);
+            for (share, outer) in &outers {
+                let outer = Evaluation::new(&data, outer, &knowledge);
+                let inner = mixed(&inner, ngram_inner.as_deref(), *share);
+                let inner_evaluation = Evaluation::new(&data, &inner, &knowledge);
+                for run in runs.iter_mut().filter(|r| r.share == *share) {
+                    let (policy, _) = inner_evaluation.tune(run.joining, &|l| line_fold[l] != f);
+                    let by = outer.score(policy, &in_fold);
+                    say(format!(
+                        "  {} labels, {}{}, fold {f}: {} | {}",
+                        labelling.name(),
+                        run.joining.name(),
+                        with_share(run.share),
+                        describe(policy),
+                        by["all"].row()
+                    ));
+                    run.per_fold.push(json!({"add": policy.add, "veto": (policy.veto < OFF).then_some(policy.veto), "retype": (policy.retype < OFF).then_some(policy.retype), "figures": figures(&by)}));
+                    for (k, s) in &by {
+                        run.by.entry(k.clone()).or_default().add(s);
+                    }
                 }
             }
         }
         for run in &runs {
             say(format!(
-                "nested cross-validation, {} labels, {}: {} | {} | {:.0}s",
+                "nested cross-validation, {} labels, {}{}: {} | {} | {:.0}s",
                 labelling.name(),
                 run.joining.name(),
+                with_share(run.share),
                 run.by["all"].row(),
                 language_rows(&run.by),
                 started.elapsed().as_secs_f64()
             ));
         }
         nested_runs.extend(runs);
-        oof_of.push((labelling, oof));
+        oof_of.extend(outers.into_iter().map(|(share, oof)| (labelling, share, oof)));
     }
     say(format!(
         "nested cross-validation, rules alone: {} | {}",
@@ -946,28 +1104,42 @@ pub fn run(args: &TrainArgs, config: &crate::config::Config) -> anyhow::Result<(
     ));
     let baseline = nested_runs
         .iter()
-        .find(|r| r.labelling == Labelling::First && r.joining == Joining::Adds)
+        .find(|r| r.labelling == Labelling::First && r.joining == Joining::Adds && r.share == 0.0)
         .context("the adding-only run")?;
     let floor = baseline.by["all"].recall() - RECALL_MARGIN;
-    let landed = nested_runs
-        .iter()
-        .filter(|r| r.by["all"].recall() >= floor)
-        .max_by(|a, b| {
-            (a.by["all"].precision_with_noise(), a.by["all"].recall())
-                .partial_cmp(&(b.by["all"].precision_with_noise(), b.by["all"].recall()))
-                .unwrap_or(std::cmp::Ordering::Equal)
-        })
-        .unwrap_or(baseline);
+    // Without the n-gram head: the highest nested precision (noise counted) among the runs
+    // whose recall is within the margin of the adding-only head's.
+    let most_precise = |share: &dyn Fn(f32) -> bool| {
+        nested_runs
+            .iter()
+            .filter(|r| share(r.share) && r.by["all"].recall() >= floor)
+            .max_by(|a, b| {
+                (a.by["all"].precision_with_noise(), a.by["all"].recall())
+                    .partial_cmp(&(b.by["all"].precision_with_noise(), b.by["all"].recall()))
+                    .unwrap_or(std::cmp::Ordering::Equal)
+            })
+    };
+    let without = most_precise(&|s| s == 0.0).unwrap_or(baseline);
+    let with = ngram_landing(without, nested_runs.iter().filter(|r| r.share > 0.0), |r: &Nested| {
+        &r.by
+    });
+    let landed = with.unwrap_or(without);
     let oof = &oof_of
         .iter()
-        .find(|(l, _)| *l == landed.labelling)
+        .find(|(l, s, _)| *l == landed.labelling && *s == landed.share)
         .context("the landed labelling")?
-        .1;
+        .2;
     let (policy, by) = Evaluation::new(&data, oof, &knowledge).tune(landed.joining, &everyone);
     say(format!(
-        "landed: {} labels, {} (nested recall at least {floor:.3}, the highest nested precision with noise); thresholds on every line's out-of-fold predictions: {} | {}",
+        "landed: {} labels, {}{} (nested recall at least {floor:.3}, the highest nested precision with noise{}); thresholds on every line's out-of-fold predictions: {} | {}",
         landed.labelling.name(),
         landed.joining.name(),
+        with_share(landed.share),
+        if args.ngrams {
+            "; with the n-gram head by its landing rule"
+        } else {
+            ""
+        },
         describe(policy),
         by["all"].row()
     ));
@@ -981,6 +1153,11 @@ pub fn run(args: &TrainArgs, config: &crate::config::Config) -> anyhow::Result<(
     file.data_sha256 = thinkus_learn::file::data_hash(&file.data);
     file.heads.insert("clause".into(), head);
     policy.record(&mut file, stacked);
+    if landed.share > 0.0 {
+        file.ngram_heads
+            .insert(learned::NGRAM_HEAD.into(), fit_ngrams(&all, ngram_l2));
+        file.thresholds.insert(learned::NGRAM_SHARE.into(), landed.share);
+    }
     file.choices = json!({
         "folds": args.folds,
         "groups": folds::count(&groups),
@@ -995,21 +1172,84 @@ pub fn run(args: &TrainArgs, config: &crate::config::Config) -> anyhow::Result<(
         "diagnosis": diagnosis,
         "nested": {
             "rules_alone": figures(&nested_rules),
-            "runs": nested_runs.iter().map(|r| json!({
+            "runs": nested_runs.iter().map(|r| with_share_field(json!({
                 "labels": r.labelling.name(), "joining": r.joining.name(),
                 "figures": figures(&r.by), "folds": r.per_fold,
-            })).collect::<Vec<_>>(),
+            }), r.share)).collect::<Vec<_>>(),
             "recall_margin": RECALL_MARGIN,
-            "landed": {"labels": landed.labelling.name(), "joining": landed.joining.name(), "figures": figures(&landed.by)},
+            "landed": with_share_field(json!({"labels": landed.labelling.name(), "joining": landed.joining.name(), "figures": figures(&landed.by)}), landed.share),
         },
         "chosen": figures(&by),
     });
+    if args.ngrams {
+        file.choices["ngrams"] = json!({
+            "buckets": ngrams::BUCKETS,
+            "l2": ngram_l2,
+            "l2_by": "the lowest out-of-fold log loss",
+            "shares": NGRAM_SHARES,
+        });
+    }
     write(&file, &args.out_or("extract"), args.dry_run)
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Figures of one run: precision (noise counted) and recall, per language and overall.
+    fn run_of(en: (usize, usize, usize, usize), zh: (usize, usize, usize, usize)) -> ByLanguage {
+        let score = |(stored, matched, expected, found): (usize, usize, usize, usize)| Score {
+            stored,
+            stored_matched: matched,
+            expected,
+            expected_found: found,
+            ..Score::default()
+        };
+        let (en, zh) = (score(en), score(zh));
+        let mut all = en;
+        all.add(&zh);
+        [("all", all), ("en", en), ("zh", zh)]
+            .into_iter()
+            .map(|(k, v)| (k.to_string(), v))
+            .collect()
+    }
+
+    #[test]
+    fn the_ngram_head_lands_only_when_it_gains_and_no_language_loses() {
+        let without = run_of((100, 80, 200, 100), (100, 75, 200, 96));
+        fn by(r: &ByLanguage) -> &ByLanguage {
+            r
+        }
+        // Recall up by 0.02 in both languages, precision as it was: taken.
+        let better = run_of((104, 84, 200, 104), (104, 79, 200, 100));
+        assert!(std::ptr::eq(
+            ngram_landing(&without, [&better].into_iter(), by).expect("taken"),
+            &better
+        ));
+        // The same gain overall, from English alone, Chinese recall down by 0.025: not taken.
+        let one_sided = run_of((120, 100, 200, 120), (95, 70, 200, 91));
+        assert!(ngram_landing(&without, [&one_sided].into_iter(), by).is_none());
+        // Too small a gain: not taken.
+        let same = run_of((100, 80, 200, 100), (100, 75, 200, 97));
+        assert!(ngram_landing(&without, [&same].into_iter(), by).is_none());
+        // Of two that qualify, the one with the higher sum.
+        let best = run_of((104, 86, 200, 106), (104, 80, 200, 102));
+        assert!(std::ptr::eq(
+            ngram_landing(&without, [&better, &best].into_iter(), by).expect("taken"),
+            &best
+        ));
+    }
+
+    #[test]
+    fn mixing_keeps_rows_without_predictions_empty() {
+        let oof = vec![vec![0.8, 0.2], Vec::new()];
+        let ngram = vec![vec![0.4, 0.6], vec![0.5, 0.5]];
+        assert_eq!(mixed(&oof, Some(&ngram), 0.0), oof, "share 0: as they are");
+        assert_eq!(mixed(&oof, None, 0.5), oof, "no head: as they are");
+        let half = mixed(&oof, Some(&ngram), 0.5);
+        assert!((half[0][0] - 0.6).abs() < 1e-6 && (half[0][1] - 0.4).abs() < 1e-6);
+        assert!(half[1].is_empty(), "an inner fold's own rows stay without predictions");
+    }
 
     #[test]
     fn one_clause_gives_one_of_the_memories_it_holds() {

@@ -54,9 +54,10 @@ pub struct TrainArgs {
     /// Measure and print, write nothing.
     #[arg(long)]
     pub dry_run: bool,
-    /// The controller only: also measure a need head over the message's hashed n-grams, which
-    /// joins the heads when the landing rule takes it. Off by default: trained with it, the
-    /// controller lowered LoCoMo's evidence in context (`bench tokens`, docs/benchmarks.md).
+    /// Also measure a head over the text's hashed n-grams (the controller's need; extraction's
+    /// clause type), which joins the embedding heads when its landing rule takes it. Off by
+    /// default: trained with it, the controller lowered LoCoMo's evidence in context (`bench
+    /// tokens`), and extraction's rule did not take it (docs/benchmarks.md).
     #[arg(long)]
     pub ngrams: bool,
 }
