@@ -977,7 +977,76 @@ async fn value_changes_say_where_and_how(backend: Backend) {
     node.stop().await;
 }
 
+/// Issue 16: a reply that carries out the change its message asked for, or a proposal the
+/// message accepted, replaces the old value; a reply to a plain question does not.
+async fn a_reply_that_carries_out_a_change_replaces_the_old_value(backend: Backend) {
+    let Some(node) = start(backend, |_| {}).await else {
+        return;
+    };
+    for (user, turns, old, new) in [
+        (
+            "km-reply-zh",
+            vec![
+                ("user", "春节通道12月18日上线。"),
+                ("assistant", "好的，12月18日上线。"),
+                ("user", "上线往后挪一周吧，iOS 来不及"),
+                ("assistant", "好，上线改到12月25日（周五）。"),
+            ],
+            "12月18日",
+            "12月25日",
+        ),
+        (
+            "km-reply-en",
+            vec![
+                ("user", "The lease signing is on 12 March with Fenwick."),
+                ("assistant", "Noted: signing on 12 March."),
+                ("user", "push the signing a week, legal needs time"),
+                ("assistant", "Done: the signing moved to 19 March."),
+            ],
+            "12 March",
+            "19 March",
+        ),
+        (
+            "km-reply-accepted",
+            vec![
+                ("user", "The offsite budget is $5,000."),
+                ("assistant", "Noted: offsite budget $5,000."),
+                ("user", "the venue we like is pricier, what would you do?"),
+                ("assistant", "I'd raise the budget to cover the venue. Shall I?"),
+                ("user", "ok, do that"),
+                ("assistant", "Done: the offsite budget is now $6,500."),
+            ],
+            "$5,000",
+            "$6,500",
+        ),
+    ] {
+        let me = scope(user, "pm", Some("launch"));
+        ingest(&node, &me, &turns).await;
+        let changes = changes_for(&node, &me).await;
+        assert!(
+            changes.iter().any(|c| c.old_value == old && c.new_value == new),
+            "{user}: {changes:?}"
+        );
+        // The same reply to a plain question is not read for values it implies.
+        let other = scope(&format!("{user}-asked"), "pm", Some("launch"));
+        let reply = turns.last().expect("a reply");
+        ingest(
+            &node,
+            &other,
+            &[turns[0], turns[1], ("user", "What do you think?"), *reply],
+        )
+        .await;
+        let changes = changes_for(&node, &other).await;
+        assert!(
+            !changes.iter().any(|c| c.old_value == old),
+            "{user}: a reply to a question changed a value: {changes:?}"
+        );
+    }
+    node.stop().await;
+}
+
 on_both_backends!(
+    a_reply_that_carries_out_a_change_replaces_the_old_value,
     a_fact_replaced_privately_names_no_new_value,
     reads_are_counted_by_the_time_the_node_stops,
     value_changes_say_where_and_how,

@@ -9,9 +9,14 @@
 //!   change: "from A to B" with a verb of change, "B, not A", "B instead of A", "A -> B",
 //!   "从A…到B" with a verb of change, "是B不是A", "不是A而是B", "A改成B", "从A换成B",
 //!   "不用A了" (A dropped);
+//!   An old value said as a bare number takes the new one's unit ("22 stores not 20", "4 → 5
+//!   vans");
 //! - [`implied_changes`]: a sentence with a verb of change states a value of the same kind
-//!   (amount, percentage, date, count, name) as an earlier sentence that shares a topic word
-//!   with it ("开业定在12月8日" … "开业也得推，改到12月20日了").
+//!   (amount, percentage, date, count of the same thing, name) as an earlier sentence that
+//!   shares a topic word with it ("开业定在12月8日" … "开业也得推，改到12月20日了"); a count of a
+//!   specific thing needs no other shared word ("6 vans" … "ok cut it to 4 vans");
+//!   [`accepted_changes`] reads a reply that carries out an accepted proposal the same way, the
+//!   acceptance standing for the verb of change.
 
 use std::collections::HashSet;
 use std::sync::LazyLock;
@@ -41,8 +46,19 @@ pub enum ValueKind {
 /// How two mentions are compared: by number, by calendar day or by text.
 #[derive(Debug, Clone, PartialEq)]
 enum Key {
-    Number { value: f64, currency: Option<char> },
-    Day { month: u32, day: u32 },
+    Number {
+        value: f64,
+        currency: Option<char>,
+    },
+    /// A number of things: "6 vans", "1,500 users", "2万份", "4个人".
+    Count {
+        value: f64,
+        unit: String,
+    },
+    Day {
+        month: u32,
+        day: u32,
+    },
     Text(String),
 }
 
@@ -51,6 +67,9 @@ impl Key {
         match (self, other) {
             (Key::Number { value: a, currency: ca }, Key::Number { value: b, currency: cb }) => {
                 (a - b).abs() < 1e-6 * a.abs().max(1.0) && (ca.is_none() || cb.is_none() || ca == cb)
+            }
+            (Key::Count { value: a, unit: ua }, Key::Count { value: b, unit: ub }) => {
+                (a - b).abs() < 1e-6 * a.abs().max(1.0) && ua == ub
             }
             (Key::Day { month: ma, day: da }, Key::Day { month: mb, day: db }) => ma == mb && da == db,
             (Key::Text(a), Key::Text(b)) => a == b,
@@ -77,6 +96,95 @@ impl Mention {
     pub fn same_value(&self, other: &Mention) -> bool {
         self.kind == other.kind && self.key.same(&other.key)
     }
+
+    /// The number a value states, for amounts, percents and counts.
+    fn number(&self) -> Option<f64> {
+        match &self.key {
+            Key::Number { value, .. } | Key::Count { value, .. } => Some(*value),
+            _ => None,
+        }
+    }
+
+    /// Whether `self` can be what a later `new` replaced without the text saying so: numbers
+    /// within a factor of ten of each other. A step larger than that is another quantity that
+    /// shares a word with it (a price of 55元 and a budget of 12万 both "投放").
+    fn plausible_step_to(&self, new: &Mention) -> bool {
+        match (self.number(), new.number()) {
+            (Some(a), Some(b)) if a > 0.0 && b > 0.0 => a / b <= 10.0 && b / a <= 10.0,
+            _ => true,
+        }
+    }
+
+    /// The same value, or the same number said with another unit of the same thing ("900人",
+    /// "900 users").
+    fn same_figure(&self, other: &Mention) -> bool {
+        self.same_value(other) || (self.comparable(other) && self.number().is_some() && self.number() == other.number())
+    }
+
+    /// What a count counts ("van", "份"), as compared.
+    fn unit(&self) -> Option<&str> {
+        match &self.key {
+            Key::Count { unit, .. } => Some(unit),
+            _ => None,
+        }
+    }
+
+    /// Whether two values may replace each other: of one kind, and for counts, counts of the
+    /// same thing ("4 vans" does not replace "6 techs"). Counts named in two scripts ("1,500
+    /// users", "900人") are left to the words around them.
+    fn comparable(&self, other: &Mention) -> bool {
+        self.kind == other.kind
+            && match (self.unit(), other.unit()) {
+                (Some(a), Some(b)) => a == b || a.is_ascii() != b.is_ascii(),
+                _ => true,
+            }
+    }
+
+    /// A count of a thing named specifically ("vans", "份", "家"), not of people or items in
+    /// general ("个", "人", "位"): the thing it counts says what the count is about.
+    fn counts_a_specific_thing(&self) -> bool {
+        self.unit()
+            .is_some_and(|u| !GENERIC_COUNTERS.contains(&u) && u.chars().count() >= if u.is_ascii() { 3 } else { 1 })
+    }
+}
+
+/// What follows a number that is a price by the unit: "an hour", "a month", "per van".
+static RATE: LazyLock<Regex> = LazyLock::new(|| {
+    Regex::new(r"^ (?:an?|per) (?:hour|hr|day|week|month|year|unit|head|seat|user|van|item|piece)(?-u:\b)")
+        .expect("valid regex")
+});
+
+/// Chinese counter words that count people or items in general.
+const GENERIC_COUNTERS: &[&str] = &["个", "人", "名", "位", "种", "项", "次"];
+
+/// The unit of a count as compared: lower case, an English plural's "s" dropped, "个人" as "人".
+fn count_unit(counter: &str) -> String {
+    let unit = counter.trim().to_lowercase();
+    if unit == "个人" {
+        return "人".into();
+    }
+    if unit.is_ascii() && unit.len() > 3 && unit.ends_with('s') && !unit.ends_with("ss") {
+        return unit[..unit.len() - 1].to_string();
+    }
+    unit
+}
+
+/// The English noun right after a number that says what it counts ("6 vans", "3 advance
+/// rentals" counts "advance"): a lower-case word of two letters or more that is not a function
+/// word, a clock's am/pm or a unit of money.
+fn counted_noun(after: &str) -> Option<&str> {
+    static NOUN: LazyLock<Regex> =
+        LazyLock::new(|| Regex::new(r"^ ([a-z][a-z\-]*[a-z])(?-u:\b)").expect("valid regex"));
+    let word = NOUN.captures(after)?.get(1)?.as_str();
+    let excluded = NOT_NAMES.contains(&word)
+        || thinkus_common::text::is_stopword(word)
+        || [
+            "am", "pm", "per", "x", "times", "percent", "plus", "minus", "out", "up", "down", "more", "less", "or",
+            "and",
+        ]
+        .contains(&word)
+        || month_number(word).is_some_and(|_| word.len() <= 9);
+    (!excluded).then_some(word)
 }
 
 const MONTHS: [&str; 12] = [
@@ -103,7 +211,7 @@ static DATE_ISO: LazyLock<Regex> =
 static QUANTITY: LazyLock<Regex> = LazyLock::new(|| {
     let one = r"[$¥￥€£]?\s?\d(?:[\d,]*\d)?(?:\.\d+)?\s?(?:万|千|亿|(?i:k|m|mn|bn)(?-u:\b))?";
     Regex::new(&format!(
-        r"(?P<cur>[$¥￥€£])?\s?(?P<num>\d(?:[\d,]*\d)?(?:\.\d+)?)\s?(?P<mag>万|千|亿|(?i:k|m|mn|bn)(?-u:\b))?(?P<range>\s?(?:-|–|~|～|至|到)\s?{one})?(?P<pct>\s?[%％])?(?P<unit>\s?(?:元|块|美元|英镑|欧元|(?i:dollars?|usd|rmb|pounds?|gbp|eur)(?-u:\b)))?(?P<count>个人|个|人|名|位|台|家|间|(?i:\s?(?:people|persons|engineers?|developers?|devs?|contractors?|hires?|heads|designers?|stores?|seats?))(?-u:\b))?"
+        r"(?P<cur>[$¥￥€£])?\s?(?P<num>\d(?:[\d,]*\d)?(?:\.\d+)?)\s?(?P<mag>万|千|亿|(?i:k|m|mn|bn)(?-u:\b))?(?P<range>\s?(?:-|–|~|～|至|到)\s?{one})?(?P<pct>\s?[%％])?(?P<unit>\s?(?:元|块|美元|英镑|欧元|(?i:dollars?|usd|rmb|pounds?|gbp|eur)(?-u:\b)))?(?P<count>个人|个月|小时|分钟|个|人|名|位|台|家|间|份|单|辆|套|件|张|条|盒|包|箱|瓶|杯|座|栋|所|支|只|本|篇|部|场|轮|批|组|户|款|项|笔|周|天|(?i:\s?(?:people|persons|engineers?|developers?|devs?|contractors?|hires?|heads|designers?|stores?|seats?))(?-u:\b))?"
     ))
     .expect("valid regex")
 });
@@ -333,11 +441,20 @@ pub fn mentions(text: &str) -> Vec<Mention> {
     for c in QUANTITY.captures_iter(text) {
         let whole = c.get(0).expect("a match");
         let raw = whole.as_str().trim();
-        let start = whole.start() + (whole.as_str().len() - whole.as_str().trim_start().len());
+        let mut start = whole.start() + (whole.as_str().len() - whole.as_str().trim_start().len());
         let end = start + raw.len();
         if taken(&found, start, end) {
             continue;
         }
+        // A dollar of a country: "A$150,000", "US$1,800", "HK$", "NZ$".
+        if raw.starts_with('$') {
+            let letters = text[..start].chars().rev().take_while(char::is_ascii_uppercase).count();
+            let before_letters = text[..start - letters].chars().next_back();
+            if (1..=3).contains(&letters) && !before_letters.is_some_and(|c| c.is_ascii_alphanumeric()) {
+                start -= letters;
+            }
+        }
+        let raw = &text[start..end];
         // Not the tail of a longer number or word ("v2", "B20261104"), nor an ordinal ("第4个"
         // is which one, not how many).
         if text[..start]
@@ -351,6 +468,7 @@ pub fn mentions(text: &str) -> Vec<Mention> {
             continue;
         };
         let mag = c.name("mag").map(|m| m.as_str()).unwrap_or("");
+        let (mut raw, mut end) = (raw.to_string(), end);
         let (kind, key) = if c.name("range").is_some() {
             (ValueKind::Range, Key::Text(raw.to_lowercase().replace([' ', ','], "")))
         } else if c.name("pct").is_some() {
@@ -361,28 +479,54 @@ pub fn mentions(text: &str) -> Vec<Mention> {
                     currency: None,
                 },
             )
-        } else if c.name("cur").is_some() || c.name("unit").is_some() || !mag.is_empty() {
+        } else if c.name("cur").is_some() || c.name("unit").is_some() {
             (
                 ValueKind::Amount,
                 Key::Number {
                     value: number * magnitude(mag),
-                    currency: currency_of(raw),
+                    currency: currency_of(&raw),
                 },
             )
         } else if let Some(count) = c.name("count") {
             (
                 ValueKind::Count,
-                Key::Text(format!(
-                    "{}{}",
-                    c["num"].replace(',', ""),
-                    count.as_str().trim().to_lowercase()
-                )),
+                Key::Count {
+                    value: number * magnitude(mag),
+                    unit: count_unit(count.as_str()),
+                },
+            )
+        } else if !mag.is_empty() {
+            (
+                ValueKind::Amount,
+                Key::Number {
+                    value: number * magnitude(mag),
+                    currency: currency_of(&raw),
+                },
+            )
+        } else if RATE.is_match(&text[end..]) {
+            // A price by the unit without its currency: "53.40 an hour", "38 a van a month".
+            (
+                ValueKind::Amount,
+                Key::Number {
+                    value: number,
+                    currency: None,
+                },
+            )
+        } else if let Some(noun) = counted_noun(&text[end..]) {
+            end += 1 + noun.len();
+            raw = text[start..end].to_string();
+            (
+                ValueKind::Count,
+                Key::Count {
+                    value: number,
+                    unit: count_unit(noun),
+                },
             )
         } else {
             continue;
         };
         found.push(Mention {
-            raw: raw.to_string(),
+            raw,
             kind,
             key,
             start,
@@ -523,6 +667,12 @@ fn states_a_change(sentence_terms: &HashSet<String>) -> bool {
     CHANGE_WORDS.iter().any(|w| sentence_terms.contains(*w))
 }
 
+/// Whether a message asks for a change without saying the new value, which the reply then
+/// states ("上市往后推一周吧", "push the signing a week", "ok cut it to 4 vans").
+pub fn asks_for_a_change(text: &str) -> bool {
+    says_any(text, &terms(text).into_iter().collect(), CHANGE_WORDS)
+}
+
 /// Whether `text` holds one of `words`: as a term, or, for a Chinese word of two characters or
 /// more, as written (jieba cuts "哦不对" into "哦/不/对").
 fn says_any(text: &str, text_terms: &HashSet<String>, words: &[&str]) -> bool {
@@ -550,6 +700,71 @@ fn han_pairs(text: &str) -> HashSet<String> {
     out
 }
 
+/// What links a new value to the old one said after it: "B, not A", "B instead of A", "B (was
+/// A)", "B, down from A", "B（原来A）", "B而不是A".
+const OLD_AFTER_NEW: &str = r"(?:\s+(?:(?:a|an|per|each)\s+)?[a-z]+)?\s*[,，]?\s*(?:(?:(?:而|and\s+)?不是|not|instead\s+of|rather\s+than|and\s+not|(?:up|down|raised|increased|cut|reduced|lowered|dropped|moved|changed|pushed|bumped|trimmed)\s+from(?:\s+the)?)|[(（]\s*(?:not|不是|was|were|previously|formerly|原来是?|原为|原|之前是?|以前是?|此前是?|(?:up|down|raised|increased|cut|reduced|lowered|dropped|moved|changed|pushed|bumped|trimmed)\s+from(?:\s+the)?))\s*";
+
+/// A new value followed by an old one said as a bare number, which takes the new one's unit:
+/// "22 stores not 20", "8 techs (not 6)", "10.3k a month not 9.4", "是42家，不是36".
+fn elliptical_old_values(sentence: &str, found: &[Mention]) -> Vec<Change> {
+    static BARE_OLD: LazyLock<Regex> = LazyLock::new(|| {
+        Regex::new(&format!(
+            r"(?i)^{OLD_AFTER_NEW}(?P<num>\d[\d,]*(?:\.\d+)?)(?:\s*[)）,，.。;；!！?？]|\s*$|\s+(?:a|an|per|each)(?-u:\b))"
+        ))
+        .expect("valid regex")
+    });
+    // "4 → 5 vans": the old value before an arrow.
+    static BARE_BEFORE_ARROW: LazyLock<Regex> = LazyLock::new(|| {
+        Regex::new(r"(?:^|[^\w.,])(?P<num>\d[\d,]*(?:\.\d+)?)\s*(?:->|→|=>|⟶)\s*$").expect("valid regex")
+    });
+    static DIGITS: LazyLock<Regex> = LazyLock::new(|| Regex::new(r"\d[\d,]*(?:\.\d+)?").expect("valid regex"));
+    let mut out = Vec::new();
+    for new in found {
+        if !matches!(new.kind, ValueKind::Amount | ValueKind::Count | ValueKind::Percent) {
+            continue;
+        }
+        let (after, before) = (&sentence[new.end..], &sentence[..new.start]);
+        let (num, at) = if let Some(c) = BARE_OLD.captures(after) {
+            let num = c.name("num").expect("a number");
+            (num.as_str(), new.end + num.start())
+        } else if let Some(c) = BARE_BEFORE_ARROW.captures(before)
+            && !ARROW_AFTER.is_match(after)
+        {
+            let num = c.name("num").expect("a number");
+            // "10 → 50 → 100 users" is a ramp.
+            let lead = before[..num.start()].trim_end();
+            if ["->", "→", "=>", "⟶"].iter().any(|arrow| lead.ends_with(arrow)) {
+                continue;
+            }
+            (num.as_str(), num.start())
+        } else {
+            continue;
+        };
+        // The number is the old value itself, not part of another mention.
+        if found.iter().any(|m| m.start <= at && at < m.end) {
+            continue;
+        }
+        let Some(written) = DIGITS.find(&new.raw) else {
+            continue;
+        };
+        let (Some(new_number), Some(old_number)) = (parse_number(written.as_str()), parse_number(num)) else {
+            continue;
+        };
+        // Of one order of magnitude: "A$150,000, not 142" means thousands, which is a guess.
+        if old_number <= 0.0 || new_number / old_number > 3.0 || old_number / new_number > 3.0 {
+            continue;
+        }
+        let old_raw = format!("{}{}{}", &new.raw[..written.start()], num, &new.raw[written.end()..]);
+        if let [old] = mentions(&old_raw).as_slice()
+            && old.comparable(new)
+            && !old.same_value(new)
+        {
+            out.push(Change::of(&old_raw, Some(&new.raw)));
+        }
+    }
+    out
+}
+
 /// How one mention leads to the next in a statement of change, read from the text between
 /// them (and just before the first).
 fn linked(before: &str, between: &str, sentence_terms: &HashSet<String>) -> Option<bool> {
@@ -557,10 +772,8 @@ fn linked(before: &str, between: &str, sentence_terms: &HashSet<String>) -> Opti
         LazyLock::new(|| Regex::new(r"^[^，。；,;！？]{0,8}?(?:到|至|成|为)$").expect("valid regex"));
     static CHANGE_VERB_ZH: LazyLock<Regex> =
         LazyLock::new(|| Regex::new(r"[改换调推延挪迁切涨降减加提砍放收更变升]").expect("valid regex"));
-    static NEW_THEN_OLD: LazyLock<Regex> = LazyLock::new(|| {
-        Regex::new(r"(?i)^\s*[,，]?\s*(?:(?:而|and\s+)?不是|not|instead\s+of|rather\s+than|and\s+not)\s*$")
-            .expect("valid regex")
-    });
+    static NEW_THEN_OLD: LazyLock<Regex> =
+        LazyLock::new(|| Regex::new(&format!("(?i)^{OLD_AFTER_NEW}$")).expect("valid regex"));
     static OLD_THEN_NEW_ZH: LazyLock<Regex> =
         LazyLock::new(|| Regex::new(r"^\s*[,，]?\s*(?:而|应该|其实|实际上?)?是\s*$").expect("valid regex"));
     static ARROW: LazyLock<Regex> = LazyLock::new(|| Regex::new(r"^\s*(?:->|→|=>|⟶)\s*$").expect("valid regex"));
@@ -581,9 +794,12 @@ fn linked(before: &str, between: &str, sentence_terms: &HashSet<String>) -> Opti
     if ARROW.is_match(between) || INTO_ZH.is_match(between) {
         return Some(true);
     }
+    // "从12月18日往后挪一周，改为12月25日": a clause between, then a verb of change into.
+    static FROM_ACROSS_ZH: LazyLock<Regex> = LazyLock::new(|| {
+        Regex::new(r"^[^。；;！？]{0,16}?(?:改为|改到|改成|挪到|推到|延到|调到|定为|变成|换成)$").expect("valid regex")
+    });
     if (before.ends_with('从') || before.ends_with('由'))
-        && FROM_TO_ZH.is_match(between)
-        && CHANGE_VERB_ZH.is_match(between)
+        && ((FROM_TO_ZH.is_match(between) && CHANGE_VERB_ZH.is_match(between)) || FROM_ACROSS_ZH.is_match(between))
     {
         return Some(true);
     }
@@ -609,6 +825,33 @@ fn linked(before: &str, between: &str, sentence_terms: &HashSet<String>) -> Opti
     None
 }
 
+/// A name dropped, in English: "ditch Samsara", "Redgum is dropped", "Samsara is out." ("drop
+/// Gary a note" drops nobody, "Apple is out of stock" nothing).
+fn dropped_names(sentence: &str, found: &[Mention]) -> Vec<Change> {
+    static BEFORE: LazyLock<Regex> =
+        LazyLock::new(|| Regex::new(r"(?i)(?-u:\b)(?:ditch|dump)(?:es|s|ed|ing|ped|ping)?\s+$").expect("valid regex"));
+    static AFTER: LazyLock<Regex> = LazyLock::new(|| {
+        Regex::new(r"(?i)^'?s?\s+(?:(?:is|are|was|were|has\s+been|have\s+been|gets|got)\s+)?(?:(?:dropped|ditched)(?-u:\b)|out\s*(?:[,.;!)]|$))")
+            .expect("valid regex")
+    });
+    // A capitalised word that starts the sentence is a name here too ("Redgum is dropped").
+    static FIRST: LazyLock<Regex> = LazyLock::new(|| Regex::new(r"^\s*([A-Z][A-Za-z0-9.\-+]+)").expect("valid regex"));
+    let mut out: Vec<Change> = found
+        .iter()
+        .filter(|m| m.kind == ValueKind::Name)
+        .filter(|m| BEFORE.is_match(&sentence[..m.start]) || AFTER.is_match(&sentence[m.end..]))
+        .map(|m| Change::of(&m.raw, None))
+        .collect();
+    if let Some(first) = FIRST.captures(sentence).and_then(|c| c.get(1))
+        && !found.iter().any(|m| m.start == first.start())
+        && !NOT_NAMES.contains(&first.as_str().to_lowercase().as_str())
+        && AFTER.is_match(&sentence[first.end()..])
+    {
+        out.push(Change::of(first.as_str(), None));
+    }
+    out
+}
+
 /// Chinese names around a verb of change, which [`mentions`] cannot see: "从客如云换成二维火",
 /// "不用客如云了", "换掉客如云".
 fn chinese_name_changes(sentence: &str) -> Vec<Change> {
@@ -617,8 +860,10 @@ fn chinese_name_changes(sentence: &str) -> Vec<Change> {
             .expect("valid regex")
     });
     static DROPPED: LazyLock<Regex> = LazyLock::new(|| {
-        Regex::new(r"(?:不(?:再)?用|换掉|弃用|停用)([\p{Han}A-Za-z0-9.\-]{2,8}?)(?:了|吧|啦|[，。；,;！!？?\s]|$)")
-            .expect("valid regex")
+        Regex::new(
+            r"(?:不(?:再)?用|换掉|弃用|停用)\s?([\p{Han}A-Za-z0-9.\-]{2,8}?)\s?(?:了|吧|啦|[，。；,;！!？?\s]|$)",
+        )
+        .expect("valid regex")
     });
     let mut out = Vec::new();
     for c in FROM_INTO.captures_iter(sentence) {
@@ -643,7 +888,7 @@ pub fn stated_changes(text: &str) -> Vec<Change> {
         let found = mentions(&sentence);
         for pair in found.windows(2) {
             let (a, b) = (&pair[0], &pair[1]);
-            if a.kind != b.kind || a.same_value(b) {
+            if !a.comparable(b) || a.same_value(b) {
                 continue;
             }
             let before_start = sentence[..a.start]
@@ -667,7 +912,9 @@ pub fn stated_changes(text: &str) -> Vec<Change> {
             }
         }
         // "25k-30k上调到30k-35k": a range is one mention; "12 not 20" has bare numbers.
+        out.extend(elliptical_old_values(&sentence, &found));
         out.extend(chinese_name_changes(&sentence));
+        out.extend(dropped_names(&sentence, &found));
     }
     out.extend(self_corrections(text));
     out.extend(table_changes(text));
@@ -774,14 +1021,14 @@ fn self_corrections(text: &str) -> Vec<Change> {
         let (before, after) = (&pair[0], &pair[1]);
         let found = mentions(after);
         for new in &found {
-            if found.iter().filter(|m| m.kind == new.kind).count() != 1 {
+            if found.iter().filter(|m| m.comparable(new)).count() != 1 {
                 continue;
             }
             let cue = &after[..new.start];
             if !says_any(cue, &terms(cue).into_iter().collect(), SELF_CORRECTION) {
                 continue;
             }
-            let earlier: Vec<Mention> = mentions(before).into_iter().filter(|m| m.kind == new.kind).collect();
+            let earlier: Vec<Mention> = mentions(before).into_iter().filter(|m| m.comparable(new)).collect();
             if let [old] = earlier.as_slice()
                 && !old.same_value(new)
             {
@@ -815,6 +1062,14 @@ fn clauses(sentence: &str) -> Vec<(usize, usize)> {
 /// often as they announce a new one ("现在用北森", "we use Linear now").
 const WEAK_CHANGE_WORDS: &[&str] = &["现在", "now", "actual", "up", "down", "go", "goe", "went"];
 
+/// Verbs that change an amount or a date, not which thing is used: "cut it to 4 vans, we'll sub
+/// out the overflow to Barry's crowd" raises nothing and switches no vendor.
+const QUANTITY_CHANGE_WORDS: &[&str] = &[
+    "涨", "涨到", "降", "降到", "减", "减到", "加", "加到", "提高", "提到", "砍", "砍到", "放宽", "收紧", "推", "推到",
+    "推迟", "延期", "延后", "延到", "挪", "挪到", "rais", "increas", "bump", "cut", "lower", "reduc", "slip", "delay",
+    "postpon", "push",
+];
+
 /// Whether `mention` is what a verb of choosing right before it takes: "现在用Rust", "we use
 /// Amplitude now".
 fn chosen(sentence: &str, mention: &Mention) -> bool {
@@ -835,7 +1090,7 @@ fn tells_a_change(window: &str, window_terms: &HashSet<String>, sentence: &str, 
     let strong: Vec<&str> = CHANGE_WORDS
         .iter()
         .copied()
-        .filter(|w| !WEAK_CHANGE_WORDS.contains(w))
+        .filter(|w| !WEAK_CHANGE_WORDS.contains(w) && !QUANTITY_CHANGE_WORDS.contains(w))
         .collect();
     says_any(window, window_terms, &strong)
         || (says_any(window, window_terms, WEAK_CHANGE_WORDS) && chosen(sentence, mention))
@@ -870,10 +1125,41 @@ fn topic_words(window: &str, window_terms: HashSet<String>, found: &[Mention]) -
     }
     words.extend(han_pairs(&bare));
     words.retain(|w| {
-        !CHANGE_WORDS.contains(&w.as_str()) && w.chars().count() > 1 && !w.chars().all(|c| c.is_ascii_digit())
+        !CHANGE_WORDS.contains(&w.as_str())
+            && !MEASURE_WORDS.contains(&w.as_str())
+            && w.chars().count() > 1
+            && !w.chars().all(|c| c.is_ascii_digit())
     });
     words
 }
+
+/// Words that say how a value is measured (per month, about), not what it is about: a cost
+/// "每月大约 $2,900" and a budget "每月 $4,200" share them (jieba words, stemmed English terms,
+/// and the pairs of ideographs they make).
+const MEASURE_WORDS: &[&str] = &[
+    "每月",
+    "每年",
+    "每周",
+    "每天",
+    "每日",
+    "一个月",
+    "个月",
+    "月份",
+    "大约",
+    "左右",
+    "大概",
+    "约为",
+    "month",
+    "year",
+    "week",
+    "day",
+    "per",
+    "about",
+    "around",
+    "roughli",
+    "approx",
+    "approxim",
+];
 
 /// The topic words of the clause of each value `text` states ([`topic_words`]), by value as
 /// written: a value said twice has the words of both clauses.
@@ -957,7 +1243,7 @@ impl Earlier {
                 }
                 let found = mentions(&sentence);
                 for mention in &found {
-                    let alone = found.iter().filter(|m| m.kind == mention.kind).count() == 1;
+                    let alone = found.iter().filter(|m| m.comparable(mention)).count() == 1;
                     said.push(Said {
                         around: around(&sentence, mention, &found).0,
                         mention: mention.clone(),
@@ -977,7 +1263,10 @@ impl Earlier {
     /// first date only when the second is not). A sentence that cannot tell is passed over for
     /// an older one that can.
     fn replaced_by(&self, new: &Mention, words: &HashSet<String>) -> Option<&Said> {
-        let about = |s: &Said| s.mention.kind == new.kind && !s.around.is_disjoint(words);
+        // A count of a specific thing is about that thing, whatever words surround it ("cut it
+        // to 4 vans" after "6 vans on lease").
+        let same_thing = |s: &Said| new.counts_a_specific_thing() && s.mention.unit() == new.unit();
+        let about = |s: &Said| s.mention.comparable(new) && (same_thing(s) || !s.around.is_disjoint(words));
         self.said
             .iter()
             .filter(|s| about(s) && !s.mention.same_value(new))
@@ -1002,6 +1291,17 @@ impl Earlier {
 /// held no other value of the kind. Values the text itself links ([`stated_changes`]) are left
 /// to that reading; values said before are not news.
 pub fn implied_changes(text: &str, earlier: &Earlier) -> Vec<Change> {
+    implied_changes_of(text, earlier, false)
+}
+
+/// [`implied_changes`] of a reply that carries out a proposal its user just accepted ("ok, do
+/// that" … "Done: the offsite budget is now $6,500"): the acceptance is the verb of change, so
+/// a value of the topic is read as new without one.
+pub fn accepted_changes(text: &str, earlier: &Earlier) -> Vec<Change> {
+    implied_changes_of(text, earlier, true)
+}
+
+fn implied_changes_of(text: &str, earlier: &Earlier, accepted: bool) -> Vec<Change> {
     let stated = stated_changes(text);
     let mut out: Vec<Change> = Vec::new();
     for sentence in prose_sentences(text) {
@@ -1009,18 +1309,30 @@ pub fn implied_changes(text: &str, earlier: &Earlier) -> Vec<Change> {
             continue;
         }
         let found = mentions(&sentence);
-        for new in &found {
+        for (i, new) in found.iter().enumerate() {
+            // A figure said twice is read once, where it is first said.
+            if found[..i].iter().any(|m| m.same_figure(new)) {
+                continue;
+            }
             let linked = stated
                 .iter()
                 .any(|c| c.old == new.raw || c.new.as_deref() == Some(new.raw.as_str()));
-            if linked || earlier.stated(new) || found.iter().filter(|m| m.kind == new.kind).count() > 1 {
+            // Another value of the kind in the sentence leaves it unclear which one changed; the
+            // same figure said twice ("55元", "¥55"; "900人（900 users/min）") does not.
+            let others = found
+                .iter()
+                .filter(|m| m.comparable(new) && !m.same_figure(new))
+                .count();
+            if linked || earlier.stated(new) || others > 0 {
                 continue;
             }
             let (words, changed) = around(&sentence, new, &found);
-            if !changed || words.is_empty() {
+            if !(changed || accepted) || (words.is_empty() && !new.counts_a_specific_thing()) {
                 continue;
             }
-            if let Some(old) = earlier.replaced_by(new, &words) {
+            if let Some(old) = earlier.replaced_by(new, &words)
+                && old.mention.plausible_step_to(new)
+            {
                 out.push(Change::of(&old.mention.raw, Some(&new.raw)));
             }
         }
@@ -1043,8 +1355,10 @@ fn switched_names(sentence: &str, earlier: &Earlier) -> Vec<Change> {
             .expect("valid regex")
     });
     static TO_EN: LazyLock<Regex> = LazyLock::new(|| {
-        Regex::new(r"(?i)(?-u:\b)(?:switch(?:es|ed|ing)?|migrat(?:e|es|ed|ing))\s+(?:over\s+)?to\s+$")
-            .expect("valid regex")
+        Regex::new(
+            r"(?i)(?-u:\b)(?:(?:switch(?:es|ed|ing)?|migrat(?:e|es|ed|ing))\s+(?:over\s+)?to|(?:go(?:es|ing)?|went)\s+with)\s+$",
+        )
+        .expect("valid regex")
     });
     let found: Vec<Mention> = mentions(sentence)
         .into_iter()
@@ -1087,12 +1401,12 @@ fn switched_names(sentence: &str, earlier: &Earlier) -> Vec<Change> {
 /// as "TiKV", is not what the switch leaves).
 pub fn switched_across(text: &str, chosen: impl Fn(&str) -> bool) -> Vec<Change> {
     static SWITCH_ZH: LazyLock<Regex> = LazyLock::new(|| {
-        Regex::new(r"(?:换成|换为|换用|改成|改为|改用|换到|切到|切换到|切换成|转用|迁到|迁移到)\s*$")
+        Regex::new(r"(?:换成|换为|换用|改成|改为|改用|换到|切到|切换到|切换成|转用|迁到|迁移到|换)\s*$")
             .expect("valid regex")
     });
     static SWITCH_EN: LazyLock<Regex> = LazyLock::new(|| {
         Regex::new(
-            r"(?i)(?-u:\b)(?:switch(?:es|ed|ing)?|migrat(?:e|es|ed|ing)|mov(?:e|es|ed|ing))\s+(?:over\s+)?to\s+$",
+            r"(?i)(?-u:\b)(?:(?:switch(?:es|ed|ing)?|migrat(?:e|es|ed|ing)|mov(?:e|es|ed|ing))\s+(?:over\s+)?to|(?:go(?:es|ing)?|went)\s+with)\s+$",
         )
         .expect("valid regex")
     });
@@ -1386,9 +1700,156 @@ mod tests {
         assert_eq!(raws("薪资25k-30k"), vec![("25k-30k".to_string(), ValueKind::Range)]);
         // Bare numbers, codes and order numbers are not values.
         assert!(
-            raws("I have 3 ideas, see B20261104-07")
+            raws("The top 3 are here, see B20261104-07 at 10 am")
                 .iter()
                 .all(|(_, k)| *k == ValueKind::Name)
+        );
+    }
+
+    #[test]
+    fn a_number_with_what_it_counts_is_a_count_of_that_thing() {
+        assert_eq!(
+            raws("I'm thinking 6 vans on lease, 3 advance rentals, A$150,000 base and US$1,800 a month"),
+            vec![
+                ("6 vans".to_string(), ValueKind::Count),
+                ("3 advance".to_string(), ValueKind::Count),
+                ("A$150,000".to_string(), ValueKind::Amount),
+                ("US$1,800".to_string(), ValueKind::Amount),
+            ]
+        );
+        assert_eq!(
+            raws("试饮装准备2万份，日峰值约384单，铺36家门店，周期12周"),
+            vec![
+                ("2万份".to_string(), ValueKind::Count),
+                ("384单".to_string(), ValueKind::Count),
+                ("36家".to_string(), ValueKind::Count),
+                ("12周".to_string(), ValueKind::Count),
+            ]
+        );
+        let (four_vans, one_van, six_techs) = (&mentions("4 vans")[0], &mentions("1 van")[0], &mentions("6 techs")[0]);
+        assert!(four_vans.comparable(one_van) && !four_vans.same_value(one_van));
+        assert!(
+            !four_vans.comparable(six_techs),
+            "counts of two things do not replace each other"
+        );
+        assert!(four_vans.counts_a_specific_thing());
+        assert!(!mentions("4个人")[0].counts_a_specific_thing(), "people in general");
+        assert!(mentions("20000份")[0].same_value(&mentions("2万份")[0]));
+    }
+
+    #[test]
+    fn an_old_value_said_as_a_bare_number_takes_the_new_ones_unit() {
+        for (text, old, new) in [
+            (
+                "Oh and Glanmire is 22 stores not 20, Orla sent the final list.",
+                "20 stores",
+                "22 stores",
+            ),
+            ("Winter crew: 8 techs (not 6) via Saltbush.", "6 techs", "8 techs"),
+            ("so it's more like 10.3k a month not 9.4", "9.4k", "10.3k"),
+            ("铺货是42家，不是36。", "36家", "42家"),
+        ] {
+            assert_eq!(pairs(stated_changes(text)), vec![some(old, new)], "{text}");
+        }
+        // "A$150,000 base now, not 142" means thousands: a guess, not read.
+        assert!(stated_changes("so the offer's A$150,000 base now, not 142").is_empty());
+        // The struck old value finds the figure as it was written before.
+        let at = Utc.with_ymd_and_hms(2027, 3, 3, 9, 0, 0).unwrap();
+        let changes = [Replaced {
+            old: "9.4k".into(),
+            new: Some("10.3k".into()),
+            at,
+        }];
+        let struck = strike(
+            "Glanmire: €9,400 a month",
+            at - chrono::Duration::days(1),
+            &changes,
+            Language::En,
+        );
+        assert!(struck.contains("~~€9,400~~"), "{struck}");
+    }
+
+    #[test]
+    fn an_old_value_after_the_new_one_in_other_words() {
+        for (text, old, new) in [
+            ("€1,279 a van, down from the €1,287 we had.", "€1,287", "€1,279"),
+            (
+                "Aiko's offer: A$150,000 base (was A$142,000) + super.",
+                "A$142,000",
+                "A$150,000",
+            ),
+            ("relocation A$8,000 (cut from A$12,000)", "A$12,000", "A$8,000"),
+            ("价格：首发价49元（原来59元），供货价另算。", "59元", "49元"),
+            (
+                "好，上线从12月18日往后挪一周，改为12月25日（周五）。",
+                "12月18日",
+                "12月25日",
+            ),
+        ] {
+            assert_eq!(pairs(stated_changes(text)), vec![some(old, new)], "{text}");
+        }
+        // A value after another in a plain sentence is no change.
+        assert!(stated_changes("Q1 was $40k and Q2 was $55k.").is_empty());
+    }
+
+    #[test]
+    fn a_count_changes_with_a_count_of_the_same_thing() {
+        let earlier = Earlier::new([
+            "Bottom line: 6 vans on these terms would leave the current account at about €28,468 after VAT.",
+            "Lapwing Cold Chain (that's us: 7 vans, Cork) just got the nod.",
+        ]);
+        let cut = "ugh. ok cut it to 4 vans, we'll sub out the overflow to Barry's crowd if we have to";
+        assert_eq!(pairs(implied_changes(cut, &earlier)), vec![some("6 vans", "4 vans")]);
+        // Not a count of another thing, and a verb of quantity switches no name ("VAT" to
+        // "Barry").
+        let earlier = Earlier::new(["We hired 6 techs, and VAT is due on the 23rd."]);
+        assert!(implied_changes(cut, &earlier).is_empty());
+    }
+
+    #[test]
+    fn names_dropped_and_figures_before_an_arrow() {
+        for (text, old) in [
+            ("Telematics is Webfleet now, and Samsara dropped.", "Samsara"),
+            ("Redgum is dropped; I'll send them a short note.", "Redgum"),
+            ("Samsara is out, so no need for theirs.", "Samsara"),
+            ("ok ditch Samsara", "Samsara"),
+        ] {
+            assert!(pairs(stated_changes(text)).contains(&(old.to_string(), None)), "{text}");
+        }
+        for text in ["I'll drop Gary a note.", "Apple is out of stock this week."] {
+            assert!(stated_changes(text).is_empty(), "{text}");
+        }
+        assert_eq!(
+            pairs(stated_changes("That needs a 5th van: 4 → 5 vans is +€1,287/month.")),
+            vec![some("4 vans", "5 vans")]
+        );
+        assert!(stated_changes("Rollout 10 → 50 → 100 users.").is_empty(), "a ramp");
+    }
+
+    #[test]
+    fn the_same_figure_said_twice_leaves_a_change_readable() {
+        let earlier = Earlier::new(["首发价：3月18日为了便利店货架改成49元。"]);
+        assert_eq!(
+            pairs(implied_changes(
+                "好，首发价改为55元，贴纸改成'首发价 ¥55 / 10包'，其余不变。",
+                &earlier
+            )),
+            vec![some("49元", "55元")]
+        );
+        // A step of more than ten times is another quantity that shares a word.
+        let earlier = Earlier::new(["投放素材里的价格我按55元更新。"]);
+        assert!(implied_changes("第三个，投放预算我想了想，加到12万。", &earlier).is_empty());
+    }
+
+    #[test]
+    fn going_with_another_vendor_is_a_switch() {
+        let earlier = Earlier::new(["Dara wants Samsara on the new vans, 36 month contract."]);
+        assert_eq!(
+            pairs(implied_changes(
+                "and Webfleet do monthly rolling at €34 a van, ditch Samsara, go with Webfleet",
+                &earlier
+            )),
+            vec![some("Samsara", "Webfleet")]
         );
     }
 

@@ -286,9 +286,14 @@ static HEDGE: LazyLock<Regex> = LazyLock::new(|| {
 });
 static CONFIRMATION: LazyLock<Regex> = LazyLock::new(|| {
     pattern(
-        r"(?i)^\s*(好的?|可以|行|没问题|同意|就这么(办|定了?)|就按(你说的|这个)(来|办)?|定了|ok(ay)?|sounds good|agreed|let'?s do (it|that)|go (with|for) it|yes,? (let'?s|go)|perfect|deal|approved)[\s，,。.!！]*(就这么(办|定了?)|就按这个来|let'?s (do|go with) (that|it)|go ahead)?[\s。.!！]*$",
+        r"(?i)^\s*(好的?|可以|行|没问题|同意|就这么(办|定了?)|就按(你说的|这个)(来|办)?|定了|ok(ay)?|sounds good|agreed|let'?s do (it|that)|go (with|for) it|yes,? (let'?s|go)|perfect|deal|approved)[\s，,。.!！]*(就这么(办|定了?)|就按这个来|let'?s (do|go with) (that|it)|(please )?do (that|it)|go ahead)?[\s。.!！]*$",
     )
 });
+
+/// Whether a message only accepts what was proposed to it ("ok, do that", "行，就这么办").
+pub fn is_confirmation(text: &str) -> bool {
+    CONFIRMATION.is_match(text)
+}
 static PROPOSAL: LazyLock<Regex> = LazyLock::new(|| {
     pattern(
         r"(?i)(建议|推荐|可以考虑|方案是|我的建议|不如|i (suggest|recommend|propose)|my recommendation|we could|how about|i'd go with|the best option)",
@@ -715,6 +720,16 @@ pub fn merge(input: &Value) -> Result<Value, LlmError> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_short_yes_accepts_a_proposal() {
+        for yes in ["ok, do that", "行，就这么办", "sounds good", "好的", "OK do it."] {
+            assert!(is_confirmation(yes), "{yes}");
+        }
+        for no in ["ok, but what about the venue?", "do that later", "好的方案要再想想"] {
+            assert!(!is_confirmation(no), "{no}");
+        }
+    }
 
     fn run(messages: &[(&str, &str)]) -> Vec<(String, String)> {
         let input = json!({

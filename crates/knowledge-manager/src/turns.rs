@@ -14,8 +14,10 @@ use tracing::Instrument;
 
 use crate::api::{IngestResult, IngestTurnsRequest, Turn, ValueChange};
 use crate::changes::{
-    Earlier, implied_changes, mentions, paired_by_words, stated_changes, statement_of, switched_across,
+    self, Earlier, accepted_changes, implied_changes, mentions, paired_by_words, stated_changes, statement_of,
+    switched_across,
 };
+use crate::rules;
 use crate::service::{KnowledgeManager, actor_of};
 use crate::subject;
 
@@ -102,18 +104,52 @@ fn content_of(turn: &Turn) -> String {
     }
 }
 
+/// What a user's turn asked of the reply after it.
+#[derive(Debug, Clone, Copy, PartialEq)]
+enum Asked {
+    Nothing,
+    /// A change, without (always) its new value: "上市往后推一周吧".
+    Change,
+    /// The proposal before it, accepted: "ok, do that".
+    Accepted,
+}
+
+/// How a turn is read for the values it changes.
+#[derive(Debug, Clone, Copy, PartialEq)]
+enum Reading {
+    /// Only the changes it states outright (an assistant's turn: it may derive values at length).
+    Stated,
+    /// Also those it implies with a verb of change (a user's turn; a reply to a message that
+    /// asked for a change).
+    Implied,
+    /// Also a value of a topic said without one: a reply carrying out a proposal its user just
+    /// accepted.
+    Accepted,
+}
+
 /// The value changes a turn states or implies against what was said before, as tags.
-fn changes_in(content: &str, earlier_texts: &[String], implied: bool) -> Vec<String> {
+fn changes_in(content: &str, earlier_texts: &[String], reading: Reading) -> Vec<String> {
     let mut changes = stated_changes(content);
-    if implied {
+    if reading != Reading::Stated {
         let earlier = Earlier::new(earlier_texts.iter().map(String::as_str));
-        changes.extend(implied_changes(content, &earlier));
+        changes.extend(if reading == Reading::Accepted {
+            accepted_changes(content, &earlier)
+        } else {
+            implied_changes(content, &earlier)
+        });
         for switch in switched_across(content, |name| was_chosen(earlier_texts, name)) {
             if !changes.contains(&switch) {
                 changes.push(switch);
             }
         }
     }
+    // A name dropped and replaced in one message is the switch, not a drop.
+    let switched: Vec<String> = changes
+        .iter()
+        .filter(|c| c.new.is_some())
+        .map(|c| c.old.clone())
+        .collect();
+    changes.retain(|c| c.new.is_some() || !switched.contains(&c.old));
     changes
         .into_iter()
         // A dropped name that no value reading recognises ("不用客如云了") counts only if it was
@@ -127,7 +163,7 @@ fn changes_in(content: &str, earlier_texts: &[String], implied: bool) -> Vec<Str
 /// "we use Mixpanel").
 fn was_chosen(earlier_texts: &[String], name: &str) -> bool {
     let Ok(chosen) = regex::Regex::new(&format!(
-        r"(?i)(?:用|选|选了|定了|采用|换成|改成|改为|改用|迁到|迁移到|切到|倾向|使用|上|use|using|chose|choose|picked|with|(?:switch|migrat|mov)\w*\s+to)\s?{}",
+        r"(?i)(?:用|选|选了|定了|采用|换成|改成|改为|改用|迁到|迁移到|切到|倾向|使用|上|use|using|chose|choose|picked|with|via|(?:switch|migrat|mov)\w*\s+to)\s?{}",
         regex::escape(name)
     )) else {
         return false;
@@ -351,6 +387,8 @@ pub(crate) async fn ingest(km: &KnowledgeManager, request: IngestTurnsRequest) -
     let now = Utc::now();
     let mut ids = Vec::with_capacity(request.turns.len());
     let mut fresh: Vec<Memory> = Vec::new();
+    // What the last user turn asked of the reply after it.
+    let mut asked = Asked::Nothing;
     for turn in &request.turns {
         if let Some(id) = turn.external_id.as_ref().and_then(|e| known.get(e)) {
             ids.push(id.clone());
@@ -381,8 +419,21 @@ pub(crate) async fn ingest(km: &KnowledgeManager, request: IngestTurnsRequest) -
             .map(|id| format!("{EXTRACTED_TAG}{id}"))
             .collect();
         // What an assistant says it may derive at length (tables, estimates): its turns are read
-        // for changes it states outright only.
-        let changes = changes_in(&memory.content, &earlier_texts, turn.speaker != "assistant");
+        // for changes it states outright only, unless it answers a message that asked for a
+        // change or accepted its proposal ("上市往后推一周吧" … "改到4月16日"; "ok, do that" …
+        // "Done: the plan is now 4 vans").
+        let reading = match (turn.speaker != "assistant", asked) {
+            (true, _) => Reading::Implied,
+            (false, Asked::Change) => Reading::Implied,
+            (false, Asked::Accepted) => Reading::Accepted,
+            (false, Asked::Nothing) => Reading::Stated,
+        };
+        let changes = changes_in(&memory.content, &earlier_texts, reading);
+        asked = match turn.speaker != "assistant" {
+            true if rules::is_confirmation(&memory.content) => Asked::Accepted,
+            true if changes::asks_for_a_change(&memory.content) => Asked::Change,
+            _ => Asked::Nothing,
+        };
         if !changes.is_empty() {
             memory.tags.push(VALUE_CHANGE_TAG.to_string());
             memory.tags.extend(changes);
@@ -501,7 +552,7 @@ mod tests {
             changes_in(
                 "订单库迁移的事改主意了。TiDB 我周末算了下，最小集群 3 PD + 2 TiDB + 3 TiKV，每月要 $3,800 左右。改成 PostgreSQL 16，用 RDS，团队之前都用过。",
                 &said,
-                true
+                Reading::Implied
             ),
             vec![format!("{CHANGED_TAG}TiDB→PostgreSQL 16")]
         );
@@ -510,7 +561,7 @@ mod tests {
             changes_in(
                 "Mixpanel got too pricey for us. We're switching to PostHog next month.",
                 &said,
-                true
+                Reading::Implied
             ),
             vec![format!("{CHANGED_TAG}Mixpanel→PostHog")]
         );
@@ -520,13 +571,20 @@ mod tests {
             changes_in(
                 "Mixpanel and Segment both renew in May. Switching to PostHog.",
                 &said,
-                true
+                Reading::Implied
             )
             .is_empty()
         );
         // A name only mentioned before, never chosen, is not what a switch leaves.
         let said = earlier(&["Someone mentioned Amplitude at the meetup."]);
-        assert!(changes_in("Amplitude has a free tier. Switching to PostHog.", &said, true).is_empty());
+        assert!(
+            changes_in(
+                "Amplitude has a free tier. Switching to PostHog.",
+                &said,
+                Reading::Implied
+            )
+            .is_empty()
+        );
     }
 
     #[test]
