@@ -616,6 +616,9 @@ fn diagnose(data: &Data, evaluation: &Evaluation, policy: Policy) -> Value {
     json!(counts)
 }
 
+/// A model fitted on some rows (the first slice) and answering for others (the second).
+type Fit<'a> = dyn Fn(&[usize], &[usize]) -> Vec<Vec<f32>> + Sync + 'a;
+
 /// The shares of the probabilities the n-gram head may take (`--ngrams`).
 const NGRAM_SHARES: [f32; 4] = [0.0, 0.25, 0.5, 0.75];
 
@@ -1040,7 +1043,7 @@ pub fn run(args: &TrainArgs, config: &crate::config::Config) -> anyhow::Result<(
             })
             .collect();
         for f in 0..args.folds {
-            let inner_of = |predict: &(dyn Fn(&[usize], &[usize]) -> Vec<Vec<f32>> + Sync)| {
+            let inner_of = |predict: &Fit| {
                 out_of_fold(&clause_fold, args.folds, |on, test| {
                     if test.first().is_none_or(|i| clause_fold[*i] == f) {
                         return vec![Vec::new(); test.len()];
