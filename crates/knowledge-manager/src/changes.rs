@@ -861,7 +861,7 @@ fn chinese_name_changes(sentence: &str) -> Vec<Change> {
     });
     static DROPPED: LazyLock<Regex> = LazyLock::new(|| {
         Regex::new(
-            r"(?:不(?:再)?用|换掉|弃用|停用)\s?([\p{Han}A-Za-z0-9.\-]{2,8}?)\s?(?:了|吧|啦|[，。；,;！!？?\s]|$)",
+            r"(?:(?:不再用|换掉|弃用|停用)\s?([\p{Han}A-Za-z0-9.\-]{2,8}?)\s?(?:了|吧|啦|[，。；,;！!？?\s]|$)|不用\s?([\p{Han}A-Za-z0-9.\-]{2,8}?)\s?(?:了|啦))",
         )
         .expect("valid regex")
     });
@@ -870,8 +870,12 @@ fn chinese_name_changes(sentence: &str) -> Vec<Change> {
         out.push(Change::of(&c[1], Some(&c[2])));
     }
     if out.is_empty() {
+        // "不用X了" drops X; "文案不用感叹号" is a rule of style, not a change: "不用" drops only
+        // with the 了 of a changed state.
         for c in DROPPED.captures_iter(sentence) {
-            out.push(Change::of(&c[1], None));
+            if let Some(name) = c.get(1).or_else(|| c.get(2)) {
+                out.push(Change::of(name.as_str(), None));
+            }
         }
     }
     out

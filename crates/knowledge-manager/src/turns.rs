@@ -168,7 +168,14 @@ fn was_chosen(earlier_texts: &[String], name: &str) -> bool {
     )) else {
         return false;
     };
-    earlier_texts.iter().any(|t| chosen.is_match(t))
+    // "别用感叹号", "don't use Zoom": a use ruled out is not a choice.
+    static NEGATED: std::sync::LazyLock<regex::Regex> = std::sync::LazyLock::new(|| {
+        regex::Regex::new(r"(?i)(?:别|不|不要|不能|没|甭|勿|don'?t\s|do\s+not\s|never\s|no\s)\s?$")
+            .expect("valid regex")
+    });
+    earlier_texts
+        .iter()
+        .any(|t| chosen.find_iter(t).any(|m| !NEGATED.is_match(&t[..m.start()])))
 }
 
 /// The value changes the reader of `scope` may see, newest first: those said in turns (tagged
@@ -538,6 +545,30 @@ mod tests {
         assert_eq!(
             context_from(&turn(Visibility::Project), &cto, Visibility::Private),
             line
+        );
+    }
+
+    #[test]
+    fn a_rule_of_style_is_no_choice_and_drops_nothing() {
+        let said = vec!["谢谢🙏 还有，你以后写文案别用感叹号，也别喊“家人们”。".to_string()];
+        assert!(!was_chosen(&said, "感叹号"), "a use ruled out is not a choice");
+        assert!(was_chosen(&["包装还是用鑫彩印务".to_string()], "鑫彩印务"));
+        assert!(!was_chosen(
+            &["Please don't use Zoom for client calls.".to_string()],
+            "Zoom"
+        ));
+        assert!(
+            changes_in(
+                "好，记住了：文案不用感叹号，不用“家人们”这类称呼，语气安静、靠谱。",
+                &said,
+                Reading::Implied
+            )
+            .is_empty()
+        );
+        let said = vec!["收银系统用客如云。".to_string()];
+        assert_eq!(
+            changes_in("客如云太贵，不用客如云了。", &said, Reading::Implied),
+            vec![format!("{CHANGED_TAG}客如云→")]
         );
     }
 
