@@ -1428,7 +1428,11 @@ pub fn switched_across(text: &str, chosen: impl Fn(&str) -> bool) -> Vec<Change>
     new.sort_by_key(|m| m.raw.to_lowercase());
     new.dedup_by(|a, b| a.same_value(b));
     let [new] = new.as_slice() else {
-        return Vec::new();
+        return if new.is_empty() {
+            switched_across_han(text, &chosen)
+        } else {
+            Vec::new()
+        };
     };
     // The old name: a name of the message, or a capitalised word that starts a sentence there
     // ("Mixpanel got too pricey"), which a name reading passes over.
@@ -1452,6 +1456,49 @@ pub fn switched_across(text: &str, chosen: impl Fn(&str) -> bool) -> Vec<Change>
     old.dedup_by(|later, first| later.to_lowercase().starts_with(&first.to_lowercase()));
     match old.as_slice() {
         [old] => vec![Change::of(old, Some(&new.raw))],
+        _ => Vec::new(),
+    }
+}
+
+/// [`switched_across`] for names in ideographs, which [`mentions`] cannot see: "那就换合众，鑫彩那边
+/// 我去说" after "包装还是找鑫彩印务". The new name is the one word a verb of switching takes; the old
+/// one the only other word of the message (two to six ideographs) that `chosen` says was named
+/// as a choice before.
+fn switched_across_han(text: &str, chosen: &dyn Fn(&str) -> bool) -> Vec<Change> {
+    static TAKES: LazyLock<Regex> = LazyLock::new(|| {
+        Regex::new(r"(?:换成|换为|换用|改用|换到|切到|切换到|转用|换)(\p{Han}{2,6}?)(?:[，。；,;！!？?、\s]|了|吧|啊|呢|那边|这家|$)")
+            .expect("valid regex")
+    });
+    let mut new: Vec<&str> = TAKES
+        .captures_iter(text)
+        .filter_map(|c| c.get(1))
+        .map(|m| m.as_str())
+        .filter(|name| {
+            let first = name.chars().next().map(String::from).unwrap_or_default();
+            !thinkus_common::text::is_stopword(&first) && !thinkus_common::text::is_stopword(name)
+        })
+        .collect();
+    new.sort_unstable();
+    new.dedup();
+    let [new] = new.as_slice() else {
+        return Vec::new();
+    };
+    let mut old: Vec<String> = terms(text)
+        .into_iter()
+        .filter(|t| {
+            let n = t.chars().count();
+            (2..=6).contains(&n)
+                && t.chars().all(thinkus_common::text::is_han)
+                && !new.contains(t.as_str())
+                && !t.contains(new)
+                && !thinkus_common::text::is_stopword(t)
+        })
+        .collect();
+    old.sort_unstable();
+    old.dedup();
+    old.retain(|word| chosen(word));
+    match old.as_slice() {
+        [old] => vec![Change::of(old, Some(new))],
         _ => Vec::new(),
     }
 }

@@ -163,7 +163,7 @@ fn changes_in(content: &str, earlier_texts: &[String], reading: Reading) -> Vec<
 /// "we use Mixpanel").
 fn was_chosen(earlier_texts: &[String], name: &str) -> bool {
     let Ok(chosen) = regex::Regex::new(&format!(
-        r"(?i)(?:用|选|选了|定了|采用|换成|改成|改为|改用|迁到|迁移到|切到|倾向|使用|上|use|using|chose|choose|picked|with|via|(?:switch|migrat|mov)\w*\s+to)\s?{}",
+        r"(?i)(?:用|选|选了|定了|找|采用|换成|改成|改为|改用|迁到|迁移到|切到|倾向|使用|上|use|using|chose|choose|picked|with|via|(?:switch|migrat|mov)\w*\s+to)\s?{}",
         regex::escape(name)
     )) else {
         return false;
@@ -564,6 +564,16 @@ mod tests {
                 Reading::Implied
             )
             .is_empty()
+        );
+        // A switch between names in ideographs, the old one named as engaged before.
+        let said = vec!["包装还是找鑫彩印务，老合作了。".to_string()];
+        assert_eq!(
+            changes_in(
+                "那就换合众，鑫彩那边我去说。上市时间的事我下周一跟CMO聊",
+                &said,
+                Reading::Implied
+            ),
+            vec![format!("{CHANGED_TAG}鑫彩→合众")]
         );
         let said = vec!["收银系统用客如云。".to_string()];
         assert_eq!(
