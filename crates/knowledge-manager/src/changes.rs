@@ -442,7 +442,7 @@ pub fn mentions(text: &str) -> Vec<Mention> {
         let whole = c.get(0).expect("a match");
         let raw = whole.as_str().trim();
         let mut start = whole.start() + (whole.as_str().len() - whole.as_str().trim_start().len());
-        let end = start + raw.len();
+        let mut end = start + raw.len();
         if taken(&found, start, end) {
             continue;
         }
@@ -454,7 +454,7 @@ pub fn mentions(text: &str) -> Vec<Mention> {
                 start -= letters;
             }
         }
-        let raw = &text[start..end];
+        let mut raw = text[start..end].to_string();
         // Not the tail of a longer number or word ("v2", "B20261104"), nor an ordinal ("第4个"
         // is which one, not how many).
         if text[..start]
@@ -468,7 +468,6 @@ pub fn mentions(text: &str) -> Vec<Mention> {
             continue;
         };
         let mag = c.name("mag").map(|m| m.as_str()).unwrap_or("");
-        let (mut raw, mut end) = (raw.to_string(), end);
         let (kind, key) = if c.name("range").is_some() {
             (ValueKind::Range, Key::Text(raw.to_lowercase().replace([' ', ','], "")))
         } else if c.name("pct").is_some() {
@@ -733,7 +732,7 @@ fn elliptical_old_values(sentence: &str, found: &[Mention]) -> Vec<Change> {
             let num = c.name("num").expect("a number");
             // "10 → 50 → 100 users" is a ramp.
             let lead = before[..num.start()].trim_end();
-            if ["->", "→", "=>", "⟶"].iter().any(|arrow| lead.ends_with(arrow)) {
+            if ends_with_arrow(lead) {
                 continue;
             }
             (num.as_str(), num.start())
@@ -881,7 +880,16 @@ fn chinese_name_changes(sentence: &str) -> Vec<Change> {
     out
 }
 
+/// The arrows that write a change or a ramp: "500 → 800".
+const ARROWS: [&str; 4] = ["->", "→", "=>", "⟶"];
+
 static ARROW_AFTER: LazyLock<Regex> = LazyLock::new(|| Regex::new(r"^\s*(?:->|→|=>|⟶)").expect("valid regex"));
+
+/// Whether `lead` (the text before a value, trimmed) ends with an arrow: the value is a step of
+/// a ramp ("10 → 50 → 100 users"), not the old value of a change.
+fn ends_with_arrow(lead: &str) -> bool {
+    ARROWS.iter().any(|arrow| lead.ends_with(arrow))
+}
 
 /// The changes a text states with both values ("from $500 to $800", "是3.2万不是2.8万", "Pro
 /// is $39, not $49", "从客如云换成二维火"), or with the old one alone ("不用客如云了").
@@ -906,7 +914,7 @@ pub fn stated_changes(text: &str) -> Vec<Change> {
             // "10% → 50% → 100%" is a ramp, not a change.
             let after = &sentence[b.end..];
             let lead = sentence[..a.start].trim_end();
-            if ARROW_AFTER.is_match(after) || ["->", "→", "=>", "⟶"].iter().any(|arrow| lead.ends_with(arrow)) {
+            if ARROW_AFTER.is_match(after) || ends_with_arrow(lead) {
                 continue;
             }
             match linked(before, between, &sentence_terms) {
@@ -1349,34 +1357,53 @@ fn implied_changes_of(text: &str, earlier: &Earlier, accepted: bool) -> Vec<Chan
     out
 }
 
-/// A switch to a new name in a sentence that names the old one without linking the two word to
-/// word: "ATS换掉，Moka续费太贵了，换北森", "Moka is too pricey, we're switching to
-/// Greenhouse". The new name is what a verb of switching takes; the old one is the only other
-/// name of the sentence that was said before ("ATS" names the kind of system, not a choice).
-fn switched_names(sentence: &str, earlier: &Earlier) -> Vec<Change> {
-    static TO_ZH: LazyLock<Regex> = LazyLock::new(|| {
-        Regex::new(r"(?:换成|换用|改用|换到|切到|切换到|转用|换)([A-Za-z][A-Za-z0-9.\-+]*|\p{Han}{2,6}?)(?:[，。；,;！!？?、\s]|了|吧|啊|呢|$)")
-            .expect("valid regex")
-    });
-    static TO_EN: LazyLock<Regex> = LazyLock::new(|| {
+/// The names a Chinese verb of switching takes: "换北森", "改用 Lark" gives "北森", "Lark"; a
+/// name in ideographs is two to six of them, up to a stop ("换合众，", "换合众那边"). A function
+/// word ("换一下") is no name.
+fn taken_by_switch_zh(text: &str) -> Vec<&str> {
+    static TAKES: LazyLock<Regex> = LazyLock::new(|| {
         Regex::new(
-            r"(?i)(?-u:\b)(?:(?:switch(?:es|ed|ing)?|migrat(?:e|es|ed|ing))\s+(?:over\s+)?to|(?:go(?:es|ing)?|went)\s+with)\s+$",
+            r"(?:换成|换为|换用|改用|换到|切到|切换到|转用|换)([A-Za-z][A-Za-z0-9.\-+]*|\p{Han}{2,6}?)(?:[，。；,;！!？?、\s]|了|吧|啊|呢|那边|这家|$)",
         )
         .expect("valid regex")
     });
-    let found: Vec<Mention> = mentions(sentence)
-        .into_iter()
-        .filter(|m| m.kind == ValueKind::Name)
-        .collect();
-    let mut new: Vec<&str> = TO_ZH
-        .captures_iter(sentence)
+    TAKES
+        .captures_iter(text)
         .filter_map(|c| c.get(1))
         .map(|m| m.as_str())
         .filter(|name| {
             let first = name.chars().next().map(String::from).unwrap_or_default();
             !thinkus_common::text::is_stopword(&first) && !thinkus_common::text::is_stopword(name)
         })
+        .collect()
+}
+
+/// An English verb of switching, up to the name it takes: "switching over to ", "went with ".
+/// `moves` adds "moving to", which across a message names a switch ("Mixpanel got too pricey.
+/// We're moving to PostHog") but within one sentence as often a place or a step.
+fn switch_en(moves: bool) -> Regex {
+    let verbs = if moves {
+        r"switch(?:es|ed|ing)?|migrat(?:e|es|ed|ing)|mov(?:e|es|ed|ing)"
+    } else {
+        r"switch(?:es|ed|ing)?|migrat(?:e|es|ed|ing)"
+    };
+    Regex::new(&format!(
+        r"(?i)(?-u:\b)(?:(?:{verbs})\s+(?:over\s+)?to|(?:go(?:es|ing)?|went)\s+with)\s+$"
+    ))
+    .expect("valid regex")
+}
+
+/// A switch to a new name in a sentence that names the old one without linking the two word to
+/// word: "ATS换掉，Moka续费太贵了，换北森", "Moka is too pricey, we're switching to
+/// Greenhouse". The new name is what a verb of switching takes; the old one is the only other
+/// name of the sentence that was said before ("ATS" names the kind of system, not a choice).
+fn switched_names(sentence: &str, earlier: &Earlier) -> Vec<Change> {
+    static TO_EN: LazyLock<Regex> = LazyLock::new(|| switch_en(false));
+    let found: Vec<Mention> = mentions(sentence)
+        .into_iter()
+        .filter(|m| m.kind == ValueKind::Name)
         .collect();
+    let mut new = taken_by_switch_zh(sentence);
     new.extend(
         found
             .iter()
@@ -1408,12 +1435,7 @@ pub fn switched_across(text: &str, chosen: impl Fn(&str) -> bool) -> Vec<Change>
         Regex::new(r"(?:换成|换为|换用|改成|改为|改用|换到|切到|切换到|切换成|转用|迁到|迁移到|换)\s*$")
             .expect("valid regex")
     });
-    static SWITCH_EN: LazyLock<Regex> = LazyLock::new(|| {
-        Regex::new(
-            r"(?i)(?-u:\b)(?:(?:switch(?:es|ed|ing)?|migrat(?:e|es|ed|ing)|mov(?:e|es|ed|ing))\s+(?:over\s+)?to|(?:go(?:es|ing)?|went)\s+with)\s+$",
-        )
-        .expect("valid regex")
-    });
+    static SWITCH_EN: LazyLock<Regex> = LazyLock::new(|| switch_en(true));
     let names: Vec<Mention> = mentions(text)
         .into_iter()
         .filter(|m| m.kind == ValueKind::Name)
@@ -1465,19 +1487,8 @@ pub fn switched_across(text: &str, chosen: impl Fn(&str) -> bool) -> Vec<Change>
 /// one the only other word of the message (two to six ideographs) that `chosen` says was named
 /// as a choice before.
 fn switched_across_han(text: &str, chosen: &dyn Fn(&str) -> bool) -> Vec<Change> {
-    static TAKES: LazyLock<Regex> = LazyLock::new(|| {
-        Regex::new(r"(?:换成|换为|换用|改用|换到|切到|切换到|转用|换)(\p{Han}{2,6}?)(?:[，。；,;！!？?、\s]|了|吧|啊|呢|那边|这家|$)")
-            .expect("valid regex")
-    });
-    let mut new: Vec<&str> = TAKES
-        .captures_iter(text)
-        .filter_map(|c| c.get(1))
-        .map(|m| m.as_str())
-        .filter(|name| {
-            let first = name.chars().next().map(String::from).unwrap_or_default();
-            !thinkus_common::text::is_stopword(&first) && !thinkus_common::text::is_stopword(name)
-        })
-        .collect();
+    let mut new = taken_by_switch_zh(text);
+    new.retain(|name| name.chars().all(thinkus_common::text::is_han));
     new.sort_unstable();
     new.dedup();
     let [new] = new.as_slice() else {

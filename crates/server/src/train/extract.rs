@@ -95,6 +95,25 @@ impl Labelling {
     }
 }
 
+/// The training rows of the clauses `on` under a labelling, one per class a clause takes:
+/// the clause's `input`, its class and its weight.
+fn labelled_rows<T>(
+    clauses: &[Clause],
+    on: &[usize],
+    labelling: Labelling,
+    input: impl Fn(usize) -> T,
+) -> (Vec<T>, Vec<usize>, Vec<f32>) {
+    let mut rows = (Vec::new(), Vec::new(), Vec::new());
+    for i in on {
+        for (class, weight) in labelling.rows(&clauses[*i]) {
+            rows.0.push(input(*i));
+            rows.1.push(class);
+            rows.2.push(weight);
+        }
+    }
+    rows
+}
+
 /// How the head joins the rules.
 #[derive(Debug, Clone, Copy, PartialEq)]
 enum Joining {
@@ -840,16 +859,7 @@ pub fn run(args: &TrainArgs, config: &crate::config::Config) -> anyhow::Result<(
 
     let labels = learned::labels();
     let fit = |x: &[Vec<f32>], on: &[usize], model: Model, labelling: Labelling| {
-        let mut rows = Vec::new();
-        let mut targets = Vec::new();
-        let mut weights = Vec::new();
-        for i in on {
-            for (class, weight) in labelling.rows(&clauses[*i]) {
-                rows.push(x[*i].clone());
-                targets.push(class);
-                weights.push(weight);
-            }
-        }
+        let (rows, targets, weights) = labelled_rows(clauses, on, labelling, |i| x[i].clone());
         train(
             &rows,
             Targets::Classes(&targets),
@@ -970,16 +980,7 @@ pub fn run(args: &TrainArgs, config: &crate::config::Config) -> anyhow::Result<(
     // With --ngrams, the first labelling's runs again with the n-gram head's out-of-fold
     // probabilities mixed in at each share, its inner ones for the inner folds.
     let fit_ngrams = |on: &[usize], l2: f32| -> NgramHead {
-        let mut texts = Vec::new();
-        let mut targets = Vec::new();
-        let mut weights = Vec::new();
-        for i in on {
-            for (class, weight) in Labelling::First.rows(&clauses[*i]) {
-                texts.push(clauses[*i].text.as_str());
-                targets.push(class);
-                weights.push(weight);
-            }
-        }
+        let (texts, targets, weights) = labelled_rows(clauses, on, Labelling::First, |i| clauses[i].text.as_str());
         let settings = NgramSettings {
             l2,
             ..NgramSettings::default()
@@ -1042,6 +1043,11 @@ pub fn run(args: &TrainArgs, config: &crate::config::Config) -> anyhow::Result<(
                 })
             })
             .collect();
+        let rules_outer = Evaluation::new(&data, &oof, &knowledge);
+        let outer_evaluations: Vec<(f32, Evaluation)> = outers
+            .iter()
+            .map(|(share, outer)| (*share, Evaluation::new(&data, outer, &knowledge)))
+            .collect();
         for f in 0..args.folds {
             let inner_of = |predict: &Fit| {
                 out_of_fold(&clause_fold, args.folds, |on, test| {
@@ -1059,13 +1065,11 @@ pub fn run(args: &TrainArgs, config: &crate::config::Config) -> anyhow::Result<(
             let ngram_inner = (shares.len() > 1).then(|| inner_of(&ngram_predict));
             let in_fold = |l: usize| line_fold[l] == f;
             if labelling == Labelling::First {
-                let outer = Evaluation::new(&data, &oof, &knowledge);
-                for (k, s) in &outer.score(RULES_ONLY, &in_fold) {
+                for (k, s) in &rules_outer.score(RULES_ONLY, &in_fold) {
                     nested_rules.entry(k.clone()).or_default().add(s);
                 }
             }
-            for (share, outer) in &outers {
-                let outer = Evaluation::new(&data, outer, &knowledge);
+            for (share, outer) in &outer_evaluations {
                 let inner = mixed(&inner, ngram_inner.as_deref(), *share);
                 let inner_evaluation = Evaluation::new(&data, &inner, &knowledge);
                 for run in runs.iter_mut().filter(|r| r.share == *share) {
