@@ -1045,7 +1045,94 @@ async fn a_reply_that_carries_out_a_change_replaces_the_old_value(backend: Backe
     node.stop().await;
 }
 
+/// Issue 16: a change said in another role's private exchange of the same project strikes the
+/// old value for a reader who read it, as the old value and the day alone; a value said to
+/// that role alone, or outside the project, stays that role's.
+async fn a_change_said_privately_reaches_who_read_the_old_value(backend: Backend) {
+    use thinkus_proto::common::Visibility;
+    let Some(node) = start(backend, |_| {}).await else {
+        return;
+    };
+    let user = "km-private-change";
+    let said = |role: &str, project: Option<&str>, visibility: Visibility, turns: &[(&str, &str)]| {
+        let mut session = scope(user, role, project);
+        session.session_id = format!("{role}-{}", turns.len());
+        IngestTurnsRequest {
+            scope: Some(session),
+            turns: turns
+                .iter()
+                .map(|(speaker, text)| Turn {
+                    speaker: speaker.to_string(),
+                    text: text.to_string(),
+                    ..Default::default()
+                })
+                .collect(),
+            visibility: visibility as i32,
+            ..Default::default()
+        }
+    };
+    for request in [
+        said(
+            "hr",
+            Some("hiring"),
+            Visibility::Project,
+            &[("user", "Aiko's final panel is on 11 March at 1pm.")],
+        ),
+        said(
+            "cto",
+            Some("hiring"),
+            Visibility::Private,
+            &[
+                ("user", "Between us: my side budget for the rig is $9,000."),
+                ("assistant", "Noted, $9,000 for the rig."),
+                ("user", "push the panel a week, and raise the rig budget to $12,000"),
+                ("assistant", "Done: the panel moved to 18 March."),
+            ],
+        ),
+        said(
+            "cto",
+            None,
+            Visibility::Private,
+            &[
+                ("user", "My sabbatical starts on 2 June."),
+                ("user", "I moved my sabbatical to 9 June."),
+            ],
+        ),
+    ] {
+        node.km().ingest_turns(request).await.expect("ingest turns");
+    }
+    let cto = changes_for(&node, &scope(user, "cto", Some("hiring"))).await;
+    assert!(
+        cto.iter()
+            .any(|c| c.old_value == "11 March" && c.new_value == "18 March"),
+        "the test needs the cto's change: {cto:?}"
+    );
+    let hr = changes_for(&node, &scope(user, "hr", Some("hiring"))).await;
+    let panel = hr
+        .iter()
+        .find(|c| c.old_value == "11 March")
+        .unwrap_or_else(|| panic!("hr read 11 March: {hr:?}"));
+    assert_eq!(
+        (
+            panel.new_value.as_str(),
+            panel.statement.as_str(),
+            panel.memory_id.as_str(),
+            panel.session_id.as_str()
+        ),
+        ("", "", "", ""),
+        "the cto's private exchange reached hr: {panel:?}"
+    );
+    assert!(panel.changed_at.is_some());
+    assert!(
+        !hr.iter()
+            .any(|c| c.old_value.contains("9,000") || c.old_value.contains("June")),
+        "a value said to the cto alone reached hr: {hr:?}"
+    );
+    node.stop().await;
+}
+
 on_both_backends!(
+    a_change_said_privately_reaches_who_read_the_old_value,
     a_reply_that_carries_out_a_change_replaces_the_old_value,
     a_fact_replaced_privately_names_no_new_value,
     reads_are_counted_by_the_time_the_node_stops,

@@ -1581,6 +1581,11 @@ fn occurrences(text: &str, value: &str) -> Vec<(usize, usize)> {
         .collect()
 }
 
+/// Whether `text` states `value` (by value where [`mentions`] reads it, else as text).
+pub fn states_value(text: &str, value: &str) -> bool {
+    !occurrences(text, value).is_empty()
+}
+
 fn struck_spans(text: &str) -> Vec<(usize, usize)> {
     let mut spans = Vec::new();
     let mut from = 0;

@@ -178,6 +178,79 @@ fn was_chosen(earlier_texts: &[String], name: &str) -> bool {
         .any(|t| chosen.find_iter(t).any(|m| !NEGATED.is_match(&t[..m.start()])))
 }
 
+/// The changes said in another role's turns of the reader's project that the reader may not
+/// read (an exchange that taught that role a private memory), as the old value and the day
+/// alone, and only the old values the reader has read: "push the panel a week" told to the CTO
+/// strikes HR's "11 March", and a figure said to the CTO alone stays the CTO's.
+async fn changes_said_privately(
+    km: &KnowledgeManager,
+    scope: &Scope,
+    reader: &Reader,
+    readable: &MemoryFilter,
+    limit: usize,
+) -> Result<Vec<ValueChange>, ApiError> {
+    let Some(project) = scope.project_id.as_deref() else {
+        return Ok(Vec::new());
+    };
+    let tagged = km
+        .store
+        .list_memories(&MemoryQuery {
+            order: MemoryOrder::Newest,
+            limit,
+            ..MemoryQuery::of(MemoryFilter {
+                types: vec![MemoryType::ConversationTurn],
+                tags: vec![VALUE_CHANGE_TAG.to_string()],
+                ..MemoryFilter::any_status(&scope.owner())
+            })
+        })
+        .await?;
+    let hidden: Vec<&Memory> = tagged
+        .iter()
+        .filter(|m| m.scope.project_id.as_deref() == Some(project) && !readable.matches_memory(m))
+        .collect();
+    if hidden.is_empty() {
+        return Ok(Vec::new());
+    }
+    // What the reader may read, to hold each old value against.
+    let read: Vec<String> = km
+        .store
+        .list_memories(&MemoryQuery {
+            order: MemoryOrder::Newest,
+            limit: EARLIER_TURNS,
+            ..MemoryQuery::of(MemoryFilter {
+                reader: Some(reader.clone()),
+                ..MemoryFilter::any_status(&scope.owner())
+            })
+        })
+        .await?
+        .into_iter()
+        .map(|m| m.content)
+        .collect();
+    let mut out = Vec::new();
+    for memory in hidden {
+        for tag in memory.tags.iter().filter_map(|t| t.strip_prefix(CHANGED_TAG)) {
+            let Some((old, _)) = tag.split_once('→') else {
+                continue;
+            };
+            // Said before the change, in a record the reader may read.
+            if read.iter().any(|text| changes::states_value(text, old)) {
+                out.push(
+                    ValueChange {
+                        statement: String::new(),
+                        old: old.to_string(),
+                        new: None,
+                        at: memory.occurred_at,
+                        memory_id: String::new(),
+                        session_id: None,
+                    }
+                    .old_value_only(),
+                );
+            }
+        }
+    }
+    Ok(out)
+}
+
 /// The value changes the reader of `scope` may see, newest first: those said in turns (tagged
 /// when stored) and those of memories a newer memory replaced (the values of the old one that
 /// the new one states otherwise).
@@ -244,9 +317,10 @@ pub(crate) async fn value_changes(
         })
         .await?;
     let readable = MemoryFilter {
-        reader: Some(reader),
+        reader: Some(reader.clone()),
         ..MemoryFilter::any_status(&scope.owner())
     };
+    out.extend(changes_said_privately(km, scope, &reader, &readable, limit).await?);
     let successors: HashMap<String, Memory> = successors.into_iter().map(|m| (m.id.clone(), m)).collect();
     for old in &replaced {
         let Some(new) = old.superseded_by.as_ref().and_then(|id| successors.get(id)) else {
