@@ -149,6 +149,18 @@ async fn recalled_ids(node: &Node, scope: &Scope, query: &str) -> Vec<String> {
         .collect()
 }
 
+/// Turns of a conversation, (speaker, text) each.
+fn turns_of(turns: &[(&str, &str)]) -> Vec<Turn> {
+    turns
+        .iter()
+        .map(|(speaker, text)| Turn {
+            speaker: speaker.to_string(),
+            text: text.to_string(),
+            ..Default::default()
+        })
+        .collect()
+}
+
 /// Stores a conversation's turns (speaker, text) in the scope's session; their ids in order.
 async fn ingest(node: &Node, scope: &Scope, turns: &[(&str, &str)]) -> Vec<String> {
     let mut session = scope.clone();
@@ -156,14 +168,7 @@ async fn ingest(node: &Node, scope: &Scope, turns: &[(&str, &str)]) -> Vec<Strin
     node.km()
         .ingest_turns(IngestTurnsRequest {
             scope: Some(session),
-            turns: turns
-                .iter()
-                .map(|(speaker, text)| Turn {
-                    speaker: speaker.to_string(),
-                    text: text.to_string(),
-                    ..Default::default()
-                })
-                .collect(),
+            turns: turns_of(turns),
             ..Default::default()
         })
         .await
@@ -1059,14 +1064,7 @@ async fn a_change_said_privately_reaches_who_read_the_old_value(backend: Backend
         session.session_id = format!("{role}-{}", turns.len());
         IngestTurnsRequest {
             scope: Some(session),
-            turns: turns
-                .iter()
-                .map(|(speaker, text)| Turn {
-                    speaker: speaker.to_string(),
-                    text: text.to_string(),
-                    ..Default::default()
-                })
-                .collect(),
+            turns: turns_of(turns),
             visibility: visibility as i32,
             ..Default::default()
         }

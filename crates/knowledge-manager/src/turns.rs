@@ -179,34 +179,23 @@ fn was_chosen(earlier_texts: &[String], name: &str) -> bool {
 }
 
 /// The changes said in another role's turns of the reader's project that the reader may not
-/// read (an exchange that taught that role a private memory), as the old value and the day
-/// alone, and only the old values the reader has read: "push the panel a week" told to the CTO
-/// strikes HR's "11 March", and a figure said to the CTO alone stays the CTO's.
+/// read (`hidden`: exchanges that taught that role a private memory), as the old value and the
+/// day alone, and only the old values the reader has read: "push the panel a week" told to the
+/// CTO strikes HR's "11 March", and a figure said to the CTO alone stays the CTO's. The records
+/// to hold the old values against are read only when there is such a change.
 async fn changes_said_privately(
     km: &KnowledgeManager,
     scope: &Scope,
     reader: &Reader,
-    readable: &MemoryFilter,
-    limit: usize,
+    hidden: &[Memory],
 ) -> Result<Vec<ValueChange>, ApiError> {
-    let Some(project) = scope.project_id.as_deref() else {
-        return Ok(Vec::new());
-    };
-    let tagged = km
-        .store
-        .list_memories(&MemoryQuery {
-            order: MemoryOrder::Newest,
-            limit,
-            ..MemoryQuery::of(MemoryFilter {
-                types: vec![MemoryType::ConversationTurn],
-                tags: vec![VALUE_CHANGE_TAG.to_string()],
-                ..MemoryFilter::any_status(&scope.owner())
-            })
-        })
-        .await?;
-    let hidden: Vec<&Memory> = tagged
+    let hidden: Vec<&Memory> = hidden
         .iter()
-        .filter(|m| m.scope.project_id.as_deref() == Some(project) && !readable.matches_memory(m))
+        .filter(|m| {
+            m.memory_type == MemoryType::ConversationTurn
+                && scope.project_id.is_some()
+                && m.scope.project_id == scope.project_id
+        })
         .collect();
     if hidden.is_empty() {
         return Ok(Vec::new());
@@ -232,7 +221,6 @@ async fn changes_said_privately(
             let Some((old, _)) = tag.split_once('→') else {
                 continue;
             };
-            // Said before the change, in a record the reader may read.
             if read.iter().any(|text| changes::states_value(text, old)) {
                 out.push(
                     ValueChange {
@@ -274,19 +262,28 @@ pub(crate) async fn value_changes(
         MemoryStatus::Replaced,
         MemoryStatus::Suppressed,
     ];
-    let stated = km
+    let readable = MemoryFilter {
+        reader: Some(reader.clone()),
+        ..MemoryFilter::any_status(&scope.owner())
+    };
+    // The memories that state a change, whoever may read them, in one statement: those the
+    // reader may not read are kept for [`changes_said_privately`]. Room for as many again of
+    // those, so that other roles' changes seldom crowd out the reader's own.
+    let (mut stated, hidden): (Vec<Memory>, Vec<Memory>) = km
         .store
         .list_memories(&MemoryQuery {
             order: MemoryOrder::Newest,
-            limit,
+            limit: (2 * limit).min(1000),
             ..MemoryQuery::of(MemoryFilter {
-                reader: Some(reader.clone()),
                 statuses: live,
                 tags: vec![VALUE_CHANGE_TAG.to_string()],
                 ..MemoryFilter::user(&scope.owner())
             })
         })
-        .await?;
+        .await?
+        .into_iter()
+        .partition(|m| readable.matches_memory(m));
+    stated.truncate(limit);
     let mut out: Vec<ValueChange> = Vec::new();
     for memory in &stated {
         for tag in memory.tags.iter().filter_map(|t| t.strip_prefix(CHANGED_TAG)) {
@@ -316,11 +313,7 @@ pub(crate) async fn value_changes(
             })
         })
         .await?;
-    let readable = MemoryFilter {
-        reader: Some(reader.clone()),
-        ..MemoryFilter::any_status(&scope.owner())
-    };
-    out.extend(changes_said_privately(km, scope, &reader, &readable, limit).await?);
+    out.extend(changes_said_privately(km, scope, &reader, &hidden).await?);
     let successors: HashMap<String, Memory> = successors.into_iter().map(|m| (m.id.clone(), m)).collect();
     for old in &replaced {
         let Some(new) = old.superseded_by.as_ref().and_then(|id| successors.get(id)) else {
