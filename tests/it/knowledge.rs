@@ -982,8 +982,9 @@ async fn value_changes_say_where_and_how(backend: Backend) {
     node.stop().await;
 }
 
-/// Issue 16: a reply that carries out the change its message asked for, or a proposal the
-/// message accepted, replaces the old value; a reply to a plain question does not.
+/// Issue 16: a reply that carries out the change its message asked for (the new value said in
+/// the message or not), or a proposal the message accepted, replaces the old value; a reply to
+/// a plain question does not.
 async fn a_reply_that_carries_out_a_change_replaces_the_old_value(backend: Backend) {
     let Some(node) = start(backend, |_| {}).await else {
         return;
@@ -1023,6 +1024,36 @@ async fn a_reply_that_carries_out_a_change_replaces_the_old_value(backend: Backe
             ],
             "$5,000",
             "$6,500",
+        ),
+        // The message states the new value without a verb of change by it; the reply's is
+        // read against what was said before the message.
+        (
+            "km-reply-restated-en",
+            vec![
+                ("user", "The venue fee is $2,000."),
+                ("assistant", "Noted: venue fee $2,000."),
+                (
+                    "user",
+                    "That changed again. Finance ran the numbers overnight: we settle at $2,400.",
+                ),
+                (
+                    "assistant",
+                    "Done: I updated the venue fee to $2,400 in the budget sheet.",
+                ),
+            ],
+            "$2,000",
+            "$2,400",
+        ),
+        (
+            "km-reply-restated-zh",
+            vec![
+                ("user", "首发价59元一盒。"),
+                ("assistant", "好的，首发价59元。"),
+                ("user", "这个又变了。昨晚跟财务算了一遍，毛利扛不住，最后定55元。"),
+                ("assistant", "好，首发价改为55元，贴纸也按55元做。"),
+            ],
+            "59元",
+            "55元",
         ),
     ] {
         let me = scope(user, "pm", Some("launch"));

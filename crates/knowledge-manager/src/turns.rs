@@ -502,7 +502,14 @@ pub(crate) async fn ingest(km: &KnowledgeManager, request: IngestTurnsRequest) -
             (false, Asked::Accepted) => Reading::Accepted,
             (false, Asked::Nothing) => Reading::Stated,
         };
-        let changes = changes_in(&memory.content, &earlier_texts, reading);
+        // A reply to a message that asked for a change reads it against what was said before
+        // that message: the value the message states is the one it asked for ("这个又变了…最后定
+        // 55元" … "好，首发价改为55元" changes the "49元" said before), not a value said before.
+        let before = match (turn.speaker != "assistant", reading) {
+            (false, Reading::Implied | Reading::Accepted) => earlier_texts.get(1..).unwrap_or_default(),
+            _ => &earlier_texts[..],
+        };
+        let changes = changes_in(&memory.content, before, reading);
         asked = match turn.speaker != "assistant" {
             true if rules::is_confirmation(&memory.content) => Asked::Accepted,
             true if changes::asks_for_a_change(&memory.content) => Asked::Change,
