@@ -1025,6 +1025,37 @@ async fn a_reply_that_carries_out_a_change_replaces_the_old_value(backend: Backe
             "$5,000",
             "$6,500",
         ),
+        // The proposal names its figure before it is accepted: the reply carrying it out is
+        // read against what was said before the proposal.
+        (
+            "km-reply-proposed-en",
+            vec![
+                ("user", "The offsite budget is $5,000."),
+                ("assistant", "Noted: offsite budget $5,000."),
+                ("user", "the venue we like is pricier, what would you do?"),
+                (
+                    "assistant",
+                    "I'd raise the offsite budget to $6,500 to cover the venue. Shall I?",
+                ),
+                ("user", "ok, do that"),
+                ("assistant", "Done: the offsite budget is $6,500 in the plan."),
+            ],
+            "$5,000",
+            "$6,500",
+        ),
+        (
+            "km-reply-proposed-zh",
+            vec![
+                ("user", "达人投放预算8万。"),
+                ("assistant", "好的，投放预算8万。"),
+                ("user", "预算还能加一点，你看怎么调"),
+                ("assistant", "建议投放预算加到12万，多出的4万给小红书。"),
+                ("user", "好"),
+                ("assistant", "好，投放预算按12万执行，投放计划今天更新。"),
+            ],
+            "8万",
+            "12万",
+        ),
         // The message states the new value without a verb of change by it; the reply's is
         // read against what was said before the message.
         (

@@ -505,8 +505,11 @@ pub(crate) async fn ingest(km: &KnowledgeManager, request: IngestTurnsRequest) -
         // A reply to a message that asked for a change reads it against what was said before
         // that message: the value the message states is the one it asked for ("这个又变了…最后定
         // 55元" … "好，首发价改为55元" changes the "49元" said before), not a value said before.
+        // A reply carrying out an accepted proposal, against what was said before the proposal:
+        // its figures ("调整后小红书9万") are what was accepted.
         let before = match (turn.speaker != "assistant", reading) {
-            (false, Reading::Implied | Reading::Accepted) => earlier_texts.get(1..).unwrap_or_default(),
+            (false, Reading::Implied) => earlier_texts.get(1..).unwrap_or_default(),
+            (false, Reading::Accepted) => earlier_texts.get(2..).unwrap_or_default(),
             _ => &earlier_texts[..],
         };
         let changes = changes_in(&memory.content, before, reading);
