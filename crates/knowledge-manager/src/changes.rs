@@ -1069,6 +1069,26 @@ fn clauses(sentence: &str) -> Vec<(usize, usize)> {
     out
 }
 
+/// The label of a value in a list of several: the word right before it in its clause, not a
+/// verb of change nor another value ("小红书" of "调整后小红书9万", "抖音" of "小红书5万/抖音3万",
+/// "event" of "paid social £6,000 and events £1,500"). None when the clause gives none.
+fn label_of(sentence: &str, mention: &Mention) -> Option<String> {
+    let from = clauses(sentence)
+        .into_iter()
+        .map(|(start, _)| start)
+        .filter(|start| *start <= mention.start)
+        .max()
+        .unwrap_or(0);
+    let before = &sentence[from..mention.start];
+    let label = terms(before).into_iter().rev().find(|t| {
+        !CHANGE_WORDS.contains(&t.as_str())
+            && t.chars().any(|c| c.is_alphabetic())
+            && !t.chars().any(|c| c.is_ascii_digit())
+    })?;
+    let long_enough = label.chars().count() >= 2 && !thinkus_common::text::is_stopword(&label);
+    long_enough.then_some(label)
+}
+
 /// Words that tell of a change only with a verb of choosing when the value is a name: "现在"
 /// and "now" date a state ("把Moka里现在的候选人拉一下", "the Figma file we have now") as
 /// often as they announce a new one ("现在用北森", "we use Linear now").
@@ -1236,6 +1256,8 @@ struct Said {
     alone: bool,
     /// Which earlier sentence it was said in (0 the newest).
     sentence: usize,
+    /// The word right before it, its label ([`label_of`]).
+    label: Option<String>,
 }
 
 /// The values of earlier records (newest first), with the words around each.
@@ -1261,6 +1283,7 @@ impl Earlier {
                         mention: mention.clone(),
                         alone,
                         sentence: index,
+                        label: label_of(&sentence, mention),
                     });
                 }
                 index += 1;
@@ -1289,6 +1312,15 @@ impl Earlier {
                         .iter()
                         .any(|o| o.sentence == s.sentence && o.mention.start != s.mention.start && about(o))
             })
+    }
+
+    /// The newest earlier value comparable with `new` that `label` named, other than `new`:
+    /// "小红书5万" for "小红书9万".
+    fn labelled(&self, new: &Mention, label: &str) -> Option<&Said> {
+        self.said
+            .iter()
+            .filter(|s| s.label.as_deref() == Some(label) && s.mention.comparable(new))
+            .find(|s| !s.mention.same_value(new))
     }
 
     /// Whether the value was stated before.
@@ -1335,7 +1367,20 @@ fn implied_changes_of(text: &str, earlier: &Earlier, accepted: bool) -> Vec<Chan
                 .iter()
                 .filter(|m| m.comparable(new) && !m.same_figure(new))
                 .count();
-            if linked || earlier.stated(new) || others > 0 {
+            if linked || earlier.stated(new) {
+                continue;
+            }
+            if others > 0 {
+                // Several values of the kind: each is its label's ("小红书9万、抖音3万" after
+                // "小红书5万、抖音3万"), when the sentence tells of a change.
+                let changed = says_any(&sentence, &terms(&sentence).into_iter().collect(), CHANGE_WORDS);
+                if let Some(label) = label_of(&sentence, new)
+                    && (changed || accepted)
+                    && let Some(old) = earlier.labelled(new, &label)
+                    && old.mention.plausible_step_to(new)
+                {
+                    out.push(Change::of(&old.mention.raw, Some(&new.raw)));
+                }
                 continue;
             }
             let (words, changed) = around(&sentence, new, &found);
@@ -1891,6 +1936,26 @@ mod tests {
             vec![some("4 vans", "5 vans")]
         );
         assert!(stated_changes("Rollout 10 → 50 → 100 users.").is_empty(), "a ramp");
+    }
+
+    #[test]
+    fn a_value_of_a_list_is_its_labels() {
+        let earlier = Earlier::new(["达人投放预算8万，先按小红书5万、抖音3万分。"]);
+        let changes = pairs(implied_changes(
+            "投放预算改为12万：小红书9万（含2万加热）、抖音3万。",
+            &earlier,
+        ));
+        assert!(changes.contains(&some("5万", "9万")), "{changes:?}");
+        assert!(!changes.iter().any(|c| c.0 == "3万"), "抖音 kept its 3万: {changes:?}");
+        let earlier = Earlier::new(["Paid social gets £6,000 and events £1,500 this quarter."]);
+        let changes = pairs(implied_changes(
+            "We're moving money around: paid social £5,000, events £2,500.",
+            &earlier,
+        ));
+        assert!(changes.contains(&some("£6,000", "£5,000")), "{changes:?}");
+        assert!(changes.contains(&some("£1,500", "£2,500")), "{changes:?}");
+        // A list said again without a word of change changes nothing.
+        assert!(implied_changes("小红书9万、抖音3万，你看看。", &Earlier::new(["小红书5万、抖音3万"])).is_empty());
     }
 
     #[test]
