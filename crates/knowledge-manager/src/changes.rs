@@ -1332,8 +1332,9 @@ impl Earlier {
 /// Changes a text implies: a value stated next to a verb of change ("改到12月20日", "raise
 /// paid social to £9,500") replaces the newest earlier value of the same kind that was said
 /// among the same words ("开业定在12月8日", "paid social £6,000"), when that earlier sentence
-/// held no other value of the kind. Values the text itself links ([`stated_changes`]) are left
-/// to that reading; values said before are not news.
+/// held no other value of the kind. A sentence of several values of a kind is read by each
+/// value's label (`label_of`: "小红书9万、抖音3万" after "小红书5万、抖音3万"). Values the text
+/// itself links ([`stated_changes`]) are left to that reading; values said before are not news.
 pub fn implied_changes(text: &str, earlier: &Earlier) -> Vec<Change> {
     implied_changes_of(text, earlier, false)
 }
