@@ -1089,6 +1089,11 @@ fn label_of(sentence: &str, mention: &Mention) -> Option<String> {
     long_enough.then_some(label)
 }
 
+/// The labels of a sentence's values ([`label_of`]).
+fn labels_of(sentence: &str, found: &[Mention]) -> HashSet<String> {
+    found.iter().filter_map(|m| label_of(sentence, m)).collect()
+}
+
 /// Words that tell of a change only with a verb of choosing when the value is a name: "现在"
 /// and "now" date a state ("把Moka里现在的候选人拉一下", "the Figma file we have now") as
 /// often as they announce a new one ("现在用北森", "we use Linear now").
@@ -1263,12 +1268,15 @@ struct Said {
 /// The values of earlier records (newest first), with the words around each.
 pub struct Earlier {
     said: Vec<Said>,
+    /// The labels of each earlier sentence's values ([`Said::sentence`] indexes it).
+    labels: Vec<HashSet<String>>,
 }
 
 impl Earlier {
     /// Reads earlier texts, newest first.
     pub fn new<'a>(texts: impl IntoIterator<Item = &'a str>) -> Self {
         let mut said = Vec::new();
+        let mut labels = Vec::new();
         let mut index = 0;
         for text in texts {
             for sentence in prose_sentences(text) {
@@ -1276,6 +1284,7 @@ impl Earlier {
                     continue;
                 }
                 let found = mentions(&sentence);
+                labels.push(labels_of(&sentence, &found));
                 for mention in &found {
                     let alone = found.iter().filter(|m| m.comparable(mention)).count() == 1;
                     said.push(Said {
@@ -1289,7 +1298,7 @@ impl Earlier {
                 index += 1;
             }
         }
-        Self { said }
+        Self { said, labels }
     }
 
     /// The newest earlier value of `new`'s kind said among some of `words` that a change of
@@ -1314,12 +1323,15 @@ impl Earlier {
             })
     }
 
-    /// The newest earlier value comparable with `new` that `label` named, other than `new`:
-    /// "小红书5万" for "小红书9万".
-    fn labelled(&self, new: &Mention, label: &str) -> Option<&Said> {
+    /// The newest earlier value comparable with `new` that `label` named, other than `new`,
+    /// in a list said again: its sentence shares another label with `labels`, those of `new`'s
+    /// sentence ("小红书5万" of "小红书5万、抖音3万" for "小红书9万、抖音3万"; not the "合计1.6万"
+    /// of a quote for the "合计12万" of a budget).
+    fn labelled(&self, new: &Mention, label: &str, labels: &HashSet<String>) -> Option<&Said> {
         self.said
             .iter()
             .filter(|s| s.label.as_deref() == Some(label) && s.mention.comparable(new))
+            .filter(|s| self.labels[s.sentence].intersection(labels).count() >= 2)
             .find(|s| !s.mention.same_value(new))
     }
 
@@ -1377,7 +1389,7 @@ fn implied_changes_of(text: &str, earlier: &Earlier, accepted: bool) -> Vec<Chan
                 let changed = says_any(&sentence, &terms(&sentence).into_iter().collect(), CHANGE_WORDS);
                 if let Some(label) = label_of(&sentence, new)
                     && (changed || accepted)
-                    && let Some(old) = earlier.labelled(new, &label)
+                    && let Some(old) = earlier.labelled(new, &label, &labels_of(&sentence, &found))
                     && old.mention.plausible_step_to(new)
                 {
                     out.push(Change::of(&old.mention.raw, Some(&new.raw)));
@@ -1955,6 +1967,11 @@ mod tests {
         ));
         assert!(changes.contains(&some("£6,000", "£5,000")), "{changes:?}");
         assert!(changes.contains(&some("£1,500", "£2,500")), "{changes:?}");
+        // A label shared with another list is not the same list: a quote's total is not the
+        // budget's.
+        let earlier = Earlier::new(["包装报价合计1.6万，交期12天。"]);
+        let changes = pairs(implied_changes("调整后小红书9万、抖音3万，合计12万。", &earlier));
+        assert!(!changes.iter().any(|c| c.0 == "1.6万"), "{changes:?}");
         // A list said again without a word of change changes nothing.
         assert!(implied_changes("小红书9万、抖音3万，你看看。", &Earlier::new(["小红书5万、抖音3万"])).is_empty());
     }
