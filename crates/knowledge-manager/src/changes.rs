@@ -667,9 +667,16 @@ fn states_a_change(sentence_terms: &HashSet<String>) -> bool {
 }
 
 /// Whether a message asks for a change without saying the new value, which the reply then
-/// states ("上市往后推一周吧", "push the signing a week", "ok cut it to 4 vans").
+/// states ("上市往后推一周吧", "push the signing a week", "ok cut it to 4 vans"). A word that
+/// dates a state as often as it announces a change ([`WEAK_CHANGE_WORDS`]: "春节通道现在的关键
+/// 数字给我过一遍", "what's the plan now") asks for none.
 pub fn asks_for_a_change(text: &str) -> bool {
-    says_any(text, &terms(text).into_iter().collect(), CHANGE_WORDS)
+    let words: Vec<&str> = CHANGE_WORDS
+        .iter()
+        .copied()
+        .filter(|w| !WEAK_CHANGE_WORDS.contains(w))
+        .collect();
+    says_any(text, &terms(text).into_iter().collect(), &words)
 }
 
 /// Whether `text` holds one of `words`: as a term, or, for a Chinese word of two characters or
@@ -1949,6 +1956,25 @@ mod tests {
             vec![some("4 vans", "5 vans")]
         );
         assert!(stated_changes("Rollout 10 → 50 → 100 users.").is_empty(), "a ramp");
+    }
+
+    #[test]
+    fn a_message_asks_for_a_change_with_a_word_that_announces_one() {
+        for asks in [
+            "上市往后推一周吧",
+            "push the signing a week",
+            "ok cut it to 4 vans",
+            "预算改成12万",
+        ] {
+            assert!(asks_for_a_change(asks), "{asks}");
+        }
+        for asks_none in [
+            "晚上要跟投资人电话，春节通道现在的关键数字给我过一遍",
+            "so what's the plan now?",
+            "go through the numbers with me",
+        ] {
+            assert!(!asks_for_a_change(asks_none), "{asks_none}");
+        }
     }
 
     #[test]
