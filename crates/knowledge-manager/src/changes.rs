@@ -671,13 +671,18 @@ fn states_a_change(sentence_terms: &HashSet<String>) -> bool {
 /// dates a state as often as it announces a change ([`WEAK_CHANGE_WORDS`]: "春节通道现在的关键
 /// 数字给我过一遍", "what's the plan now") asks for none.
 pub fn asks_for_a_change(text: &str) -> bool {
-    let words: Vec<&str> = CHANGE_WORDS
+    says_any(text, &terms(text).into_iter().collect(), &ANNOUNCING_WORDS)
+}
+
+/// The words of change that announce one whatever they stand by: [`CHANGE_WORDS`] without
+/// [`WEAK_CHANGE_WORDS`].
+static ANNOUNCING_WORDS: LazyLock<Vec<&str>> = LazyLock::new(|| {
+    CHANGE_WORDS
         .iter()
         .copied()
         .filter(|w| !WEAK_CHANGE_WORDS.contains(w))
-        .collect();
-    says_any(text, &terms(text).into_iter().collect(), &words)
-}
+        .collect()
+});
 
 /// Whether `text` holds one of `words`: as a term, or, for a Chinese word of two characters or
 /// more, as written (jieba cuts "哦不对" into "哦/不/对").
@@ -1096,9 +1101,9 @@ fn label_of(sentence: &str, mention: &Mention) -> Option<String> {
     long_enough.then_some(label)
 }
 
-/// The labels of a sentence's values ([`label_of`]).
-fn labels_of(sentence: &str, found: &[Mention]) -> HashSet<String> {
-    found.iter().filter_map(|m| label_of(sentence, m)).collect()
+/// The label of each of a sentence's values ([`label_of`]), in their order.
+fn labels_of(sentence: &str, found: &[Mention]) -> Vec<Option<String>> {
+    found.iter().map(|m| label_of(sentence, m)).collect()
 }
 
 /// Words that tell of a change only with a verb of choosing when the value is a name: "现在"
@@ -1131,12 +1136,14 @@ fn tells_a_change(window: &str, window_terms: &HashSet<String>, sentence: &str, 
     if mention.kind != ValueKind::Name {
         return says_any(window, window_terms, CHANGE_WORDS);
     }
-    let strong: Vec<&str> = CHANGE_WORDS
-        .iter()
-        .copied()
-        .filter(|w| !WEAK_CHANGE_WORDS.contains(w) && !QUANTITY_CHANGE_WORDS.contains(w))
-        .collect();
-    says_any(window, window_terms, &strong)
+    static STRONG: LazyLock<Vec<&str>> = LazyLock::new(|| {
+        ANNOUNCING_WORDS
+            .iter()
+            .copied()
+            .filter(|w| !QUANTITY_CHANGE_WORDS.contains(w))
+            .collect()
+    });
+    says_any(window, window_terms, &STRONG)
         || (says_any(window, window_terms, WEAK_CHANGE_WORDS) && chosen(sentence, mention))
 }
 
@@ -1275,15 +1282,12 @@ struct Said {
 /// The values of earlier records (newest first), with the words around each.
 pub struct Earlier {
     said: Vec<Said>,
-    /// The labels of each earlier sentence's values ([`Said::sentence`] indexes it).
-    labels: Vec<HashSet<String>>,
 }
 
 impl Earlier {
     /// Reads earlier texts, newest first.
     pub fn new<'a>(texts: impl IntoIterator<Item = &'a str>) -> Self {
         let mut said = Vec::new();
-        let mut labels = Vec::new();
         let mut index = 0;
         for text in texts {
             for sentence in prose_sentences(text) {
@@ -1291,21 +1295,20 @@ impl Earlier {
                     continue;
                 }
                 let found = mentions(&sentence);
-                labels.push(labels_of(&sentence, &found));
-                for mention in &found {
+                for (mention, label) in found.iter().zip(labels_of(&sentence, &found)) {
                     let alone = found.iter().filter(|m| m.comparable(mention)).count() == 1;
                     said.push(Said {
                         around: around(&sentence, mention, &found).0,
                         mention: mention.clone(),
                         alone,
                         sentence: index,
-                        label: label_of(&sentence, mention),
+                        label,
                     });
                 }
                 index += 1;
             }
         }
-        Self { said, labels }
+        Self { said }
     }
 
     /// The newest earlier value of `new`'s kind said among some of `words` that a change of
@@ -1338,7 +1341,16 @@ impl Earlier {
         self.said
             .iter()
             .filter(|s| s.label.as_deref() == Some(label) && s.mention.comparable(new))
-            .filter(|s| self.labels[s.sentence].intersection(labels).count() >= 2)
+            .filter(|s| {
+                let shared = self
+                    .said
+                    .iter()
+                    .filter(|o| o.sentence == s.sentence)
+                    .filter_map(|o| o.label.as_ref())
+                    .filter(|l| labels.contains(*l))
+                    .collect::<HashSet<_>>();
+                shared.len() >= 2
+            })
             .find(|s| !s.mention.same_value(new))
     }
 
@@ -1373,6 +1385,7 @@ fn implied_changes_of(text: &str, earlier: &Earlier, accepted: bool) -> Vec<Chan
             continue;
         }
         let found = mentions(&sentence);
+        let list = std::cell::OnceCell::new();
         for (i, new) in found.iter().enumerate() {
             // A figure said twice is read once, where it is first said.
             if found[..i].iter().any(|m| m.same_figure(new)) {
@@ -1392,11 +1405,16 @@ fn implied_changes_of(text: &str, earlier: &Earlier, accepted: bool) -> Vec<Chan
             }
             if others > 0 {
                 // Several values of the kind: each is its label's ("小红书9万、抖音3万" after
-                // "小红书5万、抖音3万"), when the sentence tells of a change.
-                let changed = says_any(&sentence, &terms(&sentence).into_iter().collect(), CHANGE_WORDS);
-                if let Some(label) = label_of(&sentence, new)
-                    && (changed || accepted)
-                    && let Some(old) = earlier.labelled(new, &label, &labels_of(&sentence, &found))
+                // "小红书5万、抖音3万"), when the sentence tells of a change. Read once a sentence.
+                let (changed, labelled, labels) = list.get_or_init(|| {
+                    let labelled = labels_of(&sentence, &found);
+                    let labels: HashSet<String> = labelled.iter().flatten().cloned().collect();
+                    let changed = says_any(&sentence, &terms(&sentence).into_iter().collect(), CHANGE_WORDS);
+                    (changed, labelled, labels)
+                });
+                if let Some(label) = &labelled[i]
+                    && (*changed || accepted)
+                    && let Some(old) = earlier.labelled(new, label, labels)
                     && old.mention.plausible_step_to(new)
                 {
                     out.push(Change::of(&old.mention.raw, Some(&new.raw)));

@@ -178,6 +178,16 @@ fn was_chosen(earlier_texts: &[String], name: &str) -> bool {
         .any(|t| chosen.find_iter(t).any(|m| !NEGATED.is_match(&t[..m.start()])))
 }
 
+/// The changes a memory's tags record ([`CHANGED_TAG`]`old→new`), as the old value and the new
+/// one (none when the old value was dropped).
+fn tagged_changes(memory: &Memory) -> impl Iterator<Item = (&str, Option<&str>)> {
+    memory
+        .tags
+        .iter()
+        .filter_map(|t| t.strip_prefix(CHANGED_TAG)?.split_once('→'))
+        .map(|(old, new)| (old, (!new.is_empty()).then_some(new)))
+}
+
 /// The changes said in another role's turns of the reader's project that the reader may not
 /// read (`hidden`: exchanges that taught that role a private memory), as the old value and the
 /// day alone, and only the old values the reader has read: "push the panel a week" told to the
@@ -217,10 +227,7 @@ async fn changes_said_privately(
         .collect();
     let mut out = Vec::new();
     for memory in hidden {
-        for tag in memory.tags.iter().filter_map(|t| t.strip_prefix(CHANGED_TAG)) {
-            let Some((old, _)) = tag.split_once('→') else {
-                continue;
-            };
+        for (old, _) in tagged_changes(memory) {
             if read.iter().any(|text| changes::states_value(text, old)) {
                 out.push(
                     ValueChange {
@@ -286,18 +293,15 @@ pub(crate) async fn value_changes(
     stated.truncate(limit);
     let mut out: Vec<ValueChange> = Vec::new();
     for memory in &stated {
-        for tag in memory.tags.iter().filter_map(|t| t.strip_prefix(CHANGED_TAG)) {
-            if let Some((old, new)) = tag.split_once('→') {
-                let new = (!new.is_empty()).then(|| new.to_string());
-                out.push(ValueChange {
-                    statement: statement_of(&memory.content, old, new.as_deref()),
-                    old: old.to_string(),
-                    new,
-                    at: memory.occurred_at,
-                    memory_id: memory.id.clone(),
-                    session_id: memory.scope.session_id.clone(),
-                });
-            }
+        for (old, new) in tagged_changes(memory) {
+            out.push(ValueChange {
+                statement: statement_of(&memory.content, old, new),
+                old: old.to_string(),
+                new: new.map(str::to_string),
+                at: memory.occurred_at,
+                memory_id: memory.id.clone(),
+                session_id: memory.scope.session_id.clone(),
+            });
         }
     }
     // The replaced memories and what replaced them, in one statement.
