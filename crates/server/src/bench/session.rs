@@ -345,6 +345,17 @@ pub async fn run(
                             (decision.need_memory, decision.retrieval_mode, &decision.reason),
                             indent(&prepared.context)
                         ));
+                    } else if verbose {
+                        let decision = &prepared.decision;
+                        say(format!(
+                            "ok {} {} turn {}: {} needed, {} tokens; decision {:?}",
+                            scenario.id,
+                            session.id,
+                            index + 1,
+                            check.needed.len(),
+                            prepared.tokens_used,
+                            (decision.need_memory, decision.retrieval_mode, &decision.reason),
+                        ));
                     }
                 }
                 let tool_calls = turn
