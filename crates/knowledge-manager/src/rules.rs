@@ -296,7 +296,7 @@ pub fn is_confirmation(text: &str) -> bool {
 }
 static PROPOSAL: LazyLock<Regex> = LazyLock::new(|| {
     pattern(
-        r"(?i)(建议|推荐|可以考虑|方案是|我的建议|不如|i (suggest|recommend|propose)|my recommendation|we could|how about|i'd go with|the best option)",
+        r"(?i)(建议|提议|推荐|可以考虑|方案是|我的建议|不如|i(?:'d| would)? (suggest|recommend|propose)|my recommendation|we could|how about|i'd go with|the best option|\b(proposal|suggestion|recommendation)\s*:)",
     )
 });
 static FILLER: LazyLock<Regex> = LazyLock::new(|| {
@@ -624,7 +624,7 @@ fn proposal_in(text: &str) -> Option<String> {
             // "建议使用Stripe作为支付方案" reads as a decision once confirmed: drop the verb
             // of proposing so the memory states what was decided.
             static LEAD: LazyLock<Regex> = LazyLock::new(|| {
-                pattern(r"(?i)^(我的建议是|我建议|建议(你们|我们)?|推荐(你们|使用)?|可以考虑|不如|i (suggest|recommend|propose)( that)?( we)?|my recommendation is( to)?|we could|how about|i'd go with)[，,:：\s]*")
+                pattern(r"(?i)^(我的建议是|我建议|建议(你们|我们)?|我?提议|推荐(你们|使用)?|可以考虑|不如|i(?:'d| would)? (suggest|recommend|propose)( that)?( we)?|my recommendation is( to)?|we could|how about|i'd go with|(proposal|suggestion|recommendation)\s*:)[，,:：\s]*")
             });
             LEAD.replace(s.trim(), "").trim().to_string()
         })
@@ -826,6 +826,28 @@ mod tests {
         assert_eq!(found.len(), 1, "{found:?}");
         assert_eq!(found[0].0, "project_decision");
         assert!(found[0].1.contains("Stripe"));
+        // A proposal under its label, or said with "I'd": the label and the verb of proposing
+        // are not part of what was decided.
+        for (proposal, yes, decided) in [
+            (
+                "Agreed, it tells us little. Proposal: drop the 4-hour take-home and do a 90-minute pairing session instead.",
+                "ok do that",
+                "drop the 4-hour take-home and do a 90-minute pairing session instead.",
+            ),
+            (
+                "I'd recommend we move the launch to Tuesday.",
+                "sounds good",
+                "move the launch to Tuesday.",
+            ),
+            ("我提议把发布会挪到周二。", "行，就这么办", "把发布会挪到周二。"),
+        ] {
+            let found = run(&[("assistant", proposal), ("user", yes)]);
+            assert_eq!(found.len(), 1, "{proposal}: {found:?}");
+            assert_eq!(
+                (found[0].0.as_str(), found[0].1.as_str()),
+                ("project_decision", decided)
+            );
+        }
     }
 
     #[test]
