@@ -892,6 +892,46 @@ fn chinese_name_changes(sentence: &str) -> Vec<Change> {
     out
 }
 
+/// The names a verb of switching takes in a sentence: a name after "换成", "改用", "switch to",
+/// "go with" (spaces between a Chinese verb and a Latin name allowed, as mixed writing puts
+/// them), and a name in ideographs after a Chinese verb ([`HAN_TAKEN`]); each name once.
+fn switch_targets(sentence: &str, found: &[Mention]) -> Vec<String> {
+    static TO_EN: LazyLock<Regex> = LazyLock::new(|| switch_en(false));
+    let mut targets: Vec<String> = found
+        .iter()
+        .filter(|m| m.kind == ValueKind::Name)
+        .filter(|m| {
+            let before = &sentence[..m.start];
+            SWITCH_ZH_BEFORE.is_match(before) || TO_EN.is_match(before)
+        })
+        .map(|m| m.raw.clone())
+        .chain(
+            HAN_TAKEN
+                .captures_iter(sentence)
+                .filter_map(|c| c.get(1))
+                .map(|m| m.as_str())
+                .filter(|name| !thinkus_common::text::is_stopword(name))
+                .map(str::to_string),
+        )
+        .collect();
+    targets.sort_by_key(|name| name.to_lowercase());
+    targets.dedup_by(|a, b| a.eq_ignore_ascii_case(b));
+    targets
+}
+
+/// A name in ideographs that a Chinese verb of switching takes ("改用二维火"); a bare "换" is left
+/// out, as it also drops ("换掉客如云").
+static HAN_TAKEN: LazyLock<Regex> = LazyLock::new(|| {
+    Regex::new(r"(?:换成|换为|换用|改成|改为|改用|换到|切到|切换到|切换成|转用|迁到|迁移到)\s*(\p{Han}{2,6}?)(?:[，。；,;！!？?、\s]|了|吧|啊|呢|那边|这家|$)")
+        .expect("valid regex")
+});
+
+/// A Chinese verb of switching right before a name (spaces allowed): "换成 ", "改用".
+static SWITCH_ZH_BEFORE: LazyLock<Regex> = LazyLock::new(|| {
+    Regex::new(r"(?:换成|换为|换用|改成|改为|改用|换到|切到|切换到|切换成|转用|迁到|迁移到|换)\s*$")
+        .expect("valid regex")
+});
+
 /// The arrows that write a change or a ramp: "500 → 800".
 const ARROWS: [&str; 4] = ["->", "→", "=>", "⟶"];
 
@@ -937,8 +977,20 @@ pub fn stated_changes(text: &str) -> Vec<Change> {
         }
         // "25k-30k上调到30k-35k": a range is one mention; "12 not 20" has bare numbers.
         out.extend(elliptical_old_values(&sentence, &found));
-        out.extend(chinese_name_changes(&sentence));
-        out.extend(dropped_names(&sentence, &found));
+        let mut dropped = chinese_name_changes(&sentence);
+        dropped.extend(dropped_names(&sentence, &found));
+        // One name dropped and one switched to in the same sentence ("排队服务换成 Cloudflare
+        // Waiting Room，不用 Queue-it 了", "Redgum is out, we're going with Saltbush"): the
+        // switch leaves the dropped name.
+        if let [only] = dropped.as_mut_slice()
+            && only.new.is_none()
+            && let [target] = switch_targets(&sentence, &found).as_slice()
+            && !target.to_lowercase().starts_with(&only.old.to_lowercase())
+            && !only.old.to_lowercase().starts_with(&target.to_lowercase())
+        {
+            only.new = Some(target.clone());
+        }
+        out.extend(dropped);
     }
     out.extend(self_corrections(text));
     out.extend(table_changes(text));
@@ -1514,10 +1566,6 @@ fn switched_names(sentence: &str, earlier: &Earlier) -> Vec<Change> {
 /// that `chosen` says was named as a choice before (a name merely mentioned, a component such
 /// as "TiKV", is not what the switch leaves).
 pub fn switched_across(text: &str, chosen: impl Fn(&str) -> bool) -> Vec<Change> {
-    static SWITCH_ZH: LazyLock<Regex> = LazyLock::new(|| {
-        Regex::new(r"(?:换成|换为|换用|改成|改为|改用|换到|切到|切换到|切换成|转用|迁到|迁移到|换)\s*$")
-            .expect("valid regex")
-    });
     static SWITCH_EN: LazyLock<Regex> = LazyLock::new(|| switch_en(true));
     let names: Vec<Mention> = mentions(text)
         .into_iter()
@@ -1527,7 +1575,7 @@ pub fn switched_across(text: &str, chosen: impl Fn(&str) -> bool) -> Vec<Change>
         .iter()
         .filter(|m| {
             let before = &text[..m.start];
-            SWITCH_ZH.is_match(before) || SWITCH_EN.is_match(before)
+            SWITCH_ZH_BEFORE.is_match(before) || SWITCH_EN.is_match(before)
         })
         .collect();
     new.sort_by_key(|m| m.raw.to_lowercase());
@@ -1969,6 +2017,32 @@ mod tests {
         for text in ["I'll drop Gary a note.", "Apple is out of stock this week."] {
             assert!(stated_changes(text).is_empty(), "{text}");
         }
+        // A name dropped where another is switched to: what the switch leaves.
+        for (text, old, new) in [
+            (
+                "好，排队服务换成 Cloudflare Waiting Room（加到现有合同，随时可停），不用 Queue-it 了。",
+                "Queue-it",
+                "Cloudflare Waiting Room",
+            ),
+            (
+                "Redgum is out, we're going with Saltbush Staffing.",
+                "Redgum",
+                "Saltbush Staffing",
+            ),
+            ("收银系统换掉客如云，改用二维火。", "客如云", "二维火"),
+        ] {
+            assert_eq!(pairs(stated_changes(text)), vec![some(old, new)], "{text}");
+        }
+        // Dropped with nothing switched to, or with two names switched to: the old name alone.
+        for text in [
+            "不用 Slack 了，大家都在群里说。",
+            "Redgum is out; we'll go with Saltbush Staffing, or go with Hays if they can't.",
+        ] {
+            assert!(
+                pairs(stated_changes(text)).iter().all(|(_, new)| new.is_none()),
+                "{text}"
+            );
+        }
         assert_eq!(
             pairs(stated_changes("That needs a 5th van: 4 → 5 vans is +€1,287/month.")),
             vec![some("4 vans", "5 vans")]
@@ -2038,13 +2112,11 @@ mod tests {
     #[test]
     fn going_with_another_vendor_is_a_switch() {
         let earlier = Earlier::new(["Dara wants Samsara on the new vans, 36 month contract."]);
-        assert_eq!(
-            pairs(implied_changes(
-                "and Webfleet do monthly rolling at €34 a van, ditch Samsara, go with Webfleet",
-                &earlier
-            )),
-            vec![some("Samsara", "Webfleet")]
-        );
+        // The name dropped and the one gone with are in one sentence: the text states the change,
+        // which the implied reading leaves to it.
+        let text = "and Webfleet do monthly rolling at €34 a van, ditch Samsara, go with Webfleet";
+        assert_eq!(pairs(stated_changes(text)), vec![some("Samsara", "Webfleet")]);
+        assert!(implied_changes(text, &earlier).is_empty());
     }
 
     #[test]
