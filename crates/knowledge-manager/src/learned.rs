@@ -153,8 +153,10 @@ impl Policy {
                 _ => Choice::Rules,
             };
         }
+        // A question that asks to be told states nothing to remember ("rules q: how many hours
+        // can a driver do in a day?", "春运一般从哪天开始来着"), whatever words it asks with.
         match best {
-            Some((t, p)) if reading.long_enough && p >= self.add => Choice::Head(t, p),
+            Some((t, p)) if reading.long_enough && !reading.asks && p >= self.add => Choice::Head(t, p),
             _ => Choice::Nothing,
         }
     }
@@ -365,6 +367,13 @@ mod tests {
             ..missed
         };
         assert_eq!(POLICY.candidate("ok", &short, &answer(3, 0.99, 0.0), "pm"), None);
+        // A question that asks to be told is not added, however sure the head is.
+        let asking = Reading {
+            asks: true,
+            ..reading(None)
+        };
+        let question = "rules q: how many hours can a driver do in a day?";
+        assert_eq!(POLICY.candidate(question, &asking, &answer(4, 0.99, 0.0), "pm"), None);
     }
 
     /// The same reading, worded as a correction ("actually", "改成").

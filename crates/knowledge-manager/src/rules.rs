@@ -274,6 +274,20 @@ fn is_question(text: &str) -> bool {
     QUESTION.is_match(text) && !HEADING.is_match(text)
 }
 
+/// Whether a clause asks to be told something: it ends as a question does (a question mark, or
+/// a Chinese particle of asking: 吗, 呢, 么, 来着) and is not a request put as a question ("could
+/// you always include the source?", "能不能顺便估一下人天？"), which states what the user wants.
+/// Unlike [`is_question`], an imperative opening ("Do not share…") is no question here.
+pub fn asks_to_be_told(text: &str) -> bool {
+    static MARKED: LazyLock<Regex> = LazyLock::new(|| pattern(r"([?？]|吗|呢|么|来着)[\s。.!！]*$"));
+    static REQUEST: LazyLock<Regex> = LazyLock::new(|| {
+        pattern(
+            r"(?i)^\W*(could|can|would|will) you\b|^\W*please\b|^\W*(麻烦|请|帮我)|(你|您)[^，,。？?]{0,12}(能不能|可不可以|能否|可以)",
+        )
+    });
+    MARKED.is_match(text.trim()) && !REQUEST.is_match(text.trim())
+}
+
 static HYPOTHETICAL: LazyLock<Regex> = LazyLock::new(|| {
     pattern(
         r"(?i)(如果|假如|假设|要是|万一的话|倘若|\bif we\b|\bwhat if\b|\bsuppose\b|\bhypothetically\b|\bimagine\b|\bin theory\b)",
@@ -525,6 +539,9 @@ pub struct Reading {
     /// A sum or a date.
     pub figure: bool,
     pub long_enough: bool,
+    /// The clause asks for something to be told (a question it marks as one, not a request
+    /// phrased as one): nothing in it is to be remembered.
+    pub asks: bool,
     /// What the rules extract from the clause.
     pub candidate: Option<Value>,
 }
@@ -534,6 +551,7 @@ fn read(clause: &str, role: &str, message_hedged: bool) -> Reading {
     Reading {
         family: classify(text).map(|f| f.memory_type),
         question: is_question(text),
+        asks: asks_to_be_told(text),
         hypothetical: HYPOTHETICAL.is_match(text),
         hedged: message_hedged || HEDGE.is_match(text),
         correction: CORRECTION.iter().any(|r| r.is_match(text)),
@@ -720,6 +738,27 @@ pub fn merge(input: &Value) -> Result<Value, LlmError> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_question_asks_to_be_told_a_request_put_as_one_does_not() {
+        for asks in [
+            "rules q: how many hours can a driver actually do in a day in a van under 3.5 tonnes?",
+            "春运一般从哪天开始来着",
+            "上线日期定了吗",
+            "what did Gary say about the quote？",
+        ] {
+            assert!(asks_to_be_told(asks), "{asks}");
+        }
+        for states in [
+            "Could you always include the source link for any stat you use in copy?",
+            "您给方案的时候能不能顺便估一下人天？",
+            "Do not share the salary bands with the team.",
+            "上线日期定在12月18日。",
+            "We use Stripe for payments",
+        ] {
+            assert!(!asks_to_be_told(states), "{states}");
+        }
+    }
 
     #[test]
     fn a_short_yes_accepts_a_proposal() {
