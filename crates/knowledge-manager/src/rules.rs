@@ -270,8 +270,11 @@ static QUESTION: LazyLock<Regex> = LazyLock::new(|| {
 static HEADING: LazyLock<Regex> =
     LazyLock::new(|| pattern(r"(?i)^(what|how|why|where|when)\b[^?？:：]{0,40}[:：]\s*\S[^?？]*$"));
 
+/// "Do not cc legal on these." opens as a question would ("Do we…") but tells what to do.
+static NEGATIVE_IMPERATIVE: LazyLock<Regex> = LazyLock::new(|| pattern(r"(?i)^\W*do\s+(not|never)\b[^?？]*$"));
+
 fn is_question(text: &str) -> bool {
-    QUESTION.is_match(text) && !HEADING.is_match(text)
+    QUESTION.is_match(text) && !HEADING.is_match(text) && !NEGATIVE_IMPERATIVE.is_match(text)
 }
 
 /// Whether a clause asks to be told something: it ends as a question does (a question mark, or
@@ -432,9 +435,26 @@ fn clauses(text: &str) -> Vec<String> {
 }
 
 fn classify(clause: &str) -> Option<&'static Family> {
+    let clause = contracted(clause);
     FAMILIES
         .iter()
-        .find(|family| family.patterns.iter().any(|p| p.is_match(clause)))
+        .find(|family| family.patterns.iter().any(|p| p.is_match(&clause)))
+}
+
+/// The English negations written out ("do not", "cannot") in the contracted form the families'
+/// patterns are written in ("don't", "can't"): "Do not use tables" states what "Don't use
+/// tables" does.
+fn contracted(text: &str) -> std::borrow::Cow<'_, str> {
+    static OUT: LazyLock<Regex> =
+        LazyLock::new(|| pattern(r"(?i)\b(do|does|did|is|are|was|were|will|can|would|should|must|have|has)\s*not\b"));
+    OUT.replace_all(text, |c: &regex::Captures<'_>| {
+        let verb = &c[1];
+        match verb.to_ascii_lowercase().as_str() {
+            "will" => format!("{}on't", &verb[..1]),
+            "can" => format!("{}an't", &verb[..1]),
+            _ => format!("{verb}n't"),
+        }
+    })
 }
 
 fn is_user(role: &str) -> bool {
@@ -853,6 +873,17 @@ mod tests {
         assert!(run(&[("user", "我们用什么数据库？")]).is_empty());
         assert!(run(&[("user", "如果预算是一百万我们会怎么做")]).is_empty());
         assert!(run(&[("user", "What did we decide about the budget?")]).is_empty());
+        assert!(run(&[("user", "Do we need tachographs in the vans?")]).is_empty());
+        // A rule written as "Do not…" opens like a question and is none; written out, a
+        // negation reads as its contracted form.
+        let found = run(&[("user", "Do not use tables in anything you send me.")]);
+        assert_eq!(found.len(), 1, "{found:?}");
+        assert_eq!(found[0].0, "user_preference", "{found:?}");
+        assert_eq!(
+            contracted("We cannot exceed it, I do not want that"),
+            "We can't exceed it, I don't want that"
+        );
+        assert_eq!(contracted("Will not ship"), "Won't ship");
         assert!(run(&[("user", "谢谢！")]).is_empty());
     }
 
