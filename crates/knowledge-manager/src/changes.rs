@@ -919,18 +919,21 @@ fn switch_targets(sentence: &str, found: &[Mention]) -> Vec<String> {
     targets
 }
 
-/// A name in ideographs that a Chinese verb of switching takes ("改用二维火"); a bare "换" is left
-/// out, as it also drops ("换掉客如云").
+/// The Chinese verbs of switching that name what is switched to ("换成", "改用"); a bare "换"
+/// also drops ("换掉客如云"), so only a Latin name after it is taken.
+const SWITCH_VERBS_ZH: &str = "换成|换为|换用|改成|改为|改用|换到|切到|切换到|切换成|转用|迁到|迁移到";
+
+/// A name in ideographs that a Chinese verb of switching takes ("改用二维火").
 static HAN_TAKEN: LazyLock<Regex> = LazyLock::new(|| {
-    Regex::new(r"(?:换成|换为|换用|改成|改为|改用|换到|切到|切换到|切换成|转用|迁到|迁移到)\s*(\p{Han}{2,6}?)(?:[，。；,;！!？?、\s]|了|吧|啊|呢|那边|这家|$)")
-        .expect("valid regex")
+    Regex::new(&format!(
+        r"(?:{SWITCH_VERBS_ZH})\s*(\p{{Han}}{{2,6}}?)(?:[，。；,;！!？?、\s]|了|吧|啊|呢|那边|这家|$)"
+    ))
+    .expect("valid regex")
 });
 
-/// A Chinese verb of switching right before a name (spaces allowed): "换成 ", "改用".
-static SWITCH_ZH_BEFORE: LazyLock<Regex> = LazyLock::new(|| {
-    Regex::new(r"(?:换成|换为|换用|改成|改为|改用|换到|切到|切换到|切换成|转用|迁到|迁移到|换)\s*$")
-        .expect("valid regex")
-});
+/// A Chinese verb of switching right before a name (spaces allowed): "换成 ", "换 ".
+static SWITCH_ZH_BEFORE: LazyLock<Regex> =
+    LazyLock::new(|| Regex::new(&format!(r"(?:{SWITCH_VERBS_ZH}|换)\s*$")).expect("valid regex"));
 
 /// The arrows that write a change or a ramp: "500 → 800".
 const ARROWS: [&str; 4] = ["->", "→", "=>", "⟶"];

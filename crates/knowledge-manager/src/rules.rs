@@ -288,7 +288,8 @@ pub fn asks_to_be_told(text: &str) -> bool {
             r"(?i)^\W*(could|can|would|will) you\b|^\W*please\b|^\W*(麻烦|请|帮我)|(你|您)[^，,。？?]{0,12}(能不能|可不可以|能否|可以)",
         )
     });
-    MARKED.is_match(text.trim()) && !REQUEST.is_match(text.trim())
+    let text = text.trim();
+    MARKED.is_match(text) && !REQUEST.is_match(text)
 }
 
 static HYPOTHETICAL: LazyLock<Regex> = LazyLock::new(|| {
