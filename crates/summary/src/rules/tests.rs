@@ -85,6 +85,20 @@ fn chinese_session() {
     assert_eq!(art.desc, "技术方案文档");
 }
 
+/// An acknowledgement ("收到，…我记下了") reports no work; a decision said after "好的" is still one.
+#[test]
+fn a_chinese_acknowledgement_is_no_work_done() {
+    let out = summarize(&input(vec![
+        msg(0, "user", None, "春节通道12月18日上线，首批喂养师64位。你先记下。"),
+        msg(1, "assistant", None, "收到，春节预约通道的基础信息我记下了。"),
+        msg(2, "assistant", None, "好的，我们决定春节单次上门定69元。"),
+        msg(3, "assistant", None, "需求分析已经完成了。"),
+    ]));
+    assert!(!listed(&out).iter().any(|i| i.contains("记下了")), "{out:?}");
+    assert!(out.decisions.iter().any(|d| d.what.contains("69元")), "{out:?}");
+    assert!(out.progress.iter().any(|p| p.contains("需求分析")), "{out:?}");
+}
+
 #[test]
 fn english_session() {
     let messages = vec![
