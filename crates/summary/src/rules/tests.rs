@@ -85,7 +85,8 @@ fn chinese_session() {
     assert_eq!(art.desc, "技术方案文档");
 }
 
-/// An acknowledgement ("收到，…我记下了") reports no work; a decision said after "好的" is still one.
+/// An acknowledgement ("收到，…我记下了") or a sign-off ("先这样") reports no work; a decision said
+/// after "好的" is still one.
 #[test]
 fn a_chinese_acknowledgement_is_no_work_done() {
     let out = summarize(&input(vec![
@@ -97,6 +98,13 @@ fn a_chinese_acknowledgement_is_no_work_done() {
     assert!(!listed(&out).iter().any(|i| i.contains("记下了")), "{out:?}");
     assert!(out.decisions.iter().any(|d| d.what.contains("69元")), "{out:?}");
     assert!(out.progress.iter().any(|p| p.contains("需求分析")), "{out:?}");
+    // Nor does a sign-off.
+    let out = summarize(&input(vec![
+        msg(0, "user", None, "Ok 先这样 我去见投资人了"),
+        msg(1, "user", None, "下周一我去见投资人，先把PRD发给CTO。"),
+    ]));
+    assert!(!listed(&out).iter().any(|i| i.contains("先这样")), "{out:?}");
+    assert!(out.next_actions.iter().any(|n| n.contains("PRD")), "{out:?}");
 }
 
 #[test]
