@@ -676,13 +676,12 @@ pub fn asks_for_a_change(text: &str) -> bool {
 
 /// The words of change that announce one whatever they stand by: [`CHANGE_WORDS`] without
 /// [`WEAK_CHANGE_WORDS`].
-static ANNOUNCING_WORDS: LazyLock<Vec<&str>> = LazyLock::new(|| {
-    CHANGE_WORDS
-        .iter()
-        .copied()
-        .filter(|w| !WEAK_CHANGE_WORDS.contains(w))
-        .collect()
-});
+static ANNOUNCING_WORDS: LazyLock<Vec<&str>> = LazyLock::new(|| without(CHANGE_WORDS, WEAK_CHANGE_WORDS));
+
+/// `words` without those of `left_out`, in order.
+fn without(words: &[&'static str], left_out: &[&str]) -> Vec<&'static str> {
+    words.iter().copied().filter(|w| !left_out.contains(w)).collect()
+}
 
 /// Whether `text` holds one of `words`: as a term, or, for a Chinese word of two characters or
 /// more, as written (jieba cuts "哦不对" into "哦/不/对").
@@ -1191,13 +1190,7 @@ fn tells_a_change(window: &str, window_terms: &HashSet<String>, sentence: &str, 
     if mention.kind != ValueKind::Name {
         return says_any(window, window_terms, CHANGE_WORDS);
     }
-    static STRONG: LazyLock<Vec<&str>> = LazyLock::new(|| {
-        ANNOUNCING_WORDS
-            .iter()
-            .copied()
-            .filter(|w| !QUANTITY_CHANGE_WORDS.contains(w))
-            .collect()
-    });
+    static STRONG: LazyLock<Vec<&str>> = LazyLock::new(|| without(&ANNOUNCING_WORDS, QUANTITY_CHANGE_WORDS));
     says_any(window, window_terms, &STRONG)
         || (says_any(window, window_terms, WEAK_CHANGE_WORDS) && chosen(sentence, mention))
 }

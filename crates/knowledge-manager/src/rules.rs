@@ -270,11 +270,11 @@ static QUESTION: LazyLock<Regex> = LazyLock::new(|| {
 static HEADING: LazyLock<Regex> =
     LazyLock::new(|| pattern(r"(?i)^(what|how|why|where|when)\b[^?？:：]{0,40}[:：]\s*\S[^?？]*$"));
 
-/// "Do not cc legal on these." opens as a question would ("Do we…") but tells what to do.
-static NEGATIVE_IMPERATIVE: LazyLock<Regex> = LazyLock::new(|| pattern(r"(?i)^\W*do\s+(not|never)\b[^?？]*$"));
-
+/// Read in its contracted form ([`contracted`]): "Do not cc legal on these." opens as a question
+/// would ("Do we…") but, as "Don't cc legal", tells what to do.
 fn is_question(text: &str) -> bool {
-    QUESTION.is_match(text) && !HEADING.is_match(text) && !NEGATIVE_IMPERATIVE.is_match(text)
+    let text = contracted(text);
+    QUESTION.is_match(&text) && !HEADING.is_match(&text)
 }
 
 /// Whether a clause asks to be told something: it ends as a question does (a question mark, or

@@ -329,33 +329,27 @@ pub async fn run(
                         .or_default()
                         .add(check, &scored, tokens);
                     let failed = !scored.missing.is_empty() || !scored.stale.is_empty() || !scored.forbidden.is_empty();
-                    if verbose && failed {
+                    if verbose {
+                        let turn_id = format!("{} {} turn {}", scenario.id, session.id, index + 1);
                         let decision = &prepared.decision;
-                        say(format!(
-                            "--- {} {} turn {} ({}): {:?}\n    missing {:?}, stale {:?}, forbidden {:?}; {} tokens; decision {:?}\n{}",
-                            scenario.id,
-                            session.id,
-                            index + 1,
-                            check.note,
-                            turn.user,
-                            scored.missing,
-                            scored.stale,
-                            scored.forbidden,
-                            prepared.tokens_used,
-                            (decision.need_memory, decision.retrieval_mode, &decision.reason),
-                            indent(&prepared.context)
-                        ));
-                    } else if verbose {
-                        let decision = &prepared.decision;
-                        say(format!(
-                            "ok {} {} turn {}: {} needed, {} tokens; decision {:?}",
-                            scenario.id,
-                            session.id,
-                            index + 1,
-                            check.needed.len(),
-                            prepared.tokens_used,
-                            (decision.need_memory, decision.retrieval_mode, &decision.reason),
-                        ));
+                        let decision = (decision.need_memory, decision.retrieval_mode, &decision.reason);
+                        let tokens = prepared.tokens_used;
+                        if failed {
+                            say(format!(
+                                "--- {turn_id} ({}): {:?}\n    missing {:?}, stale {:?}, forbidden {:?}; {tokens} tokens; decision {decision:?}\n{}",
+                                check.note,
+                                turn.user,
+                                scored.missing,
+                                scored.stale,
+                                scored.forbidden,
+                                indent(&prepared.context)
+                            ));
+                        } else {
+                            say(format!(
+                                "ok {turn_id}: {} needed, {tokens} tokens; decision {decision:?}",
+                                check.needed.len()
+                            ));
+                        }
                     }
                 }
                 let tool_calls = turn

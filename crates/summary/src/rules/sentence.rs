@@ -81,7 +81,8 @@ pub(super) static CHITCHAT: LazyLock<Regex> = LazyLock::new(|| {
     )
 });
 /// A reaction to the other party rather than something reported: "That's so cool", "You're
-/// so dedicated", "Can't wait to see it", "太厉害了".
+/// so dedicated", "Can't wait to see it", "太厉害了", an acknowledgement ("收到，…我记下了") or a
+/// sign-off ("Ok 先这样 我去见投资人了").
 pub(super) static REACTION: LazyLock<Regex> = LazyLock::new(|| {
     pattern(
         r"(?i)^(that'?s|this is|these are|those are|(i )?(totally |completely )?(get|understand|know|can imagine) (how|what|that feeling|the feeling|it'?s|you)|(i'?m )?(so )?sorry (to hear|about|for|that)|it'?s (so |really )?(great|awesome|cool|amazing|wonderful|nice|fantastic|good|lovely|inspiring|beautiful) (to|that|how|you)|sounds|looks|what a|congrat|keep (it up|going|up the|rocking|pushing)|you'?re|you are|you have|you'?ve|you must|your |i bet|i'?m sure you|i hope you|hope you|can'?t wait to (see|hear)|let me know|i'?d love to (see|hear)|love (that|it|the|your|this|how)|i love (that|it|your|how|the way)|good luck|best of luck|wishing you|enjoy|glad (to|you|it|that)|thanks|thank you)|^(太(好|棒|厉害)了|真(好|棒|不错|厉害)|听起来|看起来|你(真|太)|加油|祝你|恭喜|谢谢|不客气|没关系|收到|好的|明白|了解|知道了|记下了|没问题)|^((ok|okay|好|行)[\s，,]*)?(先这样|就这样|回头(聊|再说)|晚安|拜拜)",
