@@ -775,6 +775,46 @@ fn elliptical_old_values(sentence: &str, found: &[Mention]) -> Vec<Change> {
     out
 }
 
+/// A value a sentence says was changed from, with no new value after it: "按最新的首发价49元印
+/// （昨天跟渠道定的，从59元改过来）", "the rate is 55.10 now, we moved it from 53.40 last week".
+/// The old value is paired with the last value of its kind said before it in the sentence, the
+/// new one, when there is one; alone otherwise (it still is no longer current).
+fn changed_from(sentence: &str, found: &[Mention]) -> Vec<Change> {
+    static FROM_ZH: LazyLock<Regex> = LazyLock::new(|| Regex::new(r"(?:从|由)\s*$").expect("valid regex"));
+    // A verb of change and its direction, then the clause ends: "改过来", "降下来的", "调了".
+    static CHANGED_ZH: LazyLock<Regex> = LazyLock::new(|| {
+        Regex::new(r"^\s*(?:改|调|换|降|涨|挪|推|砍|减|加|提|升|变)了?(?:过来|下来|上来|回来)?(?:的|了)?\s*(?:[，。；,;）)!！?？]|$)")
+            .expect("valid regex")
+    });
+    static FROM_EN: LazyLock<Regex> = LazyLock::new(|| {
+        Regex::new(r"(?i)(?-u:\b)(?:chang|mov|switch|cut|rais|lower|reduc|dropp|bump|push|trimm|increas|decreas)(?:e|es|ed|ing)?\s+(?:it\s+|that\s+|this\s+)?from\s+$")
+            .expect("valid regex")
+    });
+    // What follows the old value up to the clause's end: no "to" (that is "from A to B").
+    static CLAUSE_EN: LazyLock<Regex> = LazyLock::new(|| Regex::new(r"^[^,.;:!?)]*").expect("valid regex"));
+    static TO_EN: LazyLock<Regex> =
+        LazyLock::new(|| Regex::new(r"(?i)(?-u:\b)(?:to|into)(?-u:\b)|→|->").expect("valid regex"));
+    let mut out = Vec::new();
+    for (i, old) in found.iter().enumerate() {
+        let (before, after) = (&sentence[..old.start], &sentence[old.end..]);
+        let zh = FROM_ZH.is_match(before) && CHANGED_ZH.is_match(after);
+        let en = FROM_EN.is_match(before)
+            && !CLAUSE_EN
+                .find(after)
+                .is_some_and(|clause| TO_EN.is_match(clause.as_str()));
+        if !(zh || en) {
+            continue;
+        }
+        let new = found[..i]
+            .iter()
+            .rev()
+            .find(|m| m.comparable(old) && !m.same_value(old))
+            .map(|m| m.raw.as_str());
+        out.push(Change::of(&old.raw, new));
+    }
+    out
+}
+
 /// How one mention leads to the next in a statement of change, read from the text between
 /// them (and just before the first).
 fn linked(before: &str, between: &str, sentence_terms: &HashSet<String>) -> Option<bool> {
@@ -979,6 +1019,12 @@ pub fn stated_changes(text: &str) -> Vec<Change> {
         }
         // "25k-30k上调到30k-35k": a range is one mention; "12 not 20" has bare numbers.
         out.extend(elliptical_old_values(&sentence, &found));
+        let told: Vec<String> = out.iter().map(|c| c.old.clone()).collect();
+        out.extend(
+            changed_from(&sentence, &found)
+                .into_iter()
+                .filter(|c| !told.contains(&c.old)),
+        );
         let mut dropped = chinese_name_changes(&sentence);
         dropped.extend(dropped_names(&sentence, &found));
         // One name dropped and one switched to in the same sentence ("排队服务换成 Cloudflare
@@ -1429,7 +1475,7 @@ fn implied_changes_of(text: &str, earlier: &Earlier, accepted: bool) -> Vec<Chan
     let stated = stated_changes(text);
     let mut out: Vec<Change> = Vec::new();
     for sentence in prose_sentences(text) {
-        if sentence.chars().count() > IMPLIED_SENTENCE_CHARS {
+        if sentence.chars().count() > IMPLIED_SENTENCE_CHARS || offers_choices(&sentence) {
             continue;
         }
         let found = mentions(&sentence);
@@ -1480,12 +1526,22 @@ fn implied_changes_of(text: &str, earlier: &Earlier, accepted: bool) -> Vec<Chan
             }
         }
     }
-    for sentence in prose_sentences(text) {
-        out.extend(switched_names(&sentence, earlier));
+    for sentence in prose_sentences(text).iter().filter(|s| !offers_choices(s)) {
+        out.extend(switched_names(sentence, earlier));
     }
     let mut seen: HashSet<Change> = stated.into_iter().collect();
     out.retain(|c| seen.insert(c.clone()));
     out
+}
+
+/// Whether a sentence lays out choices not yet made ("Options: accept it, … or trim the crew to
+/// 37.5 hrs/week", "要么砍到1.5万份，要么推到下周"): a value it names is offered, not changed to.
+fn offers_choices(sentence: &str) -> bool {
+    static CHOICES: LazyLock<Regex> = LazyLock::new(|| {
+        Regex::new(r"(?i)(?-u:\b)(?:options|alternatives?|alternatively|either)(?-u:\b)|或者|要么|选项|可选")
+            .expect("valid regex")
+    });
+    CHOICES.is_match(sentence)
 }
 
 /// The names a Chinese verb of switching takes: "换北森", "改用 Lark" gives "北森", "Lark"; a
@@ -2219,6 +2275,53 @@ mod tests {
         // Another topic: no change.
         let earlier = Earlier::new(["营销预算给你3万"]);
         assert!(implied_changes("装修那边改一下，押金现在是5万", &earlier).is_empty());
+    }
+
+    #[test]
+    fn a_value_changed_from_is_old_wherever_the_new_one_stands() {
+        for (text, old, new) in [
+            (
+                "按最新的首发价49元/盒印（昨天你跟渠道定的，从59元改过来）",
+                "59元",
+                Some("49元"),
+            ),
+            ("投放预算3.5万，上周从2万提上来的", "2万", Some("3.5万")),
+            ("预算从20万砍下来了", "20万", None),
+            (
+                "The rate is A$55.10 now, we moved it from A$53.40 last week.",
+                "A$53.40",
+                Some("A$55.10"),
+            ),
+            ("Budget: $800, changed from $500 yesterday.", "$500", Some("$800")),
+        ] {
+            assert_eq!(
+                pairs(stated_changes(text)),
+                vec![(old.to_string(), new.map(str::to_string))],
+                "{text}"
+            );
+        }
+        // From one value to another, or from a date onwards: read as before, or no change.
+        assert_eq!(pairs(stated_changes("预算从20万改到30万")), vec![some("20万", "30万")]);
+        assert!(stated_changes("从12月1日起营业，月租3万").is_empty());
+    }
+
+    #[test]
+    fn choices_laid_out_change_nothing() {
+        let earlier = Earlier::new(["Winter crew: 8 techs, A$53.40/hr, 12 weeks, 38 hrs/wk."]);
+        let options = "Options: accept it (the overage is 0.5%), ask them to drop the travel time, or trim the crew to 37.5 hrs/week.";
+        assert!(implied_changes(options, &earlier).is_empty());
+        assert!(accepted_changes(options, &earlier).is_empty());
+        // The same change said outright is one.
+        assert_eq!(
+            pairs(implied_changes("We cut the crew to 37.5 hrs/week.", &earlier)),
+            vec![some("38 hrs", "37.5 hrs")]
+        );
+        let earlier = Earlier::new(["试饮装印2万份"]);
+        assert!(implied_changes("要么砍到1.5万份，要么推到下周再印", &earlier).is_empty());
+        assert_eq!(
+            pairs(implied_changes("试饮装砍到1.5万份，下周再印", &earlier)),
+            vec![some("2万份", "1.5万份")]
+        );
     }
 
     #[test]
