@@ -699,12 +699,25 @@ mod grpc {
         let recorded = client
             .record_messages(pb::RecordMessagesRequest {
                 scope: pscope("cto", "g1"),
+                // Said in March: the decision is dated by its message, not when the summary ran.
                 messages: vec![
-                    pmsg("user", "The goal is to plan the course platform."),
-                    pmsg(
-                        "cto",
-                        "We decided to use PostgreSQL for the course catalog because the team knows it well.",
-                    ),
+                    pbc::Message {
+                        created_at: Some(prost_types::Timestamp {
+                            seconds: 1_804_150_800,
+                            nanos: 0,
+                        }),
+                        ..pmsg("user", "The goal is to plan the course platform.")
+                    },
+                    pbc::Message {
+                        created_at: Some(prost_types::Timestamp {
+                            seconds: 1_804_151_100,
+                            nanos: 0,
+                        }),
+                        ..pmsg(
+                            "cto",
+                            "- We decided to use PostgreSQL for the course catalog because the team knows it well.",
+                        )
+                    },
                 ],
                 phase_completed: true,
                 job_id: String::new(),
@@ -773,6 +786,12 @@ mod grpc {
         assert_eq!(regenerated.messages_read, 2);
         let postgres = postgres_decisions().await;
         assert_eq!(postgres.len(), 1, "offered without duplicates: {postgres:?}");
+        assert_eq!(
+            postgres[0].occurred_at.timestamp(),
+            1_804_151_100,
+            "dated when it was said: {postgres:?}"
+        );
+        assert!(postgres[0].content.starts_with("Use PostgreSQL"), "{postgres:?}");
 
         let rendered = client
             .render_summary(pb::RenderSummaryRequest {

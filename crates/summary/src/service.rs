@@ -77,6 +77,22 @@ fn rule_message(message: &Message) -> RuleMessage {
     }
 }
 
+/// When the decision `what` was said: the last message read that holds its words (a summary's
+/// decision is cut from a sentence, and may end with "…"); none when no message does (an
+/// LLM's paraphrase).
+fn said_at(what: &str, said: &[(DateTime<Utc>, String)]) -> Option<DateTime<Utc>> {
+    let words = what.trim().trim_end_matches(['…', '.', '。']).trim_end();
+    let cut: String = words.chars().take(48).collect();
+    if cut.chars().count() < 8 {
+        return None;
+    }
+    let cut = cut.to_lowercase();
+    said.iter()
+        .rev()
+        .find(|(_, content)| content.to_lowercase().contains(&cut))
+        .map(|(at, _)| *at)
+}
+
 /// A stable request id for offering one decision of one session, so that repeated summaries
 /// offer it once.
 fn decision_request_id(user_id: &str, session_id: &str, decision: &Decision) -> String {
@@ -404,12 +420,15 @@ impl Summarizer {
         // The summary is as of the last message it covers: the conversation's clock, not the
         // machine's (a replayed or queued conversation is summarised as of when it was said).
         let mut as_of: Option<DateTime<Utc>> = None;
+        // When each message read was said, to date the decisions offered from them.
+        let mut said: Vec<(DateTime<Utc>, String)> = Vec::new();
         let mut position = from;
         while position <= to {
             let chunk_end = to.min(position.saturating_add(self.inner.config.max_messages_per_update - 1));
             let messages = store.get_messages(owner, session_id, position, chunk_end).await?;
             read += messages.len() as u32;
             as_of = as_of.max(messages.iter().map(|m| m.created_at).max());
+            said.extend(messages.iter().map(|m| (m.created_at, m.content.clone())));
             if language.is_none() {
                 let rule_messages: Vec<RuleMessage> = messages.iter().map(rule_message).collect();
                 language = Some(rules::language_of(&rule_messages));
@@ -481,17 +500,24 @@ impl Summarizer {
             .iter()
             .flat_map(|p| p.decisions.iter().map(|d| d.what.clone()))
             .collect();
-        self.offer_decisions(&summary, &offered).await;
+        self.offer_decisions(&summary, &offered, &said).await;
         Ok(GenerateResult {
             summary,
             messages_read: read,
         })
     }
 
-    /// Offers the summary's new decisions to the knowledge manager as project decisions. A
-    /// request id derived from the session and the decision makes repeated offers of the same
-    /// decision no-ops; the knowledge manager's own deduplication merges similar ones.
-    async fn offer_decisions(&self, summary: &SessionSummary, already: &HashSet<String>) {
+    /// Offers the summary's new decisions to the knowledge manager as project decisions, each
+    /// dated when it was said ([`said_at`]), never when the summary ran: a decision summarised
+    /// an hour later is no newer than the change said after it. A request id derived from the
+    /// session and the decision makes repeated offers of the same decision no-ops; the knowledge
+    /// manager's own deduplication merges similar ones.
+    async fn offer_decisions(
+        &self,
+        summary: &SessionSummary,
+        already: &HashSet<String>,
+        said: &[(DateTime<Utc>, String)],
+    ) {
         let Some(knowledge) = &self.inner.knowledge else { return };
         if !self.inner.config.offer_decisions || summary.scope.role_id.is_empty() {
             return;
@@ -505,6 +531,7 @@ impl Summarizer {
             };
             let mut draft = MemoryDraft::new(MemoryType::ProjectDecision, content);
             draft.source = Some(MemorySource::Summary);
+            draft.occurred_at = Some(said_at(&decision.what, said).unwrap_or(summary.updated_at));
             draft.importance = Some(4);
             draft.confidence = Some(match decision.confidence {
                 DecisionConfidence::High => 0.9,

@@ -512,6 +512,9 @@ pub(super) fn decision_of(sentence: &str, next_sentence: Option<&str>, who: Stri
     } else {
         DecisionConfidence::Medium
     };
+    // A line of a list ("- Vans: 5 from Fenwick") is shown as a line of the decisions' list.
+    static LIST_MARK: LazyLock<Regex> = LazyLock::new(|| pattern(r"^\s*(?:[-*•·]|\d{1,2}[.)、])\s+"));
+    let what = LIST_MARK.replace(&what, "");
     Decision {
         what: summarize_to(&decided(&what), 120),
         why: summarize_to(&why, 120),
