@@ -370,6 +370,17 @@ pub fn is_table_rule(cells: &[&str]) -> bool {
             .all(|c| !c.is_empty() && c.chars().all(|ch| matches!(ch, '-' | ':')))
 }
 
+/// A line without the mark of a list item ("- ", "* ", "• ", "2. ", "3) ", "1、"): what it says,
+/// for a reader that lists it under its own marks ("- - Vans: 5 from Fenwick" otherwise).
+pub fn without_list_mark(line: &str) -> &str {
+    static LIST_MARK: LazyLock<Regex> =
+        LazyLock::new(|| Regex::new(r"^\s*(?:[-*•·]|\d{1,2}[.)、])\s+").expect("valid regex"));
+    match LIST_MARK.find(line) {
+        Some(mark) => &line[mark.end()..],
+        None => line,
+    }
+}
+
 /// Splits text into sentences, keeping their ending punctuation. A period inside a number or
 /// an abbreviation-like token ("Next.js", "3.5") does not end a sentence.
 pub fn sentences(text: &str) -> Vec<String> {

@@ -1718,9 +1718,8 @@ pub fn statement_of(text: &str, old: &str, new: Option<&str>) -> String {
         .or_else(|| new.and_then(|new| first(&|s| names(s, new))))
         .or_else(|| first(&|s| names(s, old)))
         .or_else(|| said.first().cloned())
+        .map(|s| thinkus_common::text::without_list_mark(s.trim()).to_string())
         .unwrap_or_default()
-        .trim()
-        .to_string()
 }
 
 /// A change as a reader's context applies it: the value replaced, what replaced it (the
@@ -2303,6 +2302,19 @@ mod tests {
         // From one value to another, or from a date onwards: read as before, or no change.
         assert_eq!(pairs(stated_changes("预算从20万改到30万")), vec![some("20万", "30万")]);
         assert!(stated_changes("从12月1日起营业，月租3万").is_empty());
+    }
+
+    #[test]
+    fn a_change_is_stated_by_its_sentence_without_a_list_mark() {
+        let reply = "Where they stand:\n- Aiko's offer: A$150,000 base (was A$142,000).\n- Crew: 8 techs.";
+        assert_eq!(
+            statement_of(reply, "A$142,000", Some("A$150,000")),
+            "Aiko's offer: A$150,000 base (was A$142,000)."
+        );
+        assert_eq!(
+            statement_of("| Base | A$142,000 | A$150,000 |", "A$142,000", None),
+            "| Base | A$142,000 | A$150,000 |"
+        );
     }
 
     #[test]

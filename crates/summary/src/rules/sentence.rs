@@ -305,9 +305,10 @@ pub(super) fn any_match(patterns: &[Regex], text: &str) -> bool {
     patterns.iter().any(|p| p.is_match(text))
 }
 
-/// Strips greetings, interjections, lead-ins and vocatives around a sentence.
+/// Strips list marks (a summary lists its items under its own), greetings, interjections,
+/// lead-ins and vocatives around a sentence.
 pub(super) fn clean(sentence: &str) -> String {
-    let mut text = sentence.trim().to_string();
+    let mut text = thinkus_common::text::without_list_mark(sentence.trim()).to_string();
     for _ in 0..4 {
         let stripped = LEADING_NOISE.replace(&text, "").to_string();
         let stripped = strip_vocative(&stripped);
@@ -512,9 +513,7 @@ pub(super) fn decision_of(sentence: &str, next_sentence: Option<&str>, who: Stri
     } else {
         DecisionConfidence::Medium
     };
-    // A line of a list ("- Vans: 5 from Fenwick") is shown as a line of the decisions' list.
-    static LIST_MARK: LazyLock<Regex> = LazyLock::new(|| pattern(r"^\s*(?:[-*•·]|\d{1,2}[.)、])\s+"));
-    let what = LIST_MARK.replace(&what, "");
+    let what = thinkus_common::text::without_list_mark(&what);
     Decision {
         what: summarize_to(&decided(&what), 120),
         why: summarize_to(&why, 120),

@@ -697,3 +697,26 @@ fn a_table_row_is_one_sentence() {
         );
     }
 }
+
+#[test]
+fn lines_of_a_list_are_items_without_their_marks() {
+    let messages = vec![
+        msg(0, "user", None, "Where do the two hires stand?"),
+        msg(
+            1,
+            "assistant",
+            None,
+            "Done:\n- We decided to lease 5 vans from Fenwick at €1,279 each a month.\n- The crew cost went up to A$201,005 after the revised quote.\n2. Next I'll send the offer letter to HR by Friday.",
+        ),
+    ];
+    let out = summarize(&input(messages));
+    let items: Vec<&String> = listed(&out)
+        .into_iter()
+        .chain(out.decisions.iter().map(|d| &d.what))
+        .collect();
+    assert!(items.iter().any(|i| i.contains("5 vans")), "{out:?}");
+    assert!(
+        items.iter().all(|i| !i.starts_with("- ") && !i.starts_with("2. ")),
+        "{items:?}"
+    );
+}
