@@ -140,6 +140,26 @@ impl Mention {
             }
     }
 
+    /// Whether a count, in `text`, gives the size of the thing named after it rather than a
+    /// quantity: "a 4-hour take-home", "the 4 hour take-home", "a 90-minute pairing" (English
+    /// says a quantity in the plural, "4 hours", and a size in the singular or hyphenated,
+    /// followed by what it sizes).
+    fn sizes_a_thing(&self, text: &str) -> bool {
+        static SIZE: LazyLock<Regex> =
+            LazyLock::new(|| Regex::new(r"^\d[\d,.]*(?:-|\s?)([A-Za-z]+)$").expect("valid regex"));
+        static NEXT: LazyLock<Regex> = LazyLock::new(|| Regex::new(r"^-?\s*([a-z][a-z\-]+)").expect("valid regex"));
+        let Some(unit) = SIZE.captures(&self.raw).and_then(|c| c.get(1)) else {
+            return false;
+        };
+        let hyphenated = self.raw.contains('-');
+        let singular = !unit.as_str().ends_with('s') && self.number() != Some(1.0);
+        (hyphenated || singular)
+            && NEXT
+                .captures(&text[self.end..])
+                .and_then(|c| c.get(1))
+                .is_some_and(|next| !thinkus_common::text::is_stopword(next.as_str()))
+    }
+
     /// A count of a thing named specifically ("vans", "份", "家"), not of people or items in
     /// general ("个", "人", "位"): the thing it counts says what the count is about.
     fn counts_a_specific_thing(&self) -> bool {
@@ -1481,8 +1501,9 @@ fn implied_changes_of(text: &str, earlier: &Earlier, accepted: bool) -> Vec<Chan
         let found = mentions(&sentence);
         let list = std::cell::OnceCell::new();
         for (i, new) in found.iter().enumerate() {
-            // A figure said twice is read once, where it is first said.
-            if found[..i].iter().any(|m| m.same_figure(new)) {
+            // A figure said twice is read once, where it is first said; a size ("a 4-hour
+            // take-home") is no quantity.
+            if found[..i].iter().any(|m| m.same_figure(new)) || new.sizes_a_thing(&sentence) {
                 continue;
             }
             let linked = stated
@@ -2314,6 +2335,22 @@ mod tests {
         assert_eq!(
             statement_of("| Base | A$142,000 | A$150,000 |", "A$142,000", None),
             "| Base | A$142,000 | A$150,000 |"
+        );
+    }
+
+    #[test]
+    fn a_count_that_sizes_a_thing_is_not_a_quantity_changed() {
+        let earlier = Earlier::new(["Crew: 6 techs, 12 weeks from 3 May, 38 hours a week."]);
+        for text in [
+            "honestly the 4 hour take-home feels like a lot for someone who's also moving cities.",
+            "Let's move the 30-minute standup to Tuesdays.",
+        ] {
+            assert!(implied_changes(text, &earlier).is_empty(), "{text}");
+        }
+        // A quantity is said in the plural: that one changes.
+        assert_eq!(
+            pairs(implied_changes("We cut the crew to 30 hours a week.", &earlier)),
+            vec![some("38 hours", "30 hours")]
         );
     }
 
