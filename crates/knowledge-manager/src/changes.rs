@@ -795,6 +795,40 @@ fn elliptical_old_values(sentence: &str, found: &[Mention]) -> Vec<Change> {
     out
 }
 
+/// A figure a text calls inadequate, replaced by the next value of its kind the text gives:
+/// "看这个注册数，20万 峰值肯定不够，41万人注册…按 30万 准备", "$500 won't be enough for the
+/// offsite, make it $800". Called inadequate with nothing in its place, it is no change yet.
+fn inadequate_values(text: &str) -> Vec<Change> {
+    static JUDGED_ZH: LazyLock<Regex> = LazyLock::new(|| {
+        Regex::new(
+            r"^[^，。；,;！？!?\d]{0,10}?(?:不够|不足|太少|太低|太小|太多|太高|太贵|偏低|偏高|扛不住|撑不住|顶不住)",
+        )
+        .expect("valid regex")
+    });
+    static JUDGED_EN: LazyLock<Regex> = LazyLock::new(|| {
+        Regex::new(r"(?i)^[^,.;!?\d]{0,24}?(?:(?:isn'?t|is\s+not|won'?t\s+be|will\s+not\s+be|not|nowhere\s+near)\s+(?:big\s+|high\s+)?enough|(?-u:\b)too\s+(?:low|high|small|little|few|many|much|tight)(?-u:\b)|won'?t\s+cut\s+it)")
+            .expect("valid regex")
+    });
+    let found = mentions(text);
+    let mut out = Vec::new();
+    for (i, old) in found.iter().enumerate() {
+        let after = &text[old.end..];
+        // Figures only: a name "too pricey" is left to the verbs of switching.
+        if !matches!(old.kind, ValueKind::Amount | ValueKind::Count | ValueKind::Percent)
+            || !(JUDGED_ZH.is_match(after) || JUDGED_EN.is_match(after))
+        {
+            continue;
+        }
+        if let Some(new) = found[i + 1..]
+            .iter()
+            .find(|m| m.comparable(old) && !m.same_value(old) && old.plausible_step_to(m))
+        {
+            out.push(Change::of(&old.raw, Some(&new.raw)));
+        }
+    }
+    out
+}
+
 /// A value a sentence says was changed from, with no new value after it: "按最新的首发价49元印
 /// （昨天跟渠道定的，从59元改过来）", "the rate is 55.10 now, we moved it from 53.40 last week".
 /// The old value is paired with the last value of its kind said before it in the sentence, the
@@ -1061,6 +1095,7 @@ pub fn stated_changes(text: &str) -> Vec<Change> {
         out.extend(dropped);
     }
     out.extend(self_corrections(text));
+    out.extend(inadequate_values(text));
     out.extend(table_changes(text));
     let mut seen = HashSet::new();
     out.retain(|c| seen.insert(c.clone()));
@@ -2352,6 +2387,28 @@ mod tests {
             pairs(implied_changes("We cut the crew to 30 hours a week.", &earlier)),
             vec![some("38 hours", "30 hours")]
         );
+    }
+
+    #[test]
+    fn a_value_called_inadequate_gives_way_to_the_next_of_its_kind() {
+        for (text, old, new) in [
+            (
+                "回到正事。看这个注册数，20万 峰值肯定不够，41万人注册，开售那一刻少说来一大半。按 30万 准备。",
+                "20万",
+                "30万",
+            ),
+            ("$500 won't be enough for the offsite, make it $800.", "$500", "$800"),
+            (
+                "4 vans is too few for the Glanmire routes. We need 5 vans.",
+                "4 vans",
+                "5 vans",
+            ),
+        ] {
+            assert_eq!(pairs(stated_changes(text)), vec![some(old, new)], "{text}");
+        }
+        // Inadequate with nothing in its place: no change yet.
+        assert!(stated_changes("预算20万肯定不够，我再想想。").is_empty());
+        assert!(stated_changes("$500 isn't enough. Let's talk tomorrow.").is_empty());
     }
 
     #[test]
