@@ -228,10 +228,14 @@ static DATE_ISO: LazyLock<Regex> =
     LazyLock::new(|| Regex::new(r"(?-u:\b)\d{4}-(\d{2})-(\d{2})(?-u:\b)").expect("valid regex"));
 /// A number with what makes it a value: a currency, a magnitude, a percent sign, a unit or a
 /// counter word; or two of them as a range.
+/// A number in Chinese numerals, as spoken and transcribed ("三十万", "二十五", "三点五万").
+const CHINESE_NUMERAL: &str =
+    "[一二两三四五六七八九十][零〇一二两三四五六七八九十百千]*(?:点[零〇一二两三四五六七八九]+)?";
+
 static QUANTITY: LazyLock<Regex> = LazyLock::new(|| {
     let one = r"[$¥￥€£]?\s?\d(?:[\d,]*\d)?(?:\.\d+)?\s?(?:万|千|亿|(?i:k|m|mn|bn)(?-u:\b))?";
     Regex::new(&format!(
-        r"(?P<cur>[$¥￥€£])?\s?(?P<num>\d(?:[\d,]*\d)?(?:\.\d+)?)\s?(?P<mag>万|千|亿|(?i:k|m|mn|bn)(?-u:\b))?(?P<range>\s?(?:-|–|~|～|至|到)\s?{one})?(?P<pct>\s?[%％])?(?P<unit>\s?(?:元|块|美元|英镑|欧元|(?i:dollars?|usd|rmb|pounds?|gbp|eur)(?-u:\b)))?(?P<count>个人|个月|小时|分钟|个|人|名|位|台|家|间|份|单|辆|套|件|张|条|盒|包|箱|瓶|杯|座|栋|所|支|只|本|篇|部|场|轮|批|组|户|款|项|笔|周|天|(?i:\s?(?:people|persons|engineers?|developers?|devs?|contractors?|hires?|heads|designers?|stores?|seats?))(?-u:\b))?"
+        r"(?P<cur>[$¥￥€£])?\s?(?P<num>\d(?:[\d,]*\d)?(?:\.\d+)?|{CHINESE_NUMERAL})\s?(?P<mag>万|千|亿|(?i:k|m|mn|bn)(?-u:\b))?(?P<range>\s?(?:-|–|~|～|至|到)\s?{one})?(?P<pct>\s?[%％])?(?P<unit>\s?(?:元|块|美元|英镑|欧元|(?i:dollars?|usd|rmb|pounds?|gbp|eur)(?-u:\b)))?(?P<count>个人|个月|小时|分钟|个|人|名|位|台|家|间|份|单|辆|套|件|张|条|盒|包|箱|瓶|杯|座|栋|所|支|只|本|篇|部|场|轮|批|组|户|款|项|笔|周|天|(?i:\s?(?:people|persons|engineers?|developers?|devs?|contractors?|hires?|heads|designers?|stores?|seats?))(?-u:\b))?"
     ))
     .expect("valid regex")
 });
@@ -378,6 +382,61 @@ fn parse_number(digits: &str) -> Option<f64> {
     digits.replace(',', "").parse::<f64>().ok()
 }
 
+/// A number written in Chinese numerals: "三十" 30, "二十五" 25, "一百二十" 120, "三千" 3000,
+/// "三点五" 3.5; none for other text.
+fn chinese_number(written: &str) -> Option<f64> {
+    let digit = |c: char| {
+        Some(match c {
+            '零' | '〇' => 0.0,
+            '一' => 1.0,
+            '二' | '两' => 2.0,
+            '三' => 3.0,
+            '四' => 4.0,
+            '五' => 5.0,
+            '六' => 6.0,
+            '七' => 7.0,
+            '八' => 8.0,
+            '九' => 9.0,
+            _ => return None,
+        })
+    };
+    let (whole, fraction) = match written.split_once('点') {
+        Some((whole, fraction)) => (whole, Some(fraction)),
+        None => (written, None),
+    };
+    if whole.is_empty()
+        || !whole
+            .chars()
+            .all(|c| digit(c).is_some() || matches!(c, '十' | '百' | '千'))
+    {
+        return None;
+    }
+    let (mut total, mut current) = (0.0, 0.0);
+    for c in whole.chars() {
+        match c {
+            '十' | '百' | '千' => {
+                let place = match c {
+                    '十' => 10.0,
+                    '百' => 100.0,
+                    _ => 1000.0,
+                };
+                total += if current == 0.0 { 1.0 } else { current } * place;
+                current = 0.0;
+            }
+            _ => current = digit(c)?,
+        }
+    }
+    let mut number = total + current;
+    if let Some(fraction) = fraction {
+        let mut scale = 0.1;
+        for c in fraction.chars() {
+            number += digit(c)? * scale;
+            scale /= 10.0;
+        }
+    }
+    Some(number)
+}
+
 fn magnitude(mag: &str) -> f64 {
     match mag.to_lowercase().as_str() {
         "万" => 1e4,
@@ -484,10 +543,17 @@ pub fn mentions(text: &str) -> Vec<Mention> {
         {
             continue;
         }
-        let Some(number) = parse_number(&c["num"]) else {
-            continue;
-        };
         let mag = c.name("mag").map(|m| m.as_str()).unwrap_or("");
+        let number = match chinese_number(&c["num"]) {
+            // In Chinese numerals, a number of ten or more, or of ten thousands: a lone "一",
+            // "两" or "三" counts things in passing ("一个方案", "这两个").
+            Some(number) if c["num"].contains(['十', '百', '千']) || matches!(mag, "万" | "亿") => number,
+            Some(_) => continue,
+            None => match parse_number(&c["num"]) {
+                Some(number) => number,
+                None => continue,
+            },
+        };
         let (kind, key) = if c.name("range").is_some() {
             (ValueKind::Range, Key::Text(raw.to_lowercase().replace([' ', ','], "")))
         } else if c.name("pct").is_some() {
@@ -913,6 +979,16 @@ fn linked(before: &str, between: &str, sentence_terms: &HashSet<String>) -> Opti
     if (before.ends_with("不是") || before_lower.ends_with("not"))
         && (OLD_THEN_NEW_ZH.is_match(between) || NOT_BUT.is_match(between))
     {
+        return Some(true);
+    }
+    // "不按三十万了，按25万算", "不用A了，用B": not by the one, by the other.
+    static NOT_BY_ZH: LazyLock<Regex> =
+        LazyLock::new(|| Regex::new(r"不(?:按|用|要|走|选|定|找)$").expect("valid regex"));
+    static BUT_BY_ZH: LazyLock<Regex> = LazyLock::new(|| {
+        Regex::new(r"^(?:了|啦)?[\s，,]*(?:而是|改成|改为|改|就|还是)?(?:按|用|要|走|选|定|找)?\s*$")
+            .expect("valid regex")
+    });
+    if NOT_BY_ZH.is_match(before) && BUT_BY_ZH.is_match(between) {
         return Some(true);
     }
     if (before_lower.ends_with("replace")
@@ -2409,6 +2485,39 @@ mod tests {
         // Inadequate with nothing in its place: no change yet.
         assert!(stated_changes("预算20万肯定不够，我再想想。").is_empty());
         assert!(stated_changes("$500 isn't enough. Let's talk tomorrow.").is_empty());
+    }
+
+    #[test]
+    fn values_in_chinese_numerals() {
+        for (text, raw, same_as) in [
+            ("峰值我们就不按三十万了", "三十万", "30万"),
+            ("预算二十五万", "二十五万", "25万"),
+            ("等十五分钟", "十五分钟", "15分钟"),
+            ("大概三点五万", "三点五万", "3.5万"),
+            ("要两万份", "两万份", "2万份"),
+            ("一百二十块", "一百二十块", "120元"),
+        ] {
+            let found = mentions(text);
+            let wanted = mentions(same_as);
+            assert!(
+                found.iter().any(|m| m.raw == raw && m.same_value(&wanted[0])),
+                "{text}: {found:?}"
+            );
+        }
+        // Numerals in passing are no values.
+        for text in ["做一个方案", "这两个人", "千万别发", "万一不行", "十分重要", "第十名"] {
+            assert!(mentions(text).is_empty(), "{text}: {:?}", mentions(text));
+        }
+        // A change told in numerals, in a voice note, is read.
+        assert_eq!(
+            pairs(stated_changes("所以这批只有六场 峰值我们就不按三十万了 按25万算吧")),
+            vec![some("三十万", "25万")]
+        );
+        assert!(states_value("峰值就不按三十万了", "30万"));
+        assert_eq!(
+            pairs(implied_changes("峰值改成二十五万", &Earlier::new(["峰值按 30万 准备"]))),
+            vec![some("30万", "二十五万")]
+        );
     }
 
     #[test]
