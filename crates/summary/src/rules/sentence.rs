@@ -515,7 +515,7 @@ pub(super) fn decision_of(sentence: &str, next_sentence: Option<&str>, who: Stri
     };
     let what = thinkus_common::text::without_list_mark(&what);
     Decision {
-        what: summarize_to(&decided(&what), 120),
+        what: summarize_to(&decided(what), 120),
         why: summarize_to(&why, 120),
         who,
         confidence,
