@@ -228,6 +228,64 @@ static DATE_ISO: LazyLock<Regex> =
     LazyLock::new(|| Regex::new(r"(?-u:\b)\d{4}-(\d{2})-(\d{2})(?-u:\b)").expect("valid regex"));
 /// A number with what makes it a value: a currency, a magnitude, a percent sign, a unit or a
 /// counter word; or two of them as a range.
+/// English numbers in words from two ("one" and "a" are mostly no count: "one thing", "the
+/// one with the logger"), up to the thousands.
+static SPELLED_COUNT: LazyLock<Regex> = LazyLock::new(|| {
+    Regex::new(r"(?i)(?-u:\b)(?P<num>(?:(?:one|a|two|three|four|five|six|seven|eight|nine)\s+(?:hundred|thousand)(?:\s+and)?\s+)?(?:(?:twenty|thirty|forty|fifty|sixty|seventy|eighty|ninety)(?:[- ](?:one|two|three|four|five|six|seven|eight|nine))?|two|three|four|five|six|seven|eight|nine|ten|eleven|twelve|thirteen|fourteen|fifteen|sixteen|seventeen|eighteen|nineteen)|(?:one|a|two|three|four|five|six|seven|eight|nine|ten)\s+(?:hundred|thousand))(?-u:\b)")
+        .expect("valid regex")
+});
+
+/// The number of [`SPELLED_COUNT`]'s words: "twenty-two" 22, "two hundred and fifty" 250.
+fn spelled_number(words: &str) -> Option<f64> {
+    const UNITS: [&str; 20] = [
+        "zero",
+        "one",
+        "two",
+        "three",
+        "four",
+        "five",
+        "six",
+        "seven",
+        "eight",
+        "nine",
+        "ten",
+        "eleven",
+        "twelve",
+        "thirteen",
+        "fourteen",
+        "fifteen",
+        "sixteen",
+        "seventeen",
+        "eighteen",
+        "nineteen",
+    ];
+    const TENS: [&str; 8] = [
+        "twenty", "thirty", "forty", "fifty", "sixty", "seventy", "eighty", "ninety",
+    ];
+    let (mut total, mut current) = (0.0, 0.0);
+    for word in words
+        .to_lowercase()
+        .split([' ', '-'])
+        .filter(|w| !w.is_empty() && *w != "and")
+    {
+        if let Some(n) = UNITS.iter().position(|u| *u == word) {
+            current += n as f64;
+        } else if let Some(n) = TENS.iter().position(|t| *t == word) {
+            current += (n as f64 + 2.0) * 10.0;
+        } else if word == "a" {
+            current += 1.0;
+        } else if word == "hundred" {
+            current = current.max(1.0) * 100.0;
+        } else if word == "thousand" {
+            total += current.max(1.0) * 1000.0;
+            current = 0.0;
+        } else {
+            return None;
+        }
+    }
+    Some(total + current)
+}
+
 /// A number in Chinese numerals, as spoken and transcribed ("三十万", "二十五", "三点五万").
 const CHINESE_NUMERAL: &str =
     "[一二两三四五六七八九十][零〇一二两三四五六七八九十百千]*(?:点[零〇一二两三四五六七八九]+)?";
@@ -614,6 +672,30 @@ pub fn mentions(text: &str) -> Vec<Mention> {
             raw,
             kind,
             key,
+            start,
+            end,
+        });
+    }
+    // A count in words, as spoken and transcribed: "cut it to four vans", "twenty-two stores".
+    for c in SPELLED_COUNT.captures_iter(text) {
+        let whole = c.get(0).expect("a match");
+        let Some(number) = spelled_number(&c["num"]) else {
+            continue;
+        };
+        let Some(noun) = counted_noun(&text[whole.end()..]) else {
+            continue;
+        };
+        let (start, end) = (whole.start(), whole.end() + 1 + noun.len());
+        if taken(&found, start, end) {
+            continue;
+        }
+        found.push(Mention {
+            raw: text[start..end].to_string(),
+            kind: ValueKind::Count,
+            key: Key::Count {
+                value: number,
+                unit: count_unit(noun),
+            },
             start,
             end,
         });
@@ -2517,6 +2599,43 @@ mod tests {
         assert_eq!(
             pairs(implied_changes("峰值改成二十五万", &Earlier::new(["峰值按 30万 准备"]))),
             vec![some("30万", "二十五万")]
+        );
+    }
+
+    #[test]
+    fn counts_in_english_words() {
+        for (text, raw, same_as) in [
+            ("ok cut it to four vans then", "four vans", "4 vans"),
+            ("it's twenty-two stores now", "twenty-two stores", "22 stores"),
+            (
+                "about two hundred and fifty users",
+                "two hundred and fifty users",
+                "250 users",
+            ),
+            ("Eight techs, not six.", "Eight techs", "8 techs"),
+        ] {
+            let found = mentions(text);
+            let wanted = mentions(same_as);
+            assert!(
+                found.iter().any(|m| m.raw == raw && m.same_value(&wanted[0])),
+                "{text}: {found:?}"
+            );
+        }
+        for text in [
+            "one thing before I go",
+            "the one with the logger",
+            "two of them",
+            "a few vans",
+        ] {
+            assert!(mentions(text).is_empty(), "{text}: {:?}", mentions(text));
+        }
+        let earlier = Earlier::new(["The plan is 6 vans on lease from Fenwick."]);
+        assert_eq!(
+            pairs(implied_changes(
+                "ugh. ok cut it to four vans, we'll sub out the overflow",
+                &earlier
+            )),
+            vec![some("6 vans", "four vans")]
         );
     }
 
