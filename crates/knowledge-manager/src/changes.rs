@@ -943,6 +943,42 @@ fn elliptical_old_values(sentence: &str, found: &[Mention]) -> Vec<Change> {
     out
 }
 
+/// A thing named by its size: "4-hour take-home", "90-minute pairing", "3-day offsite" (a size
+/// in the singular, hyphenated or not, then what it sizes).
+const SIZED_THING: &str = r"\d+(?:\.\d+)?(?:-|\s)(?:minute|min|hour|hr|day|week|month|year)\s+[a-z][a-z\-]*[a-z]";
+
+/// A thing named by its size dropped, for the one the sentence puts instead if any: "drop the
+/// 4-hour take-home and do a 90-minute pairing session instead", "The 4-hour take-home is off".
+fn sized_things_dropped(sentence: &str) -> Vec<Change> {
+    static DROP: LazyLock<Regex> = LazyLock::new(|| {
+        Regex::new(&format!(
+            r"(?i)(?-u:\b)(?:drop|scrap|cancel|skip|ditch|kill)(?:s|ped|ping|led|ling|ed|ing)?\s+(?:the\s+|our\s+|that\s+|this\s+|her\s+|his\s+|their\s+)?(?P<old>{SIZED_THING})"
+        ))
+        .expect("valid regex")
+    });
+    static OFF: LazyLock<Regex> = LazyLock::new(|| {
+        Regex::new(&format!(
+            r"(?i)(?P<old>{SIZED_THING})\s+(?:is|are|was|'s)\s+(?:now\s+)?(?:off|out|dropped|cancell?ed|canceled|scrapped|gone)(?-u:\b)"
+        ))
+        .expect("valid regex")
+    });
+    static INSTEAD: LazyLock<Regex> = LazyLock::new(|| {
+        Regex::new(&format!(r"(?i)(?P<new>{SIZED_THING})[^.;!?]*?(?-u:\b)instead(?-u:\b)")).expect("valid regex")
+    });
+    let Some(old) = DROP
+        .captures(sentence)
+        .or_else(|| OFF.captures(sentence))
+        .and_then(|c| c.name("old"))
+    else {
+        return Vec::new();
+    };
+    let new = INSTEAD
+        .captures(&sentence[old.end()..])
+        .and_then(|c| c.name("new"))
+        .map(|m| m.as_str());
+    vec![Change::of(old.as_str(), new)]
+}
+
 /// A figure a text calls inadequate, replaced by the next value of its kind the text gives:
 /// "看这个注册数，20万 峰值肯定不够，41万人注册…按 30万 准备", "$500 won't be enough for the
 /// offsite, make it $800". Called inadequate with nothing in its place, it is no change yet.
@@ -1251,6 +1287,7 @@ pub fn stated_changes(text: &str) -> Vec<Change> {
             only.new = Some(target.clone());
         }
         out.extend(dropped);
+        out.extend(sized_things_dropped(&sentence));
     }
     out.extend(self_corrections(text));
     out.extend(inadequate_values(text));
@@ -1958,8 +1995,11 @@ fn occurrences(text: &str, value: &str) -> Vec<(usize, usize)> {
             .map(|m| (m.start, m.end))
             .collect();
     }
-    let lower_text = text.to_lowercase();
-    let lower_value = value.to_lowercase();
+    // "4-hour take-home" and "4 hour take-home" are one thing: a hyphen after a number reads
+    // as a space (the same length, so offsets hold).
+    static NUMBER_HYPHEN: LazyLock<Regex> = LazyLock::new(|| Regex::new(r"(\d)-([a-z])").expect("valid regex"));
+    let lower_text = NUMBER_HYPHEN.replace_all(&text.to_lowercase(), "$1 $2").into_owned();
+    let lower_value = NUMBER_HYPHEN.replace_all(&value.to_lowercase(), "$1 $2").into_owned();
     if lower_value.is_empty() || lower_text.len() != text.len() {
         // Case folding changed byte offsets (rare scripts): match exactly instead.
         return text.match_indices(value).map(|(i, v)| (i, i + v.len())).collect();
@@ -2636,6 +2676,45 @@ mod tests {
                 &earlier
             )),
             vec![some("6 vans", "four vans")]
+        );
+    }
+
+    #[test]
+    fn a_thing_named_by_its_size_is_dropped_for_another() {
+        assert_eq!(
+            pairs(stated_changes(
+                "Proposal: drop the 4-hour take-home and do a 90-minute pairing session at the panel instead."
+            )),
+            vec![some("4-hour take-home", "90-minute pairing")]
+        );
+        assert_eq!(
+            pairs(stated_changes(
+                "Done. The 4-hour take-home is off; the panel is a pairing session."
+            )),
+            vec![("4-hour take-home".to_string(), None)]
+        );
+        // Kept, or sized without being dropped: no change.
+        assert!(stated_changes("The 4-hour take-home stays as is.").is_empty());
+        assert!(stated_changes("Drop me a line after the 30-minute call.").is_empty());
+        // Struck however its size is written.
+        let changes = [Replaced {
+            old: "4-hour take-home".into(),
+            new: Some("90-minute pairing".into()),
+            at: Utc.with_ymd_and_hms(2027, 3, 9, 10, 0, 0).unwrap(),
+        }];
+        let said = Utc.with_ymd_and_hms(2027, 3, 9, 11, 0, 0).unwrap();
+        assert_eq!(
+            strike(
+                "the 4 hour take-home feels like a lot",
+                Utc.with_ymd_and_hms(2027, 3, 8, 9, 0, 0).unwrap(),
+                &changes,
+                Language::En
+            ),
+            "the ~~4 hour take-home~~ (now 90-minute pairing, since 9 Mar) feels like a lot"
+        );
+        assert_eq!(
+            strike("a 4-hour take-home", said, &changes, Language::En),
+            "a 4-hour take-home"
         );
     }
 
