@@ -8,7 +8,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use async_trait::async_trait;
-use thinkus_common::model::{ControlDecision, Language, MemoryType, Message, NeedMemory, Scope};
+use thinkus_common::model::{ControlDecision, Language, MemoryType, Message, NeedMemory, RetrievalMode, Scope};
 use thinkus_common::{ApiError, ErrorCode};
 use thinkus_gateway::api::{CompleteRequest, PrepareRequest, ToolCall};
 use thinkus_gateway::extras::{ArtifactPort, LastSummary, RelevantArtifact, StoredOutput, SummaryPort};
@@ -238,6 +238,56 @@ async fn a_strong_match_is_included_under_the_controllers_no() {
         .await
         .expect("prepared");
     assert!(off.context.is_empty(), "the probe is off: {}", off.context);
+    setup.node.shutdown().await.unwrap();
+}
+
+/// A self-contained task that brings no material of its own ("write the invite for …") takes
+/// its material from memory: a strong catalog match under the controller's "no" is recalled in
+/// detail, as an unsure need; a task that brings its material gets the catalog's glance.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_task_without_material_is_recalled_in_detail_on_a_strong_match() {
+    let dir = tempfile::tempdir().unwrap();
+    let setup = setup(dir.path(), false).await;
+    let scope = Scope::new("kim", "cto").with_project("shop").with_session("s3");
+    remember(
+        &setup,
+        &scope,
+        "The shop launch event is on Thursday 18 March at 1:00 pm in the Mile End office.",
+    )
+    .await;
+    let bare = setup
+        .gateway
+        .prepare(ask(&scope, "Write the invite text for the shop launch event."))
+        .await
+        .expect("prepared");
+    assert_eq!(bare.decision.need_memory, NeedMemory::Maybe, "{}", bare.decision.reason);
+    assert_eq!(
+        bare.decision.retrieval_mode,
+        RetrievalMode::Details,
+        "{}",
+        bare.decision.reason
+    );
+    assert!(
+        bare.decision.reason.contains("recalled in detail"),
+        "{}",
+        bare.decision.reason
+    );
+    assert!(bare.context.contains("18 March"), "{}", bare.context);
+
+    let with_material = setup
+        .gateway
+        .prepare(ask(
+            &scope,
+            "Write the invite text for the shop launch event: Thursday 18 March, 1:00 pm, Mile End office.",
+        ))
+        .await
+        .expect("prepared");
+    assert!(
+        !with_material.decision.reason.contains("recalled in detail"),
+        "{}",
+        with_material.decision.reason
+    );
+    assert_ne!(with_material.decision.retrieval_mode, RetrievalMode::Details);
     setup.node.shutdown().await.unwrap();
 }
 

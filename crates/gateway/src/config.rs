@@ -40,6 +40,10 @@ pub struct GatewayConfig {
     pub probe_min_similarity: f64,
     /// The budget of the probe's recall and of what it includes, in tokens.
     pub probe_budget_tokens: u32,
+    /// The memory budget, in tokens, of a probe hit on a message the controller read as a
+    /// self-contained task while it brings no material of its own ("write the invite for
+    /// Aiko"): recalled in detail like an unsure need (the controller's `unsure_details` tier).
+    pub probe_task_budget_tokens: u32,
     /// A recalled memory whose relevance is below this share of the best recalled memory's is
     /// left out of the context, budget or not (0 keeps every memory the budget holds). 0.4 lost no
     /// needed fact on the development sessions and kept LoCoMo's evidence in context; 0.5 lost
@@ -104,6 +108,7 @@ impl Default for GatewayConfig {
             probe_entries: 3,
             probe_min_similarity: 0.85,
             probe_budget_tokens: 300,
+            probe_task_budget_tokens: 600,
             relevance_floor: 0.4,
             entry_cap_tokens: 0,
             context_line_max_tokens: 30,

@@ -24,6 +24,7 @@ use thinkus_knowledge_manager::api::{Erasure, IngestTurnsRequest, LearnRequest, 
 use thinkus_knowledge_manager::changes::{Replaced, strike};
 use thinkus_knowledge_manager::turns::extracted_ids;
 use thinkus_memory_controller::api::DecideRequest;
+use thinkus_memory_controller::rules::Signal;
 use thinkus_memory_controller::{ControllerApi, ControllerConfig, MemoryController};
 use thinkus_retriever::RetrieverApi;
 use thinkus_retriever::api::{CatalogEntry, RecallRequest, RecallResult, ScoreParts};
@@ -557,8 +558,83 @@ impl Gateway {
             timings.insert("artifacts".to_string(), took);
         }
 
+        // The safety net under the controller's "no": a cheap catalog recall, kept only
+        // where a memory matches the message strongly, in meaning and in words.
+        let mut glance = None;
+        if decision.need_memory == NeedMemory::No
+            && self.config.probe_entries > 0
+            && !thinkus_common::text::term_set(&request.message).is_empty()
+        {
+            let started = Instant::now();
+            let probe = RecallRequest {
+                scope: request.scope.clone(),
+                query: request.message.clone(),
+                mode: RetrievalMode::Catalog,
+                time_range: Some(TimeRange::All),
+                budget_tokens: Some(
+                    self.config
+                        .probe_budget_tokens
+                        .clamp(*BUDGET_RANGE.start(), *BUDGET_RANGE.end()),
+                ),
+                language: Some(language),
+                now: Some(now),
+                query_embedding: embedding.clone(),
+                ..Default::default()
+            };
+            let mut probed = self.recall(probe).await?;
+            timings.insert("probe".to_string(), millis(started));
+            let min = self.config.probe_min_similarity;
+            probed
+                .catalog
+                .retain(|e| e.score.dense_similarity >= min && e.score.keyword_score > 0.0);
+            probed.catalog.truncate(self.config.probe_entries);
+            let outcome = if probed.catalog.is_empty() { "miss" } else { "hit" };
+            thinkus_common::metrics::METRICS
+                .catalog_probes
+                .with_label_values(&[outcome])
+                .inc();
+            if let Some(best) = probed.catalog.first() {
+                let similarity = best.score.dense_similarity;
+                decision.need_memory = NeedMemory::Maybe;
+                // A task that brings nothing to work on ("write the invite for Aiko", "帮我写个
+                // 进展周报") takes its material from what was said before, which the memory
+                // that matched it only points at: recalled in detail, as an unsure need.
+                let task_without_material = decision.signals.first().map(String::as_str)
+                    == Some(Signal::SelfContainedTask.as_str())
+                    && !brings_material(&request.message);
+                let (zh, en) = if task_without_material {
+                    decision.retrieval_mode = RetrievalMode::Details;
+                    decision.budget_tokens = self.config.probe_task_budget_tokens;
+                    (
+                        "，任务要用的材料消息里没有，按细节检索",
+                        "; the task brings no material of its own: recalled in detail",
+                    )
+                } else {
+                    ("，附上", ": included")
+                };
+                decision.reason = match language {
+                    Language::Zh => format!(
+                        "{}；但记忆目录里有强匹配（语义相似度{similarity:.2}，且有共同词）{zh}",
+                        decision.reason
+                    ),
+                    Language::En => format!(
+                        "{}; but the memory catalog holds a strong match (similarity {similarity:.2}, shared words){en}",
+                        decision.reason
+                    ),
+                };
+                if !task_without_material {
+                    probed.details.clear();
+                    probed.mode = RetrievalMode::Catalog;
+                    glance = Some(probed);
+                }
+            }
+        }
+
         let mut memory_budget = 0;
-        if decision.need_memory != NeedMemory::No {
+        if let Some(probed) = glance {
+            memory_budget = self.config.probe_budget_tokens.min(budget.saturating_sub(reserved));
+            memory_entries(&probed, &decision, &shown, &mut items, &mut entries);
+        } else if decision.need_memory != NeedMemory::No {
             let started = Instant::now();
             memory_budget = decision
                 .budget_tokens
@@ -605,55 +681,6 @@ impl Gateway {
             }
             timings.insert("retriever".to_string(), millis(started));
             memory_entries(&recalled, &decision, &shown, &mut items, &mut entries);
-        } else if self.config.probe_entries > 0 && !thinkus_common::text::term_set(&request.message).is_empty() {
-            // The safety net under the controller's "no": a cheap catalog recall, kept only
-            // where a memory matches the message strongly, in meaning and in words.
-            let started = Instant::now();
-            let probe = RecallRequest {
-                scope: request.scope.clone(),
-                query: request.message.clone(),
-                mode: RetrievalMode::Catalog,
-                time_range: Some(TimeRange::All),
-                budget_tokens: Some(
-                    self.config
-                        .probe_budget_tokens
-                        .clamp(*BUDGET_RANGE.start(), *BUDGET_RANGE.end()),
-                ),
-                language: Some(language),
-                now: Some(now),
-                query_embedding: embedding,
-                ..Default::default()
-            };
-            let mut probed = self.recall(probe).await?;
-            timings.insert("probe".to_string(), millis(started));
-            let min = self.config.probe_min_similarity;
-            probed
-                .catalog
-                .retain(|e| e.score.dense_similarity >= min && e.score.keyword_score > 0.0);
-            probed.catalog.truncate(self.config.probe_entries);
-            let outcome = if probed.catalog.is_empty() { "miss" } else { "hit" };
-            thinkus_common::metrics::METRICS
-                .catalog_probes
-                .with_label_values(&[outcome])
-                .inc();
-            if let Some(best) = probed.catalog.first() {
-                let similarity = best.score.dense_similarity;
-                decision.need_memory = NeedMemory::Maybe;
-                decision.reason = match language {
-                    Language::Zh => format!(
-                        "{}；但记忆目录里有强匹配（语义相似度{similarity:.2}，且有共同词），附上",
-                        decision.reason
-                    ),
-                    Language::En => format!(
-                        "{}; but the memory catalog holds a strong match (similarity {similarity:.2}, shared words): included",
-                        decision.reason
-                    ),
-                };
-                memory_budget = self.config.probe_budget_tokens.min(budget.saturating_sub(reserved));
-                probed.details.clear();
-                probed.mode = RetrievalMode::Catalog;
-                memory_entries(&probed, &decision, &shown, &mut items, &mut entries);
-            }
         }
 
         // A recalled memory far less relevant than the best one is noise for this message,
@@ -1378,6 +1405,58 @@ fn memory_entries(
             ..Default::default()
         });
     }
+}
+
+/// Whether a message brings the material a task works on: content after a colon or on lines of
+/// its own, a quoted passage, figures to work with (two or more), or the length of a pasted
+/// text (the controller's rules read a task's cues before the same colon or quote). "write the
+/// invite for Aiko" and "帮我写个进展周报" bring none; "把“买满58送可颂”翻译成英文" and "每天180单，
+/// 客单价28块，营业额多少" do.
+fn brings_material(message: &str) -> bool {
+    /// Longer than this (in characters), a message carries its own text.
+    const PASTED: usize = 200;
+    let message = message.trim();
+    if message.chars().count() > PASTED || message.lines().filter(|l| !l.trim().is_empty()).count() > 1 {
+        return true;
+    }
+    let after_colon = message
+        .split_once([':', '：'])
+        .is_some_and(|(_, rest)| !rest.trim().is_empty());
+    let quoted = [('“', '”'), ('「', '」'), ('『', '』'), ('"', '"'), ('`', '`')]
+        .iter()
+        .any(|&(open, close)| {
+            message
+                .split_once(open)
+                .and_then(|(_, rest)| rest.split_once(close))
+                .is_some_and(|(inside, _)| !inside.trim().is_empty())
+        });
+    after_colon || quoted || figures(message) >= 2
+}
+
+/// How many figures a text holds: runs of digits not part of a name ("k6", "Q3", "S3").
+fn figures(text: &str) -> usize {
+    let chars: Vec<char> = text.chars().collect();
+    let mut count = 0;
+    let mut i = 0;
+    while i < chars.len() {
+        if !chars[i].is_ascii_digit() {
+            i += 1;
+            continue;
+        }
+        let start = i;
+        while i < chars.len()
+            && (chars[i].is_ascii_digit()
+                || (matches!(chars[i], ',' | '.') && chars.get(i + 1).is_some_and(char::is_ascii_digit)))
+        {
+            i += 1;
+        }
+        let before = start.checked_sub(1).map(|k| chars[k]);
+        let after = chars.get(i).copied();
+        if !before.is_some_and(|c| c.is_ascii_alphabetic()) && !after.is_some_and(|c| c.is_ascii_alphabetic()) {
+            count += 1;
+        }
+    }
+    count
 }
 
 /// The trace indices of the recalled entries whose relevance is below `floor` times the best

@@ -49,6 +49,10 @@ const PHRASES: &[Pair] = &[
         "{0}; but the memory catalog holds a strong match (similarity {1}, shared words): included",
         "{0}；但记忆目录里有强匹配（语义相似度{1}，且有共同词），附上",
     ),
+    (
+        "{0}; but the memory catalog holds a strong match (similarity {1}, shared words); the task brings no material of its own: recalled in detail",
+        "{0}；但记忆目录里有强匹配（语义相似度{1}，且有共同词），任务要用的材料消息里没有，按细节检索",
+    ),
     ("{0}; promoted to the long-term profile", "{0}；升为长期画像"),
     // Why a turn's context holds a memory (the gateway).
     (
