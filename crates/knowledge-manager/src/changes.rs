@@ -1021,11 +1021,11 @@ fn changed_from(sentence: &str, found: &[Mention]) -> Vec<Change> {
     static FROM_ZH: LazyLock<Regex> = LazyLock::new(|| Regex::new(r"(?:从|由)\s*$").expect("valid regex"));
     // A verb of change and its direction, then the clause ends: "改过来", "降下来的", "调了".
     static CHANGED_ZH: LazyLock<Regex> = LazyLock::new(|| {
-        Regex::new(r"^\s*(?:改|调|换|降|涨|挪|推|砍|减|加|提|升|变)了?(?:过来|下来|上来|回来)?(?:的|了)?\s*(?:[，。；,;）)!！?？]|$)")
+        Regex::new(r"^\s*(?P<verb>改|调|换|降|涨|挪|推|砍|减|加|提|升|变)了?(?:过来|下来|上来|回来)?(?:的|了)?\s*(?:[，。；,;）)!！?？]|$)")
             .expect("valid regex")
     });
     static FROM_EN: LazyLock<Regex> = LazyLock::new(|| {
-        Regex::new(r"(?i)(?-u:\b)(?:chang|mov|switch|cut|rais|lower|reduc|dropp|bump|push|trimm|increas|decreas)(?:e|es|ed|ing)?\s+(?:it\s+|that\s+|this\s+)?from\s+$")
+        Regex::new(r"(?i)(?-u:\b)(?P<verb>chang|mov|switch|cut|rais|lower|reduc|dropp|bump|push|trimm|increas|decreas)(?:e|es|ed|ing)?\s+(?:it\s+|that\s+|this\s+)?from\s+$")
             .expect("valid regex")
     });
     // What follows the old value up to the clause's end: no "to" (that is "from A to B").
@@ -1035,12 +1035,20 @@ fn changed_from(sentence: &str, found: &[Mention]) -> Vec<Change> {
     let mut out = Vec::new();
     for (i, old) in found.iter().enumerate() {
         let (before, after) = (&sentence[..old.start], &sentence[old.end..]);
-        let zh = FROM_ZH.is_match(before) && CHANGED_ZH.is_match(after);
-        let en = FROM_EN.is_match(before)
-            && !CLAUSE_EN
+        let zh = FROM_ZH.is_match(before).then(|| CHANGED_ZH.captures(after)).flatten();
+        let en = FROM_EN.captures(before).filter(|_| {
+            !CLAUSE_EN
                 .find(after)
-                .is_some_and(|clause| TO_EN.is_match(clause.as_str()));
-        if !(zh || en) {
+                .is_some_and(|clause| TO_EN.is_match(clause.as_str()))
+        });
+        // A name is left only by a verb of switching: "moved from Corvane Medical" tells where
+        // someone worked, "switched from Mixpanel" what is no longer used.
+        let verb = match (zh, en) {
+            (Some(c), _) => c["verb"].to_string(),
+            (None, Some(c)) => c["verb"].to_lowercase(),
+            (None, None) => continue,
+        };
+        if old.kind == ValueKind::Name && !["改", "换", "chang", "switch"].contains(&verb.as_str()) {
             continue;
         }
         let new = found[..i]
@@ -2553,6 +2561,14 @@ mod tests {
                 "{text}"
             );
         }
+        // A name left by a verb of switching only: where someone moved from is no choice.
+        assert_eq!(
+            pairs(stated_changes(
+                "We switched from Mixpanel last month, PostHog is cheaper."
+            )),
+            vec![("Mixpanel".to_string(), None)]
+        );
+        assert!(stated_changes("Aiko moved from Corvane Medical last year.").is_empty());
         // From one value to another, or from a date onwards: read as before, or no change.
         assert_eq!(pairs(stated_changes("预算从20万改到30万")), vec![some("20万", "30万")]);
         assert!(stated_changes("从12月1日起营业，月租3万").is_empty());
