@@ -1298,7 +1298,6 @@ pub fn stated_changes(text: &str) -> Vec<Change> {
         out.extend(sized_things_dropped(&sentence));
     }
     out.extend(self_corrections(text));
-    out.extend(inadequate_values(text));
     out.extend(table_changes(text));
     let mut seen = HashSet::new();
     out.retain(|c| seen.insert(c.clone()));
@@ -1788,6 +1787,9 @@ fn implied_changes_of(text: &str, earlier: &Earlier, accepted: bool) -> Vec<Chan
     for sentence in prose_sentences(text).iter().filter(|s| !offers_choices(s)) {
         out.extend(switched_names(sentence, earlier));
     }
+    // Read with what implies a change, not as a statement: an analysis calls a figure too low
+    // beside the one it is measured against ("€28,468 is too low for the €30,000 floor").
+    out.extend(inadequate_values(text));
     let mut seen: HashSet<Change> = stated.into_iter().collect();
     out.retain(|c| seen.insert(c.clone()));
     out
@@ -2618,11 +2620,16 @@ mod tests {
                 "5 vans",
             ),
         ] {
-            assert_eq!(pairs(stated_changes(text)), vec![some(old, new)], "{text}");
+            assert_eq!(
+                pairs(implied_changes(text, &Earlier::new([""]))),
+                vec![some(old, new)],
+                "{text}"
+            );
         }
-        // Inadequate with nothing in its place: no change yet.
-        assert!(stated_changes("预算20万肯定不够，我再想想。").is_empty());
-        assert!(stated_changes("$500 isn't enough. Let's talk tomorrow.").is_empty());
+        // Inadequate with nothing in its place: no change yet; in an analysis, no statement.
+        assert!(implied_changes("预算20万肯定不够，我再想想。", &Earlier::new([""])).is_empty());
+        assert!(implied_changes("$500 isn't enough. Let's talk tomorrow.", &Earlier::new([""])).is_empty());
+        assert!(stated_changes("About €28,468 is too low for the €30,000 floor.").is_empty());
     }
 
     #[test]
