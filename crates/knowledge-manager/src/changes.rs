@@ -1449,14 +1449,40 @@ fn label_of(sentence: &str, mention: &Mention) -> Option<String> {
         .max()
         .unwrap_or(0);
     let before = &sentence[from..mention.start];
-    let label = terms(before).into_iter().rev().find(|t| {
-        !CHANGE_WORDS.contains(&t.as_str())
-            && t.chars().any(|c| c.is_alphabetic())
-            && !t.chars().any(|c| c.is_ascii_digit())
-    })?;
-    let long_enough = label.chars().count() >= 2 && !thinkus_common::text::is_stopword(&label);
-    long_enough.then_some(label)
+    let label = terms(before)
+        .into_iter()
+        .rev()
+        .find(|t| {
+            !CHANGE_WORDS.contains(&t.as_str())
+                && t.chars().any(|c| c.is_alphabetic())
+                && !t.chars().any(|c| c.is_ascii_digit())
+        })
+        .filter(|label| label.chars().count() >= 2 && !thinkus_common::text::is_stopword(label));
+    // English also names a figure right after it ("A$150,000 base + A$18,000 super"): that word
+    // labels it where no word stands right before it ("+ A$18,000" is not "base"'s).
+    let right_before = before
+        .trim_end_matches([' ', ':', '：'])
+        .chars()
+        .next_back()
+        .is_some_and(char::is_alphabetic);
+    if !right_before && matches!(mention.kind, ValueKind::Amount | ValueKind::Percent) {
+        static AFTER: LazyLock<Regex> =
+            LazyLock::new(|| Regex::new(r"^ ([a-z][a-z\-]+)(?-u:\b)").expect("valid regex"));
+        let after = AFTER
+            .captures(&sentence[mention.end..])
+            .and_then(|c| terms(&c[1]).into_iter().next())
+            .filter(|w| {
+                w.chars().count() >= 2 && !CHANGE_WORDS.contains(&w.as_str()) && !RATE_WORDS.contains(&w.as_str())
+            });
+        if after.is_some() {
+            return after;
+        }
+    }
+    label
 }
+
+/// Words after a figure that say what it is by, not what it is ("53.40 an hour", "€34 per van").
+const RATE_WORDS: &[&str] = &["an", "a", "per", "each", "everi"];
 
 /// The label of each of a sentence's values ([`label_of`]), in their order.
 fn labels_of(sentence: &str, found: &[Mention]) -> Vec<Option<String>> {
@@ -2738,6 +2764,24 @@ mod tests {
         assert_eq!(
             strike("a 4-hour take-home", said, &changes, Language::En),
             "a 4-hour take-home"
+        );
+    }
+
+    #[test]
+    fn a_figure_of_an_english_list_is_labelled_by_the_word_after_it() {
+        let earlier =
+            Earlier::new(["Aiko: A$150,000 base + A$18,000 super = A$168,000 a year, plus A$12,000 relocation."]);
+        let changes = pairs(accepted_changes(
+            "Aiko: base A$147,500 + A$17,700 super = A$165,200 recurring; relocation A$8,000.",
+            &earlier,
+        ));
+        assert!(changes.contains(&some("A$150,000", "A$147,500")), "{changes:?}");
+        assert!(changes.contains(&some("A$18,000", "A$17,700")), "{changes:?}");
+        assert!(
+            !changes
+                .iter()
+                .any(|(old, _)| old == "A$18,000" && changes.contains(&some(old, "A$147,500"))),
+            "{changes:?}"
         );
     }
 
