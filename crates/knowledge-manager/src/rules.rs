@@ -304,13 +304,29 @@ static HEDGE: LazyLock<Regex> = LazyLock::new(|| {
 });
 static CONFIRMATION: LazyLock<Regex> = LazyLock::new(|| {
     pattern(
-        r"(?i)^\s*(好的?|可以|行|没问题|同意|就这么(办|定了?)|就按(你说的|这个)(来|办)?|定了|ok(ay)?|sounds good|agreed|let'?s do (it|that)|go (with|for) it|yes,? (let'?s|go)|perfect|deal|approved)[\s，,。.!！]*(就这么(办|定了?)|就按这个来|let'?s (do|go with) (that|it)|(please )?do (that|it)|go ahead)?[\s。.!！]*$",
+        r"(?i)^\s*(好的?|可以|行|没问题|同意|就这么(办|定了?)|就按(你说的|这个)(来|办)?|定了|ok(ay)?|yep|yup|yeah|yes|sure|sounds good|agreed|let'?s do (it|that)|go (with|for) it|yes,? (let'?s|go)|perfect|deal|approved)[\s，,。.!！]*(就这么(办|定了?)|就按这个来|let'?s (do|go with) (that|it)|(please )?do (that|it)|go ahead)?[\s。.!！]*$",
     )
 });
 
 /// Whether a message only accepts what was proposed to it ("ok, do that", "行，就这么办").
 pub fn is_confirmation(text: &str) -> bool {
     CONFIRMATION.is_match(text)
+}
+
+/// Whether a message accepts what was proposed to it: alone, or opening with an acceptance that
+/// says so, whatever it says next ("yep do that. and cut relocation to 8k"); a bare "ok." before
+/// another matter accepts nothing.
+pub fn opens_with_confirmation(text: &str) -> bool {
+    static SAYS_SO: LazyLock<Regex> = LazyLock::new(|| {
+        pattern(
+            r"(?i)(do (that|it)|go ahead|let'?s do|go (with|for) it|sounds good|agreed|deal|approved|就这么|就按|同意|定了)",
+        )
+    });
+    let first = text
+        .split_inclusive(['.', '。', '!', '！', ';', '；', '\n'])
+        .next()
+        .unwrap_or(text);
+    is_confirmation(text) || (is_confirmation(first) && SAYS_SO.is_match(first))
 }
 static PROPOSAL: LazyLock<Regex> = LazyLock::new(|| {
     pattern(
@@ -783,12 +799,33 @@ mod tests {
 
     #[test]
     fn a_short_yes_accepts_a_proposal() {
-        for yes in ["ok, do that", "行，就这么办", "sounds good", "好的", "OK do it."] {
+        for yes in [
+            "ok, do that",
+            "行，就这么办",
+            "sounds good",
+            "好的",
+            "OK do it.",
+            "yep do that",
+            "yeah, go ahead",
+        ] {
             assert!(is_confirmation(yes), "{yes}");
         }
-        for no in ["ok, but what about the venue?", "do that later", "好的方案要再想想"] {
+        for no in [
+            "ok, but what about the venue?",
+            "do that later",
+            "好的方案要再想想",
+            "yes but not today",
+        ] {
             assert!(!is_confirmation(no), "{no}");
         }
+        // Accepted first, then more: the acceptance stands.
+        assert!(opens_with_confirmation(
+            "yep do that. and cut relocation to 8k, melbourne to adelaide doesn't cost 12"
+        ));
+        assert!(opens_with_confirmation("行，就这么办。另外贴纸按55做"));
+        assert!(!opens_with_confirmation("ok. other thing: the budget is 800"));
+        assert!(!opens_with_confirmation("好的。另外贴纸按55做"));
+        assert!(!opens_with_confirmation("ok, but what about the venue? also the date"));
     }
 
     fn run(messages: &[(&str, &str)]) -> Vec<(String, String)> {

@@ -518,7 +518,7 @@ pub(crate) async fn ingest(km: &KnowledgeManager, request: IngestTurnsRequest) -
         };
         let changes = changes_in(&memory.content, before, reading);
         asked = match turn.speaker != "assistant" {
-            true if rules::is_confirmation(&memory.content) => Asked::Accepted,
+            true if rules::opens_with_confirmation(&memory.content) => Asked::Accepted,
             true if changes::asks_for_a_change(&memory.content) => Asked::Change,
             _ => Asked::Nothing,
         };
