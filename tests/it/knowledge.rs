@@ -1025,6 +1025,20 @@ async fn a_reply_that_carries_out_a_change_replaces_the_old_value(backend: Backe
             "$5,000",
             "$6,500",
         ),
+        // Accepted, then something more in the same message: the acceptance stands.
+        (
+            "km-reply-accepted-and-more",
+            vec![
+                ("user", "The offsite budget is $5,000."),
+                ("assistant", "Noted: offsite budget $5,000."),
+                ("user", "the venue we like is pricier, what would you do?"),
+                ("assistant", "I'd raise the budget to cover the venue. Shall I?"),
+                ("user", "yep do that. and keep the catering as it is"),
+                ("assistant", "Done: the offsite budget is now $6,500."),
+            ],
+            "$5,000",
+            "$6,500",
+        ),
         // The proposal names its figure before it is accepted: the reply carrying it out is
         // read against what was said before the proposal.
         (
