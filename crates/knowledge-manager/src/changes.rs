@@ -141,19 +141,17 @@ impl Mention {
     }
 
     /// Whether a count, in `text`, gives the size of the thing named after it rather than a
-    /// quantity: "a 4-hour take-home", "the 4 hour take-home", "a 90-minute pairing" (English
-    /// says a quantity in the plural, "4 hours", and a size in the singular or hyphenated,
-    /// followed by what it sizes).
+    /// quantity: "the 4 hour take-home", "a 90 minute pairing" (English says a quantity in the
+    /// plural, "4 hours", and a size in the singular, followed by what it sizes). The hyphenated
+    /// "4-hour" is no count to begin with; [`SIZED_THING`] reads both forms as text.
     fn sizes_a_thing(&self, text: &str) -> bool {
-        static SIZE: LazyLock<Regex> =
-            LazyLock::new(|| Regex::new(r"^\d[\d,.]*(?:-|\s?)([A-Za-z]+)$").expect("valid regex"));
-        static NEXT: LazyLock<Regex> = LazyLock::new(|| Regex::new(r"^-?\s*([a-z][a-z\-]+)").expect("valid regex"));
+        static SIZE: LazyLock<Regex> = LazyLock::new(|| Regex::new(r"^\d[\d,.]*\s?([A-Za-z]+)$").expect("valid regex"));
+        static NEXT: LazyLock<Regex> = LazyLock::new(|| Regex::new(r"^\s*([a-z][a-z\-]+)").expect("valid regex"));
         let Some(unit) = SIZE.captures(&self.raw).and_then(|c| c.get(1)) else {
             return false;
         };
-        let hyphenated = self.raw.contains('-');
-        let singular = !unit.as_str().ends_with('s') && self.number() != Some(1.0);
-        (hyphenated || singular)
+        !unit.as_str().ends_with('s')
+            && self.number() != Some(1.0)
             && NEXT
                 .captures(&text[self.end..])
                 .and_then(|c| c.get(1))
@@ -1481,8 +1479,9 @@ fn label_of(sentence: &str, mention: &Mention) -> Option<String> {
     label
 }
 
-/// Words after a figure that say what it is by, not what it is ("53.40 an hour", "€34 per van").
-const RATE_WORDS: &[&str] = &["an", "a", "per", "each", "everi"];
+/// Words after a figure that say what it is by, not what it is ("€34 per van", "€50 every
+/// month"; "an hour", "each" are stop words, which [`terms`] leaves out already).
+const RATE_WORDS: &[&str] = &["per", "everi"];
 
 /// The label of each of a sentence's values ([`label_of`]), in their order.
 fn labels_of(sentence: &str, found: &[Mention]) -> Vec<Option<String>> {
@@ -1757,16 +1756,22 @@ pub fn accepted_changes(text: &str, earlier: &Earlier) -> Vec<Change> {
 fn implied_changes_of(text: &str, earlier: &Earlier, accepted: bool) -> Vec<Change> {
     let stated = stated_changes(text);
     let mut out: Vec<Change> = Vec::new();
-    for sentence in prose_sentences(text) {
-        if sentence.chars().count() > IMPLIED_SENTENCE_CHARS || offers_choices(&sentence) {
+    // Choices laid out are offered, not made: none of their sentences implies a change.
+    let sentences: Vec<String> = prose_sentences(text)
+        .into_iter()
+        .filter(|s| !offers_choices(s))
+        .collect();
+    for sentence in &sentences {
+        if sentence.chars().count() > IMPLIED_SENTENCE_CHARS {
             continue;
         }
-        let found = mentions(&sentence);
+        let sentence = sentence.as_str();
+        let found = mentions(sentence);
         let list = std::cell::OnceCell::new();
         for (i, new) in found.iter().enumerate() {
-            // A figure said twice is read once, where it is first said; a size ("a 4-hour
+            // A figure said twice is read once, where it is first said; a size ("the 4 hour
             // take-home") is no quantity.
-            if found[..i].iter().any(|m| m.same_figure(new)) || new.sizes_a_thing(&sentence) {
+            if found[..i].iter().any(|m| m.same_figure(new)) || new.sizes_a_thing(sentence) {
                 continue;
             }
             let linked = stated
@@ -1785,9 +1790,9 @@ fn implied_changes_of(text: &str, earlier: &Earlier, accepted: bool) -> Vec<Chan
                 // Several values of the kind: each is its label's ("小红书9万、抖音3万" after
                 // "小红书5万、抖音3万"), when the sentence tells of a change. Read once a sentence.
                 let (changed, labelled, labels) = list.get_or_init(|| {
-                    let labelled = labels_of(&sentence, &found);
+                    let labelled = labels_of(sentence, &found);
                     let labels: HashSet<String> = labelled.iter().flatten().cloned().collect();
-                    let changed = says_any(&sentence, &terms(&sentence).into_iter().collect(), CHANGE_WORDS);
+                    let changed = says_any(sentence, &terms(sentence).into_iter().collect(), CHANGE_WORDS);
                     (changed, labelled, labels)
                 });
                 if let Some(label) = &labelled[i]
@@ -1799,7 +1804,7 @@ fn implied_changes_of(text: &str, earlier: &Earlier, accepted: bool) -> Vec<Chan
                 }
                 continue;
             }
-            let (words, changed) = around(&sentence, new, &found);
+            let (words, changed) = around(sentence, new, &found);
             if !(changed || accepted) || (words.is_empty() && !new.counts_a_specific_thing()) {
                 continue;
             }
@@ -1810,7 +1815,7 @@ fn implied_changes_of(text: &str, earlier: &Earlier, accepted: bool) -> Vec<Chan
             }
         }
     }
-    for sentence in prose_sentences(text).iter().filter(|s| !offers_choices(s)) {
+    for sentence in &sentences {
         out.extend(switched_names(sentence, earlier));
     }
     // Read with what implies a change, not as a statement: an analysis calls a figure too low

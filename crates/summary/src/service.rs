@@ -420,7 +420,9 @@ impl Summarizer {
         // The summary is as of the last message it covers: the conversation's clock, not the
         // machine's (a replayed or queued conversation is summarised as of when it was said).
         let mut as_of: Option<DateTime<Utc>> = None;
-        // When each message read was said, to date the decisions offered from them.
+        // When each message read was said, to date the decisions offered from them: kept only
+        // where decisions are offered.
+        let offering = self.inner.knowledge.is_some() && self.inner.config.offer_decisions;
         let mut said: Vec<(DateTime<Utc>, String)> = Vec::new();
         let mut position = from;
         while position <= to {
@@ -428,7 +430,9 @@ impl Summarizer {
             let messages = store.get_messages(owner, session_id, position, chunk_end).await?;
             read += messages.len() as u32;
             as_of = as_of.max(messages.iter().map(|m| m.created_at).max());
-            said.extend(messages.iter().map(|m| (m.created_at, m.content.clone())));
+            if offering {
+                said.extend(messages.iter().map(|m| (m.created_at, m.content.clone())));
+            }
             if language.is_none() {
                 let rule_messages: Vec<RuleMessage> = messages.iter().map(rule_message).collect();
                 language = Some(rules::language_of(&rule_messages));
