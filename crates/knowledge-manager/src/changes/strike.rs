@@ -1,0 +1,233 @@
+//! Replaced values marked wherever an older record is shown.
+
+use chrono::{DateTime, Datelike, Utc};
+use thinkus_common::model::Language;
+
+use super::mentions::occurrences;
+use super::readings::{Change, stated_changes};
+
+/// A change as a reader's context applies it: the value replaced, what replaced it (the
+/// newest value when it changed again), and since when.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Replaced {
+    pub old: String,
+    pub new: Option<String>,
+    pub at: DateTime<Utc>,
+}
+
+/// Whether `text` states `value` (by value where [`mentions`] reads it, else as text).
+pub fn states_value(text: &str, value: &str) -> bool {
+    !occurrences(text, value).is_empty()
+}
+
+fn struck_spans(text: &str) -> Vec<(usize, usize)> {
+    let mut spans = Vec::new();
+    let mut from = 0;
+    while let Some(start) = text[from..].find("~~").map(|i| from + i) {
+        match text[start + 2..].find("~~") {
+            Some(end) => {
+                spans.push((start, start + 2 + end + 2));
+                from = start + 2 + end + 2;
+            }
+            None => break,
+        }
+    }
+    spans
+}
+
+fn day_label(at: DateTime<Utc>, language: Language) -> String {
+    match language {
+        Language::Zh => format!("{}月{}日", at.month(), at.day()),
+        Language::En => at.format("%-d %b").to_string(),
+    }
+}
+
+/// Follows a value through later changes to its newest replacement.
+fn newest(change: &Replaced, changes: &[Replaced]) -> Option<String> {
+    let mut current = change.new.clone()?;
+    let mut at = change.at;
+    for _ in 0..8 {
+        let next = changes
+            .iter()
+            .filter(|c| {
+                c.at >= at && !occurrences(&current, &c.old).is_empty() && c.new.as_deref() != Some(current.as_str())
+            })
+            .min_by_key(|c| c.at);
+        match next.and_then(|c| c.new.clone().map(|n| (n, c.at))) {
+            Some((n, t)) => {
+                current = n;
+                at = t;
+            }
+            None => break,
+        }
+    }
+    Some(current)
+}
+
+/// Marks in `text`, said at `said_at`, the values that changed since: each old value is struck
+/// through (`~~35万~~`, which readers of the context take for history), followed once by
+/// what replaced it and since when ("（11月5日起为42万）", " (now $800, since 5 Nov)"), unless the
+/// text names the new value itself ("从~~35万~~加到42万").
+pub fn strike(text: &str, said_at: DateTime<Utc>, changes: &[Replaced], language: Language) -> String {
+    let mut marks: Vec<(usize, usize, String)> = Vec::new();
+    let struck = struck_spans(text);
+    // The changes the text itself states: it tells of them whenever it is dated (a message
+    // shown as the context of the reply after it carries the reply's time).
+    let mut own: Option<Vec<Change>> = None;
+    for change in changes {
+        let spans = occurrences(text, &change.old);
+        if spans.is_empty() {
+            continue;
+        }
+        let new = newest(change, changes);
+        // Changed and changed back: the old value is current again.
+        if new.as_deref() == Some(change.old.as_str()) {
+            continue;
+        }
+        let names_new = new.as_deref().is_some_and(|n| !occurrences(text, n).is_empty())
+            || change.new.as_deref().is_some_and(|n| !occurrences(text, n).is_empty());
+        // Said before the change, unless telling of it: naming the new value too ("Noted:
+        // from $500 to $800", said a moment after the user's own words) or stating the change.
+        if change.at < said_at
+            && !names_new
+            && !own
+                .get_or_insert_with(|| stated_changes(text))
+                .iter()
+                .any(|c| c.old == change.old)
+        {
+            continue;
+        }
+        for (i, (start, end)) in spans.into_iter().enumerate() {
+            let inside = |s: usize, e: usize| start < e && s < end;
+            if struck.iter().any(|(s, e)| inside(*s, *e)) || marks.iter().any(|(s, e, _)| inside(*s, *e)) {
+                continue;
+            }
+            let note = if names_new || i > 0 {
+                String::new()
+            } else {
+                let day = day_label(change.at, language);
+                match (&new, language) {
+                    (Some(new), Language::Zh) => format!("（{day}起为{new}）"),
+                    (Some(new), Language::En) => format!(" (now {new}, since {day})"),
+                    (None, Language::Zh) => format!("（{day}已更改）"),
+                    (None, Language::En) => format!(" (changed {day})"),
+                }
+            };
+            marks.push((start, end, format!("~~{}~~{note}", &text[start..end])));
+        }
+    }
+    if marks.is_empty() {
+        return text.to_string();
+    }
+    marks.sort_by_key(|(start, _, _)| *start);
+    let mut out = String::with_capacity(text.len() + 32 * marks.len());
+    let mut at = 0;
+    for (start, end, replacement) in marks {
+        out.push_str(&text[at..start]);
+        out.push_str(&replacement);
+        at = end;
+    }
+    out.push_str(&text[at..]);
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use chrono::TimeZone;
+
+    use super::*;
+
+    #[test]
+    fn old_values_are_struck_with_what_replaced_them() {
+        let at = |d: u32| Utc.with_ymd_and_hms(2026, 11, d, 9, 0, 0).unwrap();
+        let changes = vec![
+            Replaced {
+                old: "35万".into(),
+                new: Some("42万".into()),
+                at: at(5),
+            },
+            Replaced {
+                old: "客如云".into(),
+                new: None,
+                at: at(5),
+            },
+        ];
+        assert_eq!(
+            strike("- 装修：35.0万，收银用客如云", at(2), &changes, Language::Zh),
+            "- 装修：~~35.0万~~（11月5日起为42万），收银用~~客如云~~（11月5日已更改）"
+        );
+        // The statement of the change names the new value: the old one is only struck.
+        assert_eq!(
+            strike("总价从35万加到42万", at(5), &changes, Language::Zh),
+            "总价从~~35万~~加到42万"
+        );
+        // Said after the change: as it was said, unless it tells of the change.
+        assert_eq!(
+            strike("比原来的35万多了7万", at(6), &changes, Language::Zh),
+            "比原来的35万多了7万"
+        );
+        assert_eq!(
+            strike("记下了：装修从35万调整为42万", at(6), &changes, Language::Zh),
+            "记下了：装修从~~35万~~调整为42万"
+        );
+        let changes = vec![
+            Replaced {
+                old: "$500".into(),
+                new: Some("$800".into()),
+                at: at(3),
+            },
+            Replaced {
+                old: "$800".into(),
+                new: Some("$900".into()),
+                at: at(4),
+            },
+        ];
+        assert_eq!(
+            strike("Noted: the budget is $500.", at(1), &changes, Language::En),
+            "Noted: the budget is ~~$500~~ (now $900, since 3 Nov)."
+        );
+        assert_eq!(strike("$5000 is fine", at(1), &changes, Language::En), "$5000 is fine");
+        // Changed and changed back: current again.
+        let back = vec![
+            Replaced {
+                old: "Oct 15".into(),
+                new: Some("Oct 29".into()),
+                at: at(3),
+            },
+            Replaced {
+                old: "Oct 29".into(),
+                new: Some("Oct 15".into()),
+                at: at(4),
+            },
+        ];
+        assert_eq!(
+            strike("Launch is Oct 15.", at(1), &back, Language::En),
+            "Launch is Oct 15."
+        );
+    }
+
+    #[test]
+    fn a_text_that_states_a_change_marks_it_whenever_it_is_dated() {
+        let at = |d: u32| Utc.with_ymd_and_hms(2026, 11, d, 9, 0, 0).unwrap();
+        let changes = vec![Replaced {
+            old: "客如云".into(),
+            new: None,
+            at: at(5),
+        }];
+        // The user's message, shown under the reply a day later as its context.
+        assert_eq!(
+            strike(
+                "收银系统换掉吧，不用客如云了。二维火报价低",
+                at(6),
+                &changes,
+                Language::Zh
+            ),
+            "收银系统换掉吧，不用~~客如云~~（11月5日已更改）了。二维火报价低"
+        );
+        // Said later without telling of the change: as it was said.
+        assert_eq!(
+            strike("老店还在用客如云", at(6), &changes, Language::Zh),
+            "老店还在用客如云"
+        );
+    }
+}
