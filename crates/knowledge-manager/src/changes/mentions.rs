@@ -100,6 +100,17 @@ impl Mention {
         self.same_value(other) || (self.comparable(other) && self.number().is_some() && self.number() == other.number())
     }
 
+    /// Whether two figures are said in one unit: amounts in the same currency (or neither in
+    /// one), counts of the same thing. What a figure worked out from others is measured in.
+    pub(super) fn same_unit(&self, other: &Mention) -> bool {
+        self.kind == other.kind
+            && match (&self.key, &other.key) {
+                (Key::Number { currency: a, .. }, Key::Number { currency: b, .. }) => a == b,
+                (Key::Count { unit: a, .. }, Key::Count { unit: b, .. }) => a == b,
+                _ => false,
+            }
+    }
+
     /// What a count counts ("van", "份"), as compared.
     pub(super) fn unit(&self) -> Option<&str> {
         match &self.key {

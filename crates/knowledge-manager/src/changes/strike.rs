@@ -3,7 +3,7 @@
 use chrono::{DateTime, Datelike, Utc};
 use thinkus_common::model::Language;
 
-use super::mentions::occurrences;
+use super::mentions::{Mention, ValueKind, mentions, occurrences};
 use super::readings::{Change, stated_changes};
 
 /// A change as a reader's context applies it: the value replaced, what replaced it (the
@@ -70,6 +70,8 @@ fn newest(change: &Replaced, changes: &[Replaced]) -> Option<String> {
 /// text names the new value itself ("从~~35万~~加到42万").
 pub fn strike(text: &str, said_at: DateTime<Utc>, changes: &[Replaced], language: Language) -> String {
     let mut marks: Vec<(usize, usize, String)> = Vec::new();
+    // The old values this call strikes, for the figures worked out from them.
+    let mut struck_old: Vec<(usize, usize)> = Vec::new();
     let struck = struck_spans(text);
     // The changes the text itself states: it tells of them whenever it is dated (a message
     // shown as the context of the reply after it carries the reply's time).
@@ -114,11 +116,13 @@ pub fn strike(text: &str, said_at: DateTime<Utc>, changes: &[Replaced], language
                 }
             };
             marks.push((start, end, format!("~~{}~~{note}", &text[start..end])));
+            struck_old.push((start, end));
         }
     }
     if marks.is_empty() {
         return text.to_string();
     }
+    marks.extend(worked_out_from(text, &struck_old, &struck, &marks, language));
     marks.sort_by_key(|(start, _, _)| *start);
     let mut out = String::with_capacity(text.len() + 32 * marks.len());
     let mut at = 0;
@@ -129,6 +133,85 @@ pub fn strike(text: &str, said_at: DateTime<Utc>, changes: &[Replaced], language
     }
     out.push_str(&text[at..]);
     out
+}
+
+/// The figures of `text` worked out from an old value struck at one of `olds`: in the sentence
+/// of the old value, a figure that is the old value times another figure of the text said in
+/// the figure's own unit (a count times a rate: "~~6 vans~~ … cost €7,590 a month" with
+/// "€1,265 per van"; "~~64位~~喂养师 … 每人每天6单 … 日峰值约384单"). Its value went with the
+/// old one, so it is struck too, naming what it was worked out from. A product is dimensional
+/// (the rate's unit is the result's), which keeps coincidences of small numbers out; the
+/// figure is at least 10 and the other factor at least 2, and 0.5% of rounding is allowed.
+fn worked_out_from(
+    text: &str,
+    olds: &[(usize, usize)],
+    struck: &[(usize, usize)],
+    marks: &[(usize, usize, String)],
+    language: Language,
+) -> Vec<(usize, usize, String)> {
+    let found = mentions(text);
+    let figure = |m: &Mention| matches!(m.kind, ValueKind::Amount | ValueKind::Count) && m.number().is_some();
+    let overlaps = |m: &Mention, (s, e): (usize, usize)| m.start < e && s < m.end;
+    let free = |m: &Mention| {
+        !struck.iter().any(|span| overlaps(m, *span)) && !marks.iter().any(|(s, e, _)| overlaps(m, (*s, *e)))
+    };
+    let mut out: Vec<(usize, usize, String)> = Vec::new();
+    for &(start, end) in olds {
+        let Some(old) = found.iter().find(|m| m.start == start && m.end == end && figure(m)) else {
+            continue;
+        };
+        let Some(o) = old.number().filter(|o| *o > 0.0) else {
+            continue;
+        };
+        let (from, to) = sentence_around(text, start, end);
+        for candidate in found
+            .iter()
+            .filter(|m| m.start >= from && m.end <= to && figure(m) && free(m))
+        {
+            let Some(f) = candidate.number().filter(|f| *f >= 10.0) else {
+                continue;
+            };
+            if out.iter().any(|(s, e, _)| overlaps(candidate, (*s, *e))) {
+                continue;
+            }
+            let worked_out = found.iter().any(|k| {
+                !std::ptr::eq(k, candidate)
+                    && !overlaps(k, (start, end))
+                    && k.same_unit(candidate)
+                    && k.number().is_some_and(|k| k >= 2.0 && (o * k - f).abs() <= 0.005 * f)
+            });
+            if !worked_out {
+                continue;
+            }
+            let was = &text[start..end];
+            let note = match language {
+                Language::Zh => format!("（按原来的~~{was}~~算出）"),
+                Language::En => format!(" (worked out from the old ~~{was}~~)"),
+            };
+            out.push((candidate.start, candidate.end, format!("~~{}~~{note}", candidate.raw)));
+        }
+    }
+    out
+}
+
+/// The byte range of the sentence of `text` holding `start..end`: up to the nearest line break
+/// or end of sentence ("。", "！", "？", "；", or ".", "!", "?", ";" before a space) on each side.
+fn sentence_around(text: &str, start: usize, end: usize) -> (usize, usize) {
+    let ends_sentence = |at: usize, c: char| match c {
+        '\n' | '。' | '！' | '？' | '；' => true,
+        '.' | '!' | '?' | ';' => text[at + c.len_utf8()..].chars().next().is_none_or(char::is_whitespace),
+        _ => false,
+    };
+    let from = text[..start]
+        .char_indices()
+        .rev()
+        .find(|&(i, c)| ends_sentence(i, c))
+        .map_or(0, |(i, c)| i + c.len_utf8());
+    let to = text[end..]
+        .char_indices()
+        .find(|&(i, c)| ends_sentence(end + i, c))
+        .map_or(text.len(), |(i, _)| end + i);
+    (from, to)
 }
 
 #[cfg(test)]
@@ -229,5 +312,51 @@ mod tests {
             strike("老店还在用客如云", at(6), &changes, Language::Zh),
             "老店还在用客如云"
         );
+    }
+
+    #[test]
+    fn a_figure_worked_out_from_an_old_value_goes_with_it() {
+        let at = |d: u32| Utc.with_ymd_and_hms(2027, 3, d, 9, 0, 0).unwrap();
+        let vans = [Replaced {
+            old: "6 vans".into(),
+            new: Some("4 vans".into()),
+            at: at(1),
+        }];
+        // A count times a rate of the text, in the rate's unit.
+        assert_eq!(
+            strike(
+                "Bottom line: 6 vans cost €7,590 a month for 48 months.\n- €1,265 per van per month",
+                at(1) - chrono::Duration::hours(1),
+                &vans,
+                Language::En
+            ),
+            "Bottom line: ~~6 vans~~ (now 4 vans, since 1 Mar) cost ~~€7,590~~ (worked out from the old ~~6 vans~~) \
+             a month for 48 months.\n- €1,265 per van per month"
+        );
+        let sitters = [Replaced {
+            old: "64位".into(),
+            new: Some("46位".into()),
+            at: at(7),
+        }];
+        assert_eq!(
+            strike(
+                "首批签约喂养师64位，按每人每天6单算，日峰值约384单",
+                at(2),
+                &sitters,
+                Language::Zh
+            ),
+            "首批签约喂养师~~64位~~（3月7日起为46位），按每人每天6单算，日峰值约~~384单~~（按原来的~~64位~~算出）"
+        );
+        // A product in another unit is a coincidence (6 vans x 48 months is no distance), a
+        // figure in another sentence is another matter, and a figure under ten or a factor
+        // under two is too common a product to tell.
+        for text in [
+            "6 vans for 48 months, about 288 km a day",
+            "We lease 6 vans. The office costs €7,590 a month, €1,265 a desk.",
+            "6 vans, 7 stops each, 1 depot",
+        ] {
+            let struck = strike(text, at(1) - chrono::Duration::hours(1), &vans, Language::En);
+            assert_eq!(struck.matches("~~").count(), 2, "only the old value: {struck}");
+        }
     }
 }
