@@ -1,9 +1,12 @@
 //! Replaced values marked wherever an older record is shown.
 
+use std::sync::LazyLock;
+
 use chrono::{DateTime, Datelike, Utc};
+use regex::Regex;
 use thinkus_common::model::Language;
 
-use super::mentions::{Mention, ValueKind, mentions, occurrences};
+use super::mentions::{Mention, ValueKind, mentions, occurrences, parse_number};
 use super::readings::{Change, stated_changes};
 
 /// A change as a reader's context applies it: the value replaced, what replaced it (the
@@ -191,7 +194,74 @@ fn worked_out_from(
             out.push((candidate.start, candidate.end, format!("~~{}~~{note}", candidate.raw)));
         }
     }
+    // Written arithmetic: a sum or product with an old value among its terms ends in a result
+    // worked out from it, wherever the old value was said ("装修：~~35.0万~~ … 35.0 + 16.0 + 9.0 +
+    // 3.0 = 63.0万"). A bare term takes the magnitude written on the result.
+    let old_values: Vec<(f64, &str)> = olds
+        .iter()
+        .filter_map(|&(start, end)| {
+            let old = found.iter().find(|m| m.start == start && m.end == end && figure(m))?;
+            Some((old.number()?, &text[start..end]))
+        })
+        .collect();
+    for equation in EQUATION.captures_iter(text) {
+        let (Some(terms), Some(result)) = (equation.get(1), equation.get(2)) else {
+            continue;
+        };
+        let result_magnitude = TERM.captures(result.as_str()).map_or(1.0, |c| term_magnitude(&c));
+        let from = TERM.captures_iter(terms.as_str()).find_map(|term| {
+            let number = parse_number(term.name("number")?.as_str())?;
+            let written = term_magnitude(&term);
+            let value = number * if written > 1.0 { written } else { result_magnitude };
+            old_values
+                .iter()
+                .find(|(old, _)| (old - value).abs() <= 1e-9 * old.abs().max(1.0))
+                .map(|(_, was)| *was)
+        });
+        let Some(was) = from else {
+            continue;
+        };
+        let Some(candidate) = found
+            .iter()
+            .find(|m| m.start >= result.start() && m.start < result.end() && figure(m) && free(m))
+        else {
+            continue;
+        };
+        if out.iter().any(|(s, e, _)| overlaps(candidate, (*s, *e))) {
+            continue;
+        }
+        let note = match language {
+            Language::Zh => format!("（按原来的~~{was}~~算出）"),
+            Language::En => format!(" (worked out from the old ~~{was}~~)"),
+        };
+        out.push((candidate.start, candidate.end, format!("~~{}~~{note}", candidate.raw)));
+    }
     out
+}
+
+/// A term of written arithmetic: a number with its currency sign and magnitude ("€1,265",
+/// "35.0", "16.0万", "4k").
+const TERM_PATTERN: &str = r"[$€£¥]?(?P<number>\d[\d,]*(?:\.\d+)?)\s?(?P<magnitude>万|千|亿|k\b|K\b)?";
+
+static TERM: LazyLock<Regex> = LazyLock::new(|| Regex::new(TERM_PATTERN).expect("valid regex"));
+
+/// A sum, difference, product or quotient of terms and its result: "a + b + c = d", "4 × €1,265
+/// = €5,060", "约" or "≈" before the result allowed.
+static EQUATION: LazyLock<Regex> = LazyLock::new(|| {
+    let term = TERM_PATTERN.replace("?P<number>", "?:").replace("?P<magnitude>", "?:");
+    Regex::new(&format!(
+        r"({term}(?:\s*[+\-−×x*÷/]\s*{term})+)\s*[=＝]\s*(?:约|about\s|≈\s?)?({term})"
+    ))
+    .expect("valid regex")
+});
+
+fn term_magnitude(term: &regex::Captures) -> f64 {
+    match term.name("magnitude").map(|m| m.as_str()) {
+        Some("万") => 1e4,
+        Some("亿") => 1e8,
+        Some("千" | "k" | "K") => 1e3,
+        _ => 1.0,
+    }
 }
 
 /// The byte range of the sentence of `text` holding `start..end`: up to the nearest line break
@@ -346,6 +416,37 @@ mod tests {
                 Language::Zh
             ),
             "首批签约喂养师~~64位~~（3月7日起为46位），按每人每天6单算，日峰值约~~384单~~（按原来的~~64位~~算出）"
+        );
+        // Written arithmetic with an old term, wherever the old value stands in the text; a
+        // bare term is read with the result's magnitude. Sums without an old term stay.
+        let renovation = [Replaced {
+            old: "35万".into(),
+            new: Some("42万".into()),
+            at: at(5),
+        }];
+        assert_eq!(
+            strike(
+                "- 装修：35.0万\n- 首批备货：3.0万\n合计约 35.0 + 16.0 + 9.0 + 3.0 = 63.0万；另 16.0 + 9.0 = 25.0万",
+                at(2),
+                &renovation,
+                Language::Zh
+            ),
+            "- 装修：~~35.0万~~（3月5日起为42万）\n- 首批备货：3.0万\n合计约 35.0 + 16.0 + 9.0 + 3.0 = \
+             ~~63.0万~~（按原来的~~35.0万~~算出）；另 16.0 + 9.0 = 25.0万"
+        );
+        let rate = [Replaced {
+            old: "€1,265".into(),
+            new: Some("€1,287".into()),
+            at: at(1),
+        }];
+        assert_eq!(
+            strike(
+                "- 4 × €1,265 = €5,060/month",
+                at(1) - chrono::Duration::hours(1),
+                &rate,
+                Language::En
+            ),
+            "- 4 × ~~€1,265~~ (now €1,287, since 1 Mar) = ~~€5,060~~ (worked out from the old ~~€1,265~~)/month"
         );
         // A product in another unit is a coincidence (6 vans x 48 months is no distance), a
         // figure in another sentence is another matter, and a figure under ten or a factor
