@@ -140,7 +140,15 @@ pub fn decide(input: &RuleInput<'_>) -> ControlDecision {
         (_, RetrievalMode::Catalog) => tiers.catalog,
         (_, RetrievalMode::Details) => tiers.details,
     };
-    let time_range = match (need, time) {
+    // The recall's period is the one the message asks about: in a message of several sentences
+    // that asks something, a time phrase of a statement ("Dara has had the van out since
+    // yesterday … how many vans did we land on?") tells of something else, and held to it the
+    // recall would miss what the question is about.
+    let asked_time = match asking_sentences(message) {
+        Some(asked) => time_range(&asked, input.now),
+        None => time,
+    };
+    let time_range = match (need, asked_time) {
         (NeedMemory::No, _) => TimeRange::All,
         (_, Some((range, _))) => range,
         (_, None) => TimeRange::All,
@@ -199,4 +207,23 @@ pub fn warm_up() {
     for patterns in [&*HISTORY, &*PROJECT_STATE, &*PERSONAL, &*GENERAL, &*TASK] {
         let _ = patterns.is_match("");
     }
+}
+
+/// The sentences of a message of several sentences that ask (a question mark, or a Chinese
+/// question particle at the end), joined; none for a single sentence or a message where no
+/// sentence asks, which is read whole.
+fn asking_sentences(message: &str) -> Option<String> {
+    let sentences = thinkus_common::text::sentences(message);
+    if sentences.len() < 2 {
+        return None;
+    }
+    let asks = |s: &str| {
+        let end = s.trim_end_matches(|c: char| c.is_whitespace() || matches!(c, '"' | '\'' | '”' | '’' | ')' | '）'));
+        end.ends_with(['?', '？'])
+            || end
+                .trim_end_matches(['。', '.', '!', '！'])
+                .ends_with(['吗', '呢', '么'])
+    };
+    let asking: Vec<&str> = sentences.iter().map(String::as_str).filter(|s| asks(s)).collect();
+    (!asking.is_empty()).then(|| asking.join(" "))
 }

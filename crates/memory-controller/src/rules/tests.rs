@@ -89,6 +89,33 @@ fn time_phrases_become_ranges() {
 }
 
 #[test]
+fn the_period_is_the_one_the_question_asks_about() {
+    // A time phrase in a statement of a longer message tells of something else.
+    let note = decide_text(
+        "right so I'm in the van, Dara has the trial van out on the run since yesterday. \
+         And the vans, how many vans did we land on with the money side? I can't remember.",
+    );
+    assert_ne!(note.need_memory, NeedMemory::No);
+    assert_eq!(note.time_range, TimeRange::All);
+    let zh = decide_text("昨天跑了一天门店，累死了。上次定的首发价是多少来着？");
+    assert_eq!(zh.time_range, TimeRange::All);
+    // In the sentence that asks, or in a message of one sentence or where nothing asks, it
+    // holds as before.
+    let asked = decide_text("Busy morning. What did we decide yesterday about the vans?");
+    assert!(
+        matches!(asked.time_range, TimeRange::Between { .. }),
+        "{:?}",
+        asked.time_range
+    );
+    let told = decide_text("我们昨天定了预算。把方案再发我一下。");
+    assert!(
+        matches!(told.time_range, TimeRange::Between { .. }),
+        "{:?}",
+        told.time_range
+    );
+}
+
+#[test]
 fn unclear_messages_look_cheaply() {
     let d = decide_text("ok let's do the pricing page next");
     assert_eq!(d.need_memory, NeedMemory::Maybe);
