@@ -344,6 +344,23 @@ pub async fn run(
                                 scored.forbidden,
                                 indent(&prepared.context)
                             ));
+                            // What was weighed and why it was left out, for the needed value
+                            // that is missing: its id can be looked up in `--data-dir`.
+                            for item in prepared.items.iter().take(40) {
+                                let parts = item.parts.as_ref().map_or(String::new(), |p| {
+                                    format!(
+                                        " relevance {:.2} dense {:.3} keyword {:.2}",
+                                        p.relevance, p.dense_similarity, p.keyword_score
+                                    )
+                                });
+                                say(format!(
+                                    "    {} {:?} {}{parts}: {}",
+                                    if item.included { "+" } else { "-" },
+                                    item.kind,
+                                    item.id,
+                                    item.reason
+                                ));
+                            }
                         } else {
                             say(format!(
                                 "ok {turn_id}: {} needed, {tokens} tokens; decision {decision:?}",
