@@ -1202,6 +1202,70 @@ async fn a_change_said_privately_reaches_who_read_the_old_value(backend: Backend
             .any(|c| c.old_value.contains("9,000") || c.old_value.contains("June")),
         "a value said to the cto alone reached hr: {hr:?}"
     );
+
+    // A new value the reader reads already, in a memory of the project learned from the same
+    // message, comes with the change, in that memory's words.
+    let at = |seconds: i64| Some(prost_types::Timestamp { seconds, nanos: 0 });
+    let t = 1_804_000_000;
+    let timed = |request: IngestTurnsRequest, seconds: i64| IngestTurnsRequest {
+        turns: request
+            .turns
+            .into_iter()
+            .map(|turn| Turn {
+                occurred_at: at(seconds),
+                ..turn
+            })
+            .collect(),
+        ..request
+    };
+    for request in [
+        timed(
+            said(
+                "hr",
+                Some("hiring"),
+                Visibility::Project,
+                &[("user", "The welcome kits: 20,000 samples for the launch.")],
+            ),
+            t,
+        ),
+        timed(
+            said(
+                "sales",
+                Some("hiring"),
+                Visibility::Private,
+                &[(
+                    "user",
+                    "the kits are too many, cut them from 20,000 samples to 15,000 samples",
+                )],
+            ),
+            t + 3600,
+        ),
+        timed(
+            said(
+                "sales",
+                Some("hiring"),
+                Visibility::Project,
+                &[("user", "Welcome kits cut to 15,000 samples.")],
+            ),
+            t + 3600,
+        ),
+    ] {
+        node.km().ingest_turns(request).await.expect("ingest turns");
+    }
+    let hr = changes_for(&node, &scope(user, "hr", Some("hiring"))).await;
+    let kits = hr
+        .iter()
+        .find(|c| c.old_value == "20,000 samples")
+        .unwrap_or_else(|| panic!("hr read 20,000 samples: {hr:?}"));
+    assert_eq!(
+        (
+            kits.new_value.as_str(),
+            kits.statement.as_str(),
+            kits.memory_id.as_str()
+        ),
+        ("15,000 samples", "Welcome kits cut to 15,000 samples.", ""),
+        "{kits:?}"
+    );
     node.stop().await;
 }
 

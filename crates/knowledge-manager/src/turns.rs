@@ -2,7 +2,7 @@
 
 use std::collections::HashMap;
 
-use chrono::Utc;
+use chrono::{DateTime, Utc};
 use thinkus_backends::filter::MemoryFilter;
 use thinkus_backends::sql::{Change, ChangeKind, MemoryOrder, MemoryQuery, WriteBatch};
 use thinkus_backends::vector::{Layers, Reader};
@@ -188,11 +188,17 @@ fn tagged_changes(memory: &Memory) -> impl Iterator<Item = (&str, Option<&str>)>
         .map(|(old, new)| (old, (!new.is_empty()).then_some(new)))
 }
 
+/// How far apart a turn and a memory learned from the same message may be dated (the memory
+/// takes the message's time; the reply comes after it).
+const SAME_MESSAGE_SECONDS: i64 = 60;
+
 /// The changes said in another role's turns of the reader's project that the reader may not
 /// read (`hidden`: exchanges that taught that role a private memory), as the old value and the
 /// day alone, and only the old values the reader has read: "push the panel a week" told to the
-/// CTO strikes HR's "11 March", and a figure said to the CTO alone stays the CTO's. The records
-/// to hold the old values against are read only when there is such a change.
+/// CTO strikes HR's "11 March", and a figure said to the CTO alone stays the CTO's. The new value
+/// comes with it only where the reader reads it already (a memory of the project learned from
+/// the same message, a record stating both values), in that record's words. The records to
+/// hold the old values against are read only when there is such a change.
 async fn changes_said_privately(
     km: &KnowledgeManager,
     scope: &Scope,
@@ -211,7 +217,7 @@ async fn changes_said_privately(
         return Ok(Vec::new());
     }
     // What the reader may read, to hold each old value against.
-    let read: Vec<String> = km
+    let read: Vec<(String, DateTime<Utc>)> = km
         .store
         .list_memories(&MemoryQuery {
             order: MemoryOrder::Newest,
@@ -223,24 +229,43 @@ async fn changes_said_privately(
         })
         .await?
         .into_iter()
-        .map(|m| m.content)
+        .map(|m| (m.content, m.occurred_at))
         .collect();
     let mut out = Vec::new();
     for memory in hidden {
-        for (old, _) in tagged_changes(memory) {
-            if read.iter().any(|text| changes::states_value(text, old)) {
-                out.push(
-                    ValueChange {
-                        statement: String::new(),
-                        old: old.to_string(),
-                        new: None,
-                        at: memory.occurred_at,
-                        memory_id: String::new(),
-                        session_id: None,
-                    }
-                    .old_value_only(),
-                );
+        for (old, new) in tagged_changes(memory) {
+            if !read.iter().any(|(text, _)| changes::states_value(text, old)) {
+                continue;
             }
+            // The new value is no secret where the reader reads it already: a memory of the
+            // project learned from the same message ("砍到1.5万份", a risk the sales lead's
+            // voice note taught the project while the rest of it stayed theirs), or a record
+            // that states both values.
+            let shared = new.and_then(|new| {
+                read.iter()
+                    .find(|(text, at)| {
+                        changes::states_value(text, new)
+                            && ((*at - memory.occurred_at).num_seconds().abs() <= SAME_MESSAGE_SECONDS
+                                || changes::states_value(text, old))
+                    })
+                    .map(|(text, _)| (new, text))
+            });
+            let change = ValueChange {
+                statement: String::new(),
+                old: old.to_string(),
+                new: None,
+                at: memory.occurred_at,
+                memory_id: String::new(),
+                session_id: None,
+            };
+            out.push(match shared {
+                Some((new, text)) => ValueChange {
+                    statement: statement_of(text, old, Some(new)),
+                    new: Some(new.to_string()),
+                    ..change
+                },
+                None => change.old_value_only(),
+            });
         }
     }
     Ok(out)
