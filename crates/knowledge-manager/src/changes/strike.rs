@@ -265,11 +265,12 @@ fn term_magnitude(term: &regex::Captures) -> f64 {
 }
 
 /// The byte range of the sentence of `text` holding `start..end`: up to the nearest line break
-/// or end of sentence ("。", "！", "？", "；", or ".", "!", "?", ";" before a space) on each side.
+/// or end of sentence ("。", "！", "？", or ".", "!", "?" before a space) on each side. A
+/// semicolon goes on with the same matter ("喂养师64位；按每人每天6单算，日峰值约384单").
 fn sentence_around(text: &str, start: usize, end: usize) -> (usize, usize) {
     let ends_sentence = |at: usize, c: char| match c {
-        '\n' | '。' | '！' | '？' | '；' => true,
-        '.' | '!' | '?' | ';' => text[at + c.len_utf8()..].chars().next().is_none_or(char::is_whitespace),
+        '\n' | '。' | '！' | '？' => true,
+        '.' | '!' | '?' => text[at + c.len_utf8()..].chars().next().is_none_or(char::is_whitespace),
         _ => false,
     };
     let from = text[..start]
@@ -410,12 +411,12 @@ mod tests {
         }];
         assert_eq!(
             strike(
-                "首批签约喂养师64位，按每人每天6单算，日峰值约384单",
+                "首批签约喂养师64位，覆盖6个区；按每人每天6单算，日峰值约384单",
                 at(2),
                 &sitters,
                 Language::Zh
             ),
-            "首批签约喂养师~~64位~~（3月7日起为46位），按每人每天6单算，日峰值约~~384单~~（按原来的~~64位~~算出）"
+            "首批签约喂养师~~64位~~（3月7日起为46位），覆盖6个区；按每人每天6单算，日峰值约~~384单~~（按原来的~~64位~~算出）"
         );
         // Written arithmetic with an old term, wherever the old value stands in the text; a
         // bare term is read with the result's magnitude. Sums without an old term stay.
