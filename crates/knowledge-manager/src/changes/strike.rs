@@ -45,8 +45,8 @@ fn day_label(at: DateTime<Utc>, language: Language) -> String {
     }
 }
 
-/// Follows a value through later changes to its newest replacement.
-fn newest(change: &Replaced, changes: &[Replaced]) -> Option<String> {
+/// Follows a value through later changes to its newest replacement, and when that came.
+fn newest(change: &Replaced, changes: &[Replaced]) -> Option<(String, DateTime<Utc>)> {
     let mut current = change.new.clone()?;
     let mut at = change.at;
     for _ in 0..8 {
@@ -64,7 +64,7 @@ fn newest(change: &Replaced, changes: &[Replaced]) -> Option<String> {
             None => break,
         }
     }
-    Some(current)
+    Some((current, at))
 }
 
 /// Marks in `text`, said at `said_at`, the values that changed since: each old value is struck
@@ -84,7 +84,8 @@ pub fn strike(text: &str, said_at: DateTime<Utc>, changes: &[Replaced], language
         if spans.is_empty() {
             continue;
         }
-        let new = newest(change, changes);
+        let newest = newest(change, changes);
+        let new = newest.as_ref().map(|(value, _)| value.clone());
         // Changed and changed back: the old value is current again.
         if new.as_deref() == Some(change.old.as_str()) {
             continue;
@@ -110,7 +111,9 @@ pub fn strike(text: &str, said_at: DateTime<Utc>, changes: &[Replaced], language
             let note = if names_new || i > 0 {
                 String::new()
             } else {
-                let day = day_label(change.at, language);
+                // Since the newest change: "6 vans" cut to 4 on 1 Mar and raised to 5 on 3 Mar is
+                // "now 5 vans, since 3 Mar".
+                let day = day_label(newest.as_ref().map_or(change.at, |(_, at)| *at), language);
                 match (&new, language) {
                     (Some(new), Language::Zh) => format!("（{day}起为{new}）"),
                     (Some(new), Language::En) => format!(" (now {new}, since {day})"),
@@ -336,9 +339,11 @@ mod tests {
                 at: at(4),
             },
         ];
+        // The newest value, with the day it came: $900 holds since 4 Nov, not since the $500
+        // first gave way.
         assert_eq!(
             strike("Noted: the budget is $500.", at(1), &changes, Language::En),
-            "Noted: the budget is ~~$500~~ (now $900, since 3 Nov)."
+            "Noted: the budget is ~~$500~~ (now $900, since 4 Nov)."
         );
         assert_eq!(strike("$5000 is fine", at(1), &changes, Language::En), "$5000 is fine");
         // Changed and changed back: current again.
