@@ -73,8 +73,6 @@ fn newest(change: &Replaced, changes: &[Replaced]) -> Option<(String, DateTime<U
 /// text names the new value itself ("从~~35万~~加到42万").
 pub fn strike(text: &str, said_at: DateTime<Utc>, changes: &[Replaced], language: Language) -> String {
     let mut marks: Vec<(usize, usize, String)> = Vec::new();
-    // The old values this call strikes, for the figures worked out from them.
-    let mut struck_old: Vec<(usize, usize)> = Vec::new();
     let struck = struck_spans(text);
     // The changes the text itself states: it tells of them whenever it is dated (a message
     // shown as the context of the reply after it carries the reply's time).
@@ -122,13 +120,13 @@ pub fn strike(text: &str, said_at: DateTime<Utc>, changes: &[Replaced], language
                 }
             };
             marks.push((start, end, format!("~~{}~~{note}", &text[start..end])));
-            struck_old.push((start, end));
         }
     }
     if marks.is_empty() {
         return text.to_string();
     }
-    marks.extend(worked_out_from(text, &struck_old, &struck, &marks, language));
+    // So far the marks are the old values'; what was worked out from them follows.
+    marks.extend(worked_out_from(text, &struck, &marks, language));
     marks.sort_by_key(|(start, _, _)| *start);
     let mut out = String::with_capacity(text.len() + 32 * marks.len());
     let mut at = 0;
@@ -141,16 +139,17 @@ pub fn strike(text: &str, said_at: DateTime<Utc>, changes: &[Replaced], language
     out
 }
 
-/// The figures of `text` worked out from an old value struck at one of `olds`: in the sentence
-/// of the old value, a figure that is the old value times another figure of the text said in
-/// the figure's own unit (a count times a rate: "~~6 vans~~ … cost €7,590 a month" with
-/// "€1,265 per van"; "~~64位~~喂养师 … 每人每天6单 … 日峰值约384单"). Its value went with the
-/// old one, so it is struck too, naming what it was worked out from. A product is dimensional
-/// (the rate's unit is the result's), which keeps coincidences of small numbers out; the
-/// figure is at least 10 and the other factor at least 2, and 0.5% of rounding is allowed.
+/// The figures of `text` worked out from an old value that `marks` strike: in the sentence of
+/// the old value, a figure that is the old value times another figure of the text said in the
+/// figure's own unit (a count times a rate: "~~6 vans~~ … cost €7,590 a month" with "€1,265 per
+/// van"; "~~64位~~喂养师 … 每人每天6单 … 日峰值约384单"); and the result of written arithmetic
+/// with the old value among its terms, wherever in the text ("装修：~~35.0万~~ … 35.0 + 16.0 +
+/// 9.0 + 3.0 = 63.0万", a bare term read with the magnitude written on the result). Its value
+/// went with the old one, so it is struck too, naming what it was worked out from. A product is
+/// dimensional (the rate's unit is the result's), which keeps coincidences of small numbers
+/// out; the figure is at least 10, the other factor at least 2, and 0.5% of rounding is allowed.
 fn worked_out_from(
     text: &str,
-    olds: &[(usize, usize)],
     struck: &[(usize, usize)],
     marks: &[(usize, usize, String)],
     language: Language,
@@ -161,15 +160,28 @@ fn worked_out_from(
     let free = |m: &Mention| {
         !struck.iter().any(|span| overlaps(m, *span)) && !marks.iter().any(|(s, e, _)| overlaps(m, (*s, *e)))
     };
+    // The old values struck, as figures.
+    let olds: Vec<(&Mention, f64)> = marks
+        .iter()
+        .filter_map(|(start, end, _)| {
+            let old = found.iter().find(|m| m.start == *start && m.end == *end && figure(m))?;
+            Some((old, old.number().filter(|o| *o > 0.0)?))
+        })
+        .collect();
     let mut out: Vec<(usize, usize, String)> = Vec::new();
-    for &(start, end) in olds {
-        let Some(old) = found.iter().find(|m| m.start == start && m.end == end && figure(m)) else {
-            continue;
+    let mut strike_as_worked_out = |figure: &Mention, old: &Mention| {
+        if out.iter().any(|(s, e, _)| overlaps(figure, (*s, *e))) {
+            return;
+        }
+        let was = &old.raw;
+        let note = match language {
+            Language::Zh => format!("（按原来的~~{was}~~算出）"),
+            Language::En => format!(" (worked out from the old ~~{was}~~)"),
         };
-        let Some(o) = old.number().filter(|o| *o > 0.0) else {
-            continue;
-        };
-        let (from, to) = sentence_around(text, start, end);
+        out.push((figure.start, figure.end, format!("~~{}~~{note}", figure.raw)));
+    };
+    for &(old, o) in &olds {
+        let (from, to) = sentence_around(text, old.start, old.end);
         for candidate in found
             .iter()
             .filter(|m| m.start >= from && m.end <= to && figure(m) && free(m))
@@ -177,36 +189,17 @@ fn worked_out_from(
             let Some(f) = candidate.number().filter(|f| *f >= 10.0) else {
                 continue;
             };
-            if out.iter().any(|(s, e, _)| overlaps(candidate, (*s, *e))) {
-                continue;
-            }
             let worked_out = found.iter().any(|k| {
                 !std::ptr::eq(k, candidate)
-                    && !overlaps(k, (start, end))
+                    && !std::ptr::eq(k, old)
                     && k.same_unit(candidate)
                     && k.number().is_some_and(|k| k >= 2.0 && (o * k - f).abs() <= 0.005 * f)
             });
-            if !worked_out {
-                continue;
+            if worked_out {
+                strike_as_worked_out(candidate, old);
             }
-            let was = &text[start..end];
-            let note = match language {
-                Language::Zh => format!("（按原来的~~{was}~~算出）"),
-                Language::En => format!(" (worked out from the old ~~{was}~~)"),
-            };
-            out.push((candidate.start, candidate.end, format!("~~{}~~{note}", candidate.raw)));
         }
     }
-    // Written arithmetic: a sum or product with an old value among its terms ends in a result
-    // worked out from it, wherever the old value was said ("装修：~~35.0万~~ … 35.0 + 16.0 + 9.0 +
-    // 3.0 = 63.0万"). A bare term takes the magnitude written on the result.
-    let old_values: Vec<(f64, &str)> = olds
-        .iter()
-        .filter_map(|&(start, end)| {
-            let old = found.iter().find(|m| m.start == start && m.end == end && figure(m))?;
-            Some((old.number()?, &text[start..end]))
-        })
-        .collect();
     for equation in EQUATION.captures_iter(text) {
         let (Some(terms), Some(result)) = (equation.get(1), equation.get(2)) else {
             continue;
@@ -216,28 +209,19 @@ fn worked_out_from(
             let number = parse_number(term.name("number")?.as_str())?;
             let written = term_magnitude(&term);
             let value = number * if written > 1.0 { written } else { result_magnitude };
-            old_values
-                .iter()
-                .find(|(old, _)| (old - value).abs() <= 1e-9 * old.abs().max(1.0))
-                .map(|(_, was)| *was)
+            olds.iter()
+                .find(|(_, o)| (o - value).abs() <= 1e-9 * o.abs().max(1.0))
+                .map(|(old, _)| *old)
         });
-        let Some(was) = from else {
+        let Some(old) = from else {
             continue;
         };
-        let Some(candidate) = found
+        if let Some(candidate) = found
             .iter()
             .find(|m| m.start >= result.start() && m.start < result.end() && figure(m) && free(m))
-        else {
-            continue;
-        };
-        if out.iter().any(|(s, e, _)| overlaps(candidate, (*s, *e))) {
-            continue;
+        {
+            strike_as_worked_out(candidate, old);
         }
-        let note = match language {
-            Language::Zh => format!("（按原来的~~{was}~~算出）"),
-            Language::En => format!(" (worked out from the old ~~{was}~~)"),
-        };
-        out.push((candidate.start, candidate.end, format!("~~{}~~{note}", candidate.raw)));
     }
     out
 }
