@@ -155,7 +155,14 @@ impl Policy {
         }
         // A question that asks to be told states nothing to remember ("rules q: how many hours
         // can a driver do in a day?", "春运一般从哪天开始来着"), whatever words it asks with.
+        // Nor is what a piece of work asked for now requires a preference of the user's ("write
+        // the invite, don't mention salary"): the rules leave it, and so does the head.
         match best {
+            Some((t, _))
+                if reading.task_now && matches!(TYPES[t], MemoryType::UserPreference | MemoryType::Feedback) =>
+            {
+                Choice::Nothing
+            }
             Some((t, p)) if reading.long_enough && !reading.asks && p >= self.add => Choice::Head(t, p),
             _ => Choice::Nothing,
         }
@@ -374,6 +381,25 @@ mod tests {
         };
         let question = "rules q: how many hours can a driver do in a day?";
         assert_eq!(POLICY.candidate(question, &asking, &answer(4, 0.99, 0.0), "pm"), None);
+        // Nor is what a piece of work asked for now requires, as a preference or feedback; the
+        // head's other types (a deadline it sets) still are.
+        let task = Reading {
+            task_now: true,
+            ..reading(None)
+        };
+        let write = "write the invite for the panel, don't mention salary";
+        let at = |t: MemoryType| TYPES.iter().position(|x| *x == t).expect("a type of the head");
+        for preference in [MemoryType::UserPreference, MemoryType::Feedback] {
+            assert_eq!(
+                POLICY.candidate(write, &task, &answer(at(preference), 0.99, 0.0), "pm"),
+                None
+            );
+        }
+        assert!(
+            POLICY
+                .candidate(write, &task, &answer(at(MemoryType::Constraint), 0.99, 0.0), "pm")
+                .is_some()
+        );
     }
 
     /// The same reading, worded as a correction ("actually", "改成").

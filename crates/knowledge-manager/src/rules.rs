@@ -342,6 +342,29 @@ static PROJECT_HINT: LazyLock<Regex> = LazyLock::new(|| {
     )
 });
 
+/// A clause that opens by asking for a piece of work now: "帮我写两句…", "给我整理一份…",
+/// "你跟设计说下…", "write the invite for…", "draft me a…". The verb takes an amount or an
+/// article, so "你给我写的方案太泛了" (what was written) is no request.
+static TASK_NOW: LazyLock<Regex> = LazyLock::new(|| {
+    pattern(
+        r"(?i)^\W*(?:(?:那就|那|好的|好|行|ok|okay|嗯|and|also|then|so|now)[，,\s]*)?(?:(?:你|您)?(?:帮我|给我|替我|麻烦你|麻烦)?(?:写|起草|草拟|拟|做|整理|准备|出)(?:一|两|三|几|个|份|封|段|篇|条|句|版|张)|(?:你|您)?(?:跟|和|给)[^，,。\s]{1,8}(?:说|讲|发|回)(?:下|一下|声)|(?:please\s+|pls\s+|can you\s+|could you\s+)?(?:write|draft|prepare|put together|make|create|send|tell)\s+(?:me\s+|him\s+|her\s+|them\s+|us\s+)?(?:a|an|the|two|three|some|\d+)\b)",
+    )
+});
+
+/// A mark of a rule for every later piece of work: "以后", "每次", "always", "from now on", or
+/// a recurrence ("every Monday morning", "每周一").
+static STANDING: LazyLock<Regex> = LazyLock::new(|| {
+    pattern(
+        r"(?i)(以后|今后|往后|从现在起|从今天起|每次|每回|每[天日周月年季]|每个(?:月|星期|礼拜)|一律|一直|总是|统一|都用|都要|都别|都不要|\balways\b|\bfrom now on\b|\bgoing forward\b|\bin (?:the )?future\b|\bwhenever\b|\bevery\s+\w+|\bnever\b|\bas a rule\b|\bby default\b)",
+    )
+});
+
+/// Whether a clause asks for a piece of work now ([`TASK_NOW`]) without a mark of a rule for
+/// every later one ([`STANDING`]).
+pub fn asks_for_work_now(text: &str) -> bool {
+    TASK_NOW.is_match(text) && !STANDING.is_match(text)
+}
+
 /// The speaker speaking of themself: "我" (not "我们"), "本人", "I", "me", "my".
 static FIRST_PERSON: LazyLock<Regex> =
     LazyLock::new(|| pattern(r"(?i)(我(?:[^们]|$)|本人|\b(?:i|i'm|i've|i'll|i'd|me|my|mine|myself)\b)"));
@@ -579,6 +602,9 @@ pub struct Reading {
     /// The clause asks for something to be told (a question it marks as one, not a request
     /// phrased as one): nothing in it is to be remembered.
     pub asks: bool,
+    /// The clause asks for a piece of work now, with no mark of a standing rule ("帮我写两句…，
+    /// 不要感叹号"): what it requires is that work's, not a preference to remember.
+    pub task_now: bool,
     /// What the rules extract from the clause.
     pub candidate: Option<Value>,
 }
@@ -589,6 +615,7 @@ fn read(clause: &str, role: &str, message_hedged: bool) -> Reading {
         family: classify(text).map(|f| f.memory_type),
         question: is_question(text),
         asks: asks_to_be_told(text),
+        task_now: asks_for_work_now(text),
         hypothetical: HYPOTHETICAL.is_match(text),
         hedged: message_hedged || HEDGE.is_match(text),
         correction: CORRECTION.iter().any(|r| r.is_match(text)),
@@ -731,6 +758,11 @@ fn classify_clause(clause: &str, role: &str, message_hedged: bool) -> Option<Val
         return Some(candidate(memory_type, text, 5, 0.95, role));
     }
     let family = classify(text)?;
+    if matches!(family.memory_type, MemoryType::UserPreference | MemoryType::Feedback) && asks_for_work_now(text) {
+        // "帮我写两句年终感谢，40字以内，不要感叹号": the requirements of a piece of work asked
+        // for now, not a rule for every later one.
+        return None;
+    }
     if hedged && matches!(family.memory_type, MemoryType::ProjectDecision | MemoryType::Constraint) {
         // "maybe we could use Stripe" is not a decision yet.
         return None;
@@ -844,6 +876,37 @@ mod tests {
                 )
             })
             .collect()
+    }
+
+    #[test]
+    fn what_a_task_asked_for_now_requires_is_no_preference() {
+        for task in [
+            "那帮我写两句给喂养师的年终感谢，40字以内，不要感叹号，别提钱",
+            "你跟设计说下定稿别拖过24号",
+            "write the invite for the panel, keep it under 100 words and don't mention salary",
+        ] {
+            assert!(asks_for_work_now(task), "{task}");
+            let kept = run(&[("user", task)]);
+            assert!(
+                !kept.iter().any(|(t, _)| t == "user_preference" || t == "feedback"),
+                "{task}: {kept:?}"
+            );
+        }
+        // A rule for every later piece of work, a recurrence, and what was written before stay.
+        for rule in [
+            "以后给我写文案都不要感叹号",
+            "Send me the KPI dashboard every Monday morning.",
+            "Write me a summary like that every time, it's perfect",
+        ] {
+            assert!(!asks_for_work_now(rule), "{rule}");
+        }
+        assert!(!asks_for_work_now("你给我写的投标技术方案太泛了"));
+        assert!(
+            run(&[("user", "以后给我写文案都不要感叹号")])
+                .iter()
+                .any(|(t, _)| t == "user_preference" || t == "feedback" || t == "constraint"),
+            "a standing rule of style is kept"
+        );
     }
 
     #[test]
