@@ -343,11 +343,12 @@ static PROJECT_HINT: LazyLock<Regex> = LazyLock::new(|| {
 });
 
 /// A clause that opens by asking for a piece of work now: "帮我写两句…", "给我整理一份…",
-/// "你跟设计说下…", "write the invite for…", "draft me a…". The verb takes an amount or an
-/// article, so "你给我写的方案太泛了" (what was written) is no request.
+/// "你跟设计说下…", "write the invite for…", "draft me a…". The verb takes an amount, an
+/// indefinite article or a piece of work for someone, so neither "你给我写的方案太泛了" (what
+/// was written) nor "write the dates as ISO" (a rule of form) is a request.
 static TASK_NOW: LazyLock<Regex> = LazyLock::new(|| {
     pattern(
-        r"(?i)^\W*(?:(?:那就|那|好的|好|行|ok|okay|嗯|and|also|then|so|now)[，,\s]*)?(?:(?:你|您)?(?:帮我|给我|替我|麻烦你|麻烦)?(?:写|起草|草拟|拟|做|整理|准备|出)(?:一|两|三|几|个|份|封|段|篇|条|句|版|张)|(?:你|您)?(?:跟|和|给)[^，,。\s]{1,8}(?:说|讲|发|回)(?:下|一下|声)|(?:please\s+|pls\s+|can you\s+|could you\s+)?(?:write|draft|prepare|put together|make|create|send|tell)\s+(?:me\s+|him\s+|her\s+|them\s+|us\s+)?(?:a|an|the|two|three|some|\d+)\b)",
+        r"(?i)^\W*(?:(?:那就|那|好的|好|行|ok|okay|嗯|and|also|then|so|now)[，,\s]*)?(?:(?:你|您)?(?:帮我|给我|替我|麻烦你|麻烦)?(?:写|起草|草拟|拟|做|整理|准备|出)(?:一|两|三|几|个|份|封|段|篇|条|句|版|张)|(?:你|您)?(?:跟|和|给)[^，,。\s]{1,8}(?:说|讲|发|回)(?:下|一下|声)|(?:please\s+|pls\s+|can you\s+|could you\s+)?(?:write|draft|prepare|put together|create|send)\s+(?:me\s+|him\s+|her\s+|them\s+|us\s+)?(?:(?:a|an|two|three|some|\d+)\b|the\s+\w+\s+(?:for|to)\b))",
     )
 });
 
@@ -892,8 +893,10 @@ mod tests {
                 "{task}: {kept:?}"
             );
         }
-        // A rule for every later piece of work, a recurrence, and what was written before stay.
+        // A rule for every later piece of work, a recurrence, a rule of form and what was
+        // written before stay.
         for rule in [
+            "Write the dates as ISO, 2026-03-01",
             "以后给我写文案都不要感叹号",
             "Send me the KPI dashboard every Monday morning.",
             "Write me a summary like that every time, it's perfect",
