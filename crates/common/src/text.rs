@@ -381,6 +381,15 @@ pub fn without_list_mark(line: &str) -> &str {
     }
 }
 
+/// Whether a sentence ends as a question does: a question mark, or a Chinese particle of asking
+/// (吗, 呢, 么, 来着), before any closing quote, bracket or full stop ("上次定的多少来着。").
+pub fn ends_as_question(sentence: &str) -> bool {
+    let end = sentence.trim_end_matches(|c: char| {
+        c.is_whitespace() || matches!(c, '"' | '\'' | '”' | '’' | ')' | '）' | '。' | '.' | '!' | '！')
+    });
+    end.ends_with(['?', '？', '吗', '呢', '么']) || end.ends_with("来着")
+}
+
 /// Splits text into sentences, keeping their ending punctuation. A period inside a number or
 /// an abbreviation-like token ("Next.js", "3.5") does not end a sentence.
 pub fn sentences(text: &str) -> Vec<String> {
@@ -739,5 +748,26 @@ mod tests {
         assert!((ab - term_jaccard(b, a)).abs() < 1e-9);
         assert!(ab > 0.3 && ab <= 1.0, "{ab}");
         assert_eq!(term_jaccard("", b), 0.0);
+    }
+
+    #[test]
+    fn a_sentence_ends_as_a_question() {
+        for asks in [
+            "what did we decide?",
+            "上次定的首发价是多少来着？",
+            "合同签了吗。",
+            "多少来着",
+            "他问\"几点？\"",
+            "是这个吗 ",
+        ] {
+            assert!(ends_as_question(asks), "{asks}");
+        }
+        for states in [
+            "Dara has the van out since yesterday.",
+            "就这样吧！",
+            "Is it? No, it is not.",
+        ] {
+            assert!(!ends_as_question(states), "{states}");
+        }
     }
 }

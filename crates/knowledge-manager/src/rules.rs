@@ -282,14 +282,13 @@ fn is_question(text: &str) -> bool {
 /// you always include the source?", "能不能顺便估一下人天？"), which states what the user wants.
 /// Unlike [`is_question`], an imperative opening ("Do not share…") is no question here.
 pub fn asks_to_be_told(text: &str) -> bool {
-    static MARKED: LazyLock<Regex> = LazyLock::new(|| pattern(r"([?？]|吗|呢|么|来着)[\s。.!！]*$"));
     static REQUEST: LazyLock<Regex> = LazyLock::new(|| {
         pattern(
             r"(?i)^\W*(could|can|would|will) you\b|^\W*please\b|^\W*(麻烦|请|帮我)|(你|您)[^，,。？?]{0,12}(能不能|可不可以|能否|可以)",
         )
     });
     let text = text.trim();
-    MARKED.is_match(text) && !REQUEST.is_match(text)
+    thinkus_common::text::ends_as_question(text) && !REQUEST.is_match(text)
 }
 
 static HYPOTHETICAL: LazyLock<Regex> = LazyLock::new(|| {

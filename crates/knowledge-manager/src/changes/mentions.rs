@@ -483,7 +483,8 @@ fn chinese_number(written: &str) -> Option<f64> {
     Some(number)
 }
 
-fn magnitude(mag: &str) -> f64 {
+/// What a magnitude word multiplies by: "万" 10,000, "k" 1,000, "bn" a billion; 1 for none.
+pub(super) fn magnitude(mag: &str) -> f64 {
     match mag.to_lowercase().as_str() {
         "万" => 1e4,
         "千" | "k" => 1e3,

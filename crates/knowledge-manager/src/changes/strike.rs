@@ -6,7 +6,7 @@ use chrono::{DateTime, Datelike, Utc};
 use regex::Regex;
 use thinkus_common::model::Language;
 
-use super::mentions::{Mention, ValueKind, mentions, occurrences, parse_number};
+use super::mentions::{Mention, ValueKind, magnitude, mentions, occurrences, parse_number};
 use super::readings::{Change, stated_changes};
 
 /// A change as a reader's context applies it: the value replaced, what replaced it (the
@@ -200,6 +200,8 @@ fn worked_out_from(
             }
         }
     }
+    // The magnitude written on a term ("16.0万", "4k"), read as a mention's is.
+    let term_magnitude = |term: &regex::Captures| term.name("magnitude").map_or(1.0, |m| magnitude(m.as_str()));
     for equation in EQUATION.captures_iter(text) {
         let (Some(terms), Some(result)) = (equation.get(1), equation.get(2)) else {
             continue;
@@ -241,15 +243,6 @@ static EQUATION: LazyLock<Regex> = LazyLock::new(|| {
     ))
     .expect("valid regex")
 });
-
-fn term_magnitude(term: &regex::Captures) -> f64 {
-    match term.name("magnitude").map(|m| m.as_str()) {
-        Some("万") => 1e4,
-        Some("亿") => 1e8,
-        Some("千" | "k" | "K") => 1e3,
-        _ => 1.0,
-    }
-}
 
 /// The byte range of the sentence of `text` holding `start..end`: up to the nearest line break
 /// or end of sentence ("。", "！", "？", or ".", "!", "?" before a space) on each side. A

@@ -209,21 +209,18 @@ pub fn warm_up() {
     }
 }
 
-/// The sentences of a message of several sentences that ask (a question mark, or a Chinese
-/// question particle at the end), joined; none for a single sentence or a message where no
+/// The sentences of a message of several sentences that ask
+/// ([`thinkus_common::text::ends_as_question`]), joined; none for a single sentence or a message where no
 /// sentence asks, which is read whole.
 fn asking_sentences(message: &str) -> Option<String> {
     let sentences = thinkus_common::text::sentences(message);
     if sentences.len() < 2 {
         return None;
     }
-    let asks = |s: &str| {
-        let end = s.trim_end_matches(|c: char| c.is_whitespace() || matches!(c, '"' | '\'' | '”' | '’' | ')' | '）'));
-        end.ends_with(['?', '？'])
-            || end
-                .trim_end_matches(['。', '.', '!', '！'])
-                .ends_with(['吗', '呢', '么'])
-    };
-    let asking: Vec<&str> = sentences.iter().map(String::as_str).filter(|s| asks(s)).collect();
+    let asking: Vec<&str> = sentences
+        .iter()
+        .map(String::as_str)
+        .filter(|s| thinkus_common::text::ends_as_question(s))
+        .collect();
     (!asking.is_empty()).then(|| asking.join(" "))
 }
